@@ -1,0 +1,174 @@
+"""Build small, valid PE images in memory for unit tests.
+
+Each image has one section holding an import directory (and optionally a delay-import
+directory) whose thunks point to one named function per DLL, which is all pefile and the
+Windows loader need to see the DLL names.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+AMD64 = 0x8664
+I386 = 0x14C
+ARM64 = 0xAA64
+
+_FILE_ALIGN = 0x200
+_SECTION_RVA = 0x1000
+
+
+def build_pe(
+    imports: Sequence[str] = (),
+    delay_imports: Sequence[str] = (),
+    *,
+    machine: int = AMD64,
+    dll: bool = True,
+    linker: tuple[int, int] = (14, 29),
+) -> bytes:
+    """Bytes of a PE image importing ``imports`` and delay-importing ``delay_imports``."""
+    pe32plus = machine != I386
+    thunk = struct.Struct("<Q" if pe32plus else "<I")
+    body = bytearray()
+
+    def place(blob: bytes) -> int:
+        while len(body) % 8:
+            body.append(0)
+        offset = len(body)
+        body.extend(blob)
+        return _SECTION_RVA + offset
+
+    import_table_size = 20 * (len(imports) + 1)
+    import_rva = place(bytes(import_table_size)) if imports else 0
+    delay_table_size = 32 * (len(delay_imports) + 1)
+    delay_rva = place(bytes(delay_table_size)) if delay_imports else 0
+
+    def thunks_for(function: str) -> tuple[int, int, int]:
+        hint_name = place(struct.pack("<H", 0) + function.encode() + b"\0")
+        int_rva = place(thunk.pack(hint_name) + thunk.pack(0))
+        iat_rva = place(thunk.pack(hint_name) + thunk.pack(0))
+        return hint_name, int_rva, iat_rva
+
+    for index, name in enumerate(imports):
+        name_rva = place(name.encode() + b"\0")
+        _, int_rva, iat_rva = thunks_for(f"Function{index}")
+        offset = import_rva - _SECTION_RVA + 20 * index
+        body[offset : offset + 20] = struct.pack("<5I", int_rva, 0, 0, name_rva, iat_rva)
+    for index, name in enumerate(delay_imports):
+        name_rva = place(name.encode() + b"\0")
+        _, int_rva, iat_rva = thunks_for(f"Delayed{index}")
+        handle_rva = place(bytes(8))
+        offset = delay_rva - _SECTION_RVA + 32 * index
+        body[offset : offset + 32] = struct.pack(
+            "<8I", 1, name_rva, handle_rva, iat_rva, int_rva, 0, 0, 0
+        )
+    if not body:
+        body.extend(bytes(16))
+    raw_size = _align(len(body), _FILE_ALIGN)
+    body.extend(bytes(raw_size - len(body)))
+
+    directories = [(0, 0)] * 16
+    if imports:
+        directories[1] = (import_rva, import_table_size)
+    if delay_imports:
+        directories[13] = (delay_rva, delay_table_size)
+    optional = _optional_header(pe32plus, linker, raw_size, directories)
+    characteristics = 0x0002 | (0x2000 if dll else 0) | (0x0020 if pe32plus else 0x0100)
+    coff = struct.pack("<HHIIIHH", machine, 1, 0, 0, 0, len(optional), characteristics)
+    section = struct.pack(
+        "<8sIIIIIIHHI",
+        b".idata",
+        len(body),
+        _SECTION_RVA,
+        raw_size,
+        _FILE_ALIGN,
+        0,
+        0,
+        0,
+        0,
+        0xC0000040,
+    )
+    dos = bytearray(0x40)
+    dos[0:2] = b"MZ"
+    struct.pack_into("<I", dos, 0x3C, 0x40)
+    headers = bytes(dos) + b"PE\0\0" + coff + optional + section
+    headers += bytes(_FILE_ALIGN - len(headers))
+    return headers + bytes(body)
+
+
+def _optional_header(
+    pe32plus: bool, linker: tuple[int, int], raw_size: int, directories: list[tuple[int, int]]
+) -> bytes:
+    size_of_image = _SECTION_RVA + _align(raw_size, 0x1000)
+    if pe32plus:
+        head = struct.pack(
+            "<HBBIIIIIQIIHHHHHHIIIIHHQQQQII",
+            0x20B,
+            linker[0],
+            linker[1],
+            0,
+            raw_size,
+            0,
+            0,
+            _SECTION_RVA,
+            0x180000000,
+            0x1000,
+            _FILE_ALIGN,
+            6,
+            0,
+            0,
+            0,
+            6,
+            0,
+            0,
+            size_of_image,
+            _FILE_ALIGN,
+            0,
+            3,
+            0x160,
+            0x100000,
+            0x1000,
+            0x100000,
+            0x1000,
+            0,
+            16,
+        )
+    else:
+        head = struct.pack(
+            "<HBBIIIIIIIIIHHHHHHIIIIHHIIIIII",
+            0x10B,
+            linker[0],
+            linker[1],
+            0,
+            raw_size,
+            0,
+            0,
+            _SECTION_RVA,
+            _SECTION_RVA,
+            0x10000000,
+            0x1000,
+            _FILE_ALIGN,
+            6,
+            0,
+            0,
+            0,
+            6,
+            0,
+            0,
+            size_of_image,
+            _FILE_ALIGN,
+            0,
+            3,
+            0x140,
+            0x100000,
+            0x1000,
+            0x100000,
+            0x1000,
+            0,
+            16,
+        )
+    return head + b"".join(struct.pack("<II", rva, size) for rva, size in directories)
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment

@@ -1,0 +1,145 @@
+"""The public entry points: ensure(), diagnose(), scan()."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterable
+
+from torchguard._errors import TorchNotFoundError, error_for
+from torchguard._findings import ERROR, WARNING, Finding
+from torchguard._report import Report, TorchSummary
+
+_ensure_lock = threading.Lock()
+_ensured: Report | None = None
+
+
+def _already_imported() -> Report:
+    finding = Finding(
+        code="torch-already-imported",
+        severity=WARNING,
+        message=(
+            "torch was imported before torchguard.ensure() ran, so there is nothing left to "
+            "protect; call ensure() before the first `import torch`"
+        ),
+        rank=90,
+    )
+    return Report(findings=(finding,), mode="live")
+
+
+def _non_windows() -> Report:
+    """Off Windows there is no DLL work: only say where torch is, or that it is missing."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        finding = Finding(
+            code="torch-not-found",
+            severity=ERROR,
+            message="torch is not installed where this Python imports packages from",
+            rank=0,
+        )
+        return Report(findings=(finding,), mode="non-windows")
+    from torchguard._dists import importlib_metadata
+
+    try:
+        version = importlib_metadata.version("torch")
+    except importlib_metadata.PackageNotFoundError:
+        version = "unknown"
+    location = next(iter(spec.submodule_search_locations or []), spec.origin or "")
+    return Report(torch=TorchSummary(version, str(location)), mode="non-windows")
+
+
+def _live_report() -> Report:
+    from torchguard._live import live_windows
+    from torchguard._pipeline import analyze
+
+    system = live_windows()
+    try:
+        return analyze(system, cwd=os.getcwd())
+    finally:
+        system.close()
+
+
+def diagnose() -> Report:
+    """Analyse this environment as ``ensure()`` would; never raises, registers nothing."""
+    if "torch" in sys.modules:
+        return _already_imported()
+    if sys.platform != "win32":
+        return _non_windows()
+    return _live_report()
+
+
+def ensure() -> Report:
+    """Prepare this process for ``import torch``, or raise why it would fail.
+
+    On Windows: find torch without importing it, register the DLL directories it needs
+    (including the ones torch forgets), check the whole DLL closure, and raise the most
+    fundamental :class:`~torchguard.TorchDllError`. A successful result is remembered, so
+    later calls in the process cost nothing. Elsewhere there is no DLL work: it returns the
+    report, raising only when torch is not installed at all.
+    """
+    global _ensured
+    if _ensured is not None:
+        return _ensured
+    if "torch" in sys.modules:
+        return _already_imported()
+    with _ensure_lock:
+        if _ensured is not None:
+            return _ensured
+        report = _live_report() if sys.platform == "win32" else _non_windows()
+        if sys.platform == "win32":
+            from torchguard._register import register
+
+            register(d.path for d in report.dll_directories)
+        errors = report.errors
+        if errors:
+            first = errors[0]
+            if first.code == "torch-not-found":
+                raise TorchNotFoundError(first, report)
+            raise error_for(first, report)
+        _ensured = report
+        return report
+
+
+def scan(
+    targets: Iterable[str | os.PathLike[str]],
+    *,
+    system32: Iterable[str | os.PathLike[str]] = (),
+    python_dir: str | os.PathLike[str] | None = None,
+) -> Report:
+    """Diagnose a Windows install offline, from any OS.
+
+    ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
+    overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
+    ``python_dir`` stands for python.exe's folder. Raises :class:`ValueError` (a
+    ``TargetError``) when a target cannot be read.
+    """
+    if isinstance(targets, (str, bytes, os.PathLike)):
+        raise TypeError("scan() takes a list of targets, not a single path")
+    paths = [os.fspath(t) for t in targets]
+    if not paths:
+        raise ValueError("scan() needs at least one target")
+    if not all(isinstance(p, str) for p in paths):
+        raise TypeError("scan() targets must be str or os.PathLike[str]")
+    from torchguard._pipeline import analyze
+    from torchguard._system import offline_windows
+
+    system = offline_windows(
+        paths,
+        system32_dirs=[os.fspath(d) for d in system32],
+        python_dir=os.fspath(python_dir) if python_dir is not None else None,
+    )
+    try:
+        return analyze(system)
+    finally:
+        system.close()
+
+
+def _reset_for_tests() -> None:
+    global _ensured
+    _ensured = None

@@ -1,0 +1,230 @@
+"""A case-insensitive view of a Windows file tree, live or assembled from pieces.
+
+Every path the pipeline handles is a Windows path string (``C:\\Python311\\Lib``). On a live
+Windows machine those paths are the host's own. For an offline scan the tree is assembled from
+mounts: host folders (a site-packages tree, a folder standing in for System32), wheel members
+read in place from the zip, and names that are only assumed to exist (a clean Windows' DLLs).
+Lookups ignore case, as NTFS does, even when the host file system does not.
+"""
+
+from __future__ import annotations
+
+import ntpath
+import os
+import zipfile
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True)
+class HostFile:
+    """A file on the host file system."""
+
+    path: str
+
+    @property
+    def origin(self) -> str:
+        return self.path
+
+
+@dataclass(frozen=True)
+class ZipMember:
+    """A file read in place from a zip archive (a wheel); never extracted to disk."""
+
+    archive: str
+    member: str
+    size: int
+
+    @property
+    def origin(self) -> str:
+        return f"{self.archive}!{self.member}"
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    """A small file held in memory (a RECORD rewritten for an overlaid wheel)."""
+
+    data: bytes
+    label: str
+
+    @property
+    def origin(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
+class AssumedFile:
+    """A file that is assumed to exist without being read (a DLL every Windows has)."""
+
+    why: str
+
+    @property
+    def origin(self) -> str:
+        return f"<{self.why}>"
+
+
+Entry = Union[HostFile, ZipMember, MemoryFile, AssumedFile]
+
+
+def key(path: str) -> str:
+    """The case-insensitive identity of a Windows path."""
+    return ntpath.normcase(ntpath.normpath(path))
+
+
+def join(*parts: str) -> str:
+    return ntpath.normpath(ntpath.join(*parts))
+
+
+@dataclass
+class WinTree:
+    """A Windows directory tree made of mounts; see the module docstring.
+
+    With ``passthrough`` (live Windows), paths outside every mount are the host's own paths.
+    """
+
+    passthrough: bool = False
+    _files: dict[str, dict[str, tuple[str, Entry]]] = field(default_factory=dict)
+    _host_mounts: list[tuple[str, str]] = field(default_factory=list)
+    _listing_cache: dict[str, dict[str, tuple[str, bool]] | None] = field(default_factory=dict)
+    _archives: dict[str, zipfile.ZipFile] = field(default_factory=dict)
+
+    # -- building ---------------------------------------------------------------------------
+    def mount_host_dir(self, path: str, host_dir: str) -> None:
+        """Make ``host_dir`` (a host folder) appear at the Windows path ``path``."""
+        self._host_mounts.append((key(path), os.path.abspath(host_dir)))
+        self._listing_cache.clear()
+
+    def add_file(self, path: str, entry: Entry) -> None:
+        """Place one file at the Windows path ``path``; later additions win."""
+        directory, name = ntpath.split(ntpath.normpath(path))
+        self._files.setdefault(key(directory), {})[name.lower()] = (name, entry)
+
+    def archive(self, archive: str) -> zipfile.ZipFile:
+        """The open zip file for ``archive``, opened once (closed by :meth:`close`)."""
+        opened = self._archives.get(archive)
+        if opened is None:
+            opened = self._archives[archive] = zipfile.ZipFile(archive)
+        return opened
+
+    def close(self) -> None:
+        for opened in self._archives.values():
+            opened.close()
+        self._archives.clear()
+
+    # -- reading ------------------------------------------------------------------------------
+    def listdir(self, path: str) -> dict[str, tuple[str, Entry]]:
+        """The files directly in ``path``: lower-case name -> (name, entry). Empty if missing."""
+        found: dict[str, tuple[str, Entry]] = {}
+        host = self._host_dir(path)
+        if host is not None:
+            for lower, (name, is_dir) in (self._host_listing(host) or {}).items():
+                if not is_dir:
+                    found[lower] = (name, HostFile(os.path.join(host, name)))
+        found.update(self._files.get(key(path), {}))
+        return found
+
+    def subdirs(self, path: str) -> list[str]:
+        """Names of the directories directly in ``path``."""
+        names: dict[str, str] = {}
+        host = self._host_dir(path)
+        if host is not None:
+            for lower, (name, is_dir) in (self._host_listing(host) or {}).items():
+                if is_dir:
+                    names[lower] = name
+        prefix = key(path).rstrip("\\") + "\\"
+        for directory in self._files:
+            if directory.startswith(prefix):
+                first = directory[len(prefix) :].split("\\", 1)[0]
+                if first:
+                    names.setdefault(first, first)
+        return sorted(names.values(), key=str.lower)
+
+    def entry(self, path: str) -> Entry | None:
+        directory, name = ntpath.split(ntpath.normpath(path))
+        found = self.listdir(directory).get(name.lower())
+        return found[1] if found else None
+
+    def is_dir(self, path: str) -> bool:
+        host = self._host_dir(path)
+        if host is not None and os.path.isdir(host):
+            return True
+        wanted = key(path).rstrip("\\")
+        prefix = wanted + "\\"
+        return any(d == wanted or d.startswith(prefix) for d in self._files)
+
+    def is_file(self, path: str) -> bool:
+        return self.entry(path) is not None
+
+    def read_bytes(self, path: str) -> bytes:
+        """The content of a file; raises OSError when it is missing or only assumed."""
+        entry = self.entry(path)
+        if entry is None:
+            raise FileNotFoundError(path)
+        return self.read_entry(entry)
+
+    def read_entry(self, entry: Entry) -> bytes:
+        if isinstance(entry, HostFile):
+            with open(entry.path, "rb") as handle:
+                return handle.read()
+        if isinstance(entry, ZipMember):
+            try:
+                return self.archive(entry.archive).read(entry.member)
+            except (zipfile.BadZipFile, KeyError, EOFError, RuntimeError) as exc:
+                raise OSError(f"cannot read {entry.origin}: {exc}") from None
+        if isinstance(entry, MemoryFile):
+            return entry.data
+        raise OSError(f"{entry.origin} is assumed to exist and cannot be read")
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return self.read_bytes(path).decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    def origin(self, path: str) -> str:
+        entry = self.entry(path)
+        if entry is not None:
+            return entry.origin
+        host = self._host_dir(path)
+        return host if host is not None else path
+
+    # -- host mapping ----------------------------------------------------------------------
+    def _host_dir(self, path: str) -> str | None:
+        """The host folder behind the Windows folder ``path``, resolved case-insensitively."""
+        wanted = key(path).rstrip("\\")
+        best: tuple[str, str] | None = None
+        for mount, host in self._host_mounts:
+            mount = mount.rstrip("\\")
+            if (wanted == mount or wanted.startswith(mount + "\\")) and (
+                best is None or len(mount) > len(best[0])
+            ):
+                best = (mount, host)
+        if best is None:
+            return path if self.passthrough else None
+        current = best[1]
+        rest = wanted[len(best[0]) :].strip("\\")
+        for part in rest.split("\\") if rest else ():
+            listing = self._host_listing(current)
+            if listing is None or part not in listing:
+                return None
+            current = os.path.join(current, listing[part][0])
+        return current
+
+    def _host_listing(self, host_dir: str) -> dict[str, tuple[str, bool]] | None:
+        """lower-case name -> (name, is a directory), from one scandir (cached)."""
+        if host_dir in self._listing_cache:
+            return self._listing_cache[host_dir]
+        listing: dict[str, tuple[str, bool]] = {}
+        try:
+            with os.scandir(host_dir) as entries:
+                for item in sorted(entries, key=lambda e: e.name):
+                    try:
+                        is_dir = item.is_dir()
+                    except OSError:
+                        continue
+                    listing.setdefault(item.name.lower(), (item.name, is_dir))
+        except OSError:
+            self._listing_cache[host_dir] = None
+            return None
+        self._listing_cache[host_dir] = listing
+        return listing

@@ -1,0 +1,175 @@
+"""The running Windows process, the only module that touches ctypes and winreg.
+
+Importable everywhere; every function that needs Windows raises NotImplementedError elsewhere,
+so the rest of torchguard stays pure and testable on Linux.
+"""
+
+from __future__ import annotations
+
+import ntpath
+import os
+import site
+import sys
+import sysconfig
+
+from torchguard._fs import WinTree
+from torchguard._system import AMD64, Interpreter, System
+
+_MACHINES = {"AMD64": AMD64, "X86": 0x14C, "ARM64": 0xAA64, "x86_64": AMD64}
+
+
+_ONLY_WINDOWS = "only available on Windows"
+
+
+def process_image_dir() -> str:
+    """python.exe's real folder (the base interpreter's in a venv): the loader's app dir."""
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+    from ctypes import wintypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.GetModuleFileNameW.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
+    size = 32768
+    buffer = ctypes.create_unicode_buffer(size)
+    length = kernel32.GetModuleFileNameW(None, buffer, size)
+    if not length:
+        raise ctypes.WinError(ctypes.get_last_error())
+    return ntpath.dirname(buffer.value)
+
+
+def system_directory() -> str:
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+
+    buffer = ctypes.create_unicode_buffer(1024)
+    length = ctypes.windll.kernel32.GetSystemDirectoryW(buffer, 1024)
+    return (
+        buffer.value
+        if length
+        else ntpath.join(os.environ.get("SYSTEMROOT", "C:\\Windows"), "System32")
+    )
+
+
+def known_dlls() -> frozenset[str]:
+    """KnownDLLs from the registry, plus ntdll.dll which is always known."""
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import winreg
+
+    names = {"ntdll.dll"}
+    path = r"SYSTEM\CurrentControlSet\Control\Session Manager\KnownDLLs"
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, path) as key:
+            index = 0
+            while True:
+                try:
+                    _, value, kind = winreg.EnumValue(key, index)
+                except OSError:
+                    break
+                index += 1
+                if (
+                    kind == winreg.REG_SZ
+                    and isinstance(value, str)
+                    and value.lower().endswith(".dll")
+                ):
+                    names.add(value.lower())
+    except OSError:
+        pass
+    return frozenset(names)
+
+
+def loaded_modules() -> dict[str, str]:
+    """Base name (lower case) -> full path of every module in this process."""
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+    from ctypes import wintypes
+
+    psapi = ctypes.WinDLL("psapi", use_last_error=True)
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+    kernel32.GetModuleFileNameW.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
+    psapi.EnumProcessModules.argtypes = [
+        wintypes.HANDLE,
+        ctypes.POINTER(wintypes.HMODULE),
+        wintypes.DWORD,
+        ctypes.POINTER(wintypes.DWORD),
+    ]
+    process = kernel32.GetCurrentProcess()
+    count = 1024
+    while True:
+        modules = (wintypes.HMODULE * count)()
+        needed = wintypes.DWORD()
+        if not psapi.EnumProcessModules(
+            process, modules, ctypes.sizeof(modules), ctypes.byref(needed)
+        ):
+            return {}
+        if needed.value <= ctypes.sizeof(modules):
+            break
+        count = needed.value // ctypes.sizeof(wintypes.HMODULE) + 16
+    found: dict[str, str] = {}
+    buffer = ctypes.create_unicode_buffer(32768)
+    for handle in modules[: needed.value // ctypes.sizeof(wintypes.HMODULE)]:
+        if handle and kernel32.GetModuleFileNameW(handle, buffer, 32768):
+            found.setdefault(ntpath.basename(buffer.value).lower(), buffer.value)
+    return found
+
+
+def _site_dirs() -> tuple[str, ...]:
+    seen: dict[str, str] = {}
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            seen.setdefault(ntpath.normcase(os.path.abspath(entry)), os.path.abspath(entry))
+    return tuple(seen.values())
+
+
+def torch_package_dir() -> str | None:
+    """Where ``import torch`` would come from, found without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(next(iter(spec.submodule_search_locations)))
+
+
+def live_windows() -> System:
+    """The running process as a :class:`System` (Windows only)."""
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import platform
+
+    app_dir = process_image_dir()
+    version = sys.version_info
+    interpreter = Interpreter(
+        version=(version[0], version[1]),
+        machine=_MACHINES.get(platform.machine(), AMD64),
+        executable=sys.executable,
+        prefix=sys.prefix,
+        exec_prefix=sys.exec_prefix,
+        base_exec_prefix=sys.base_exec_prefix,
+        userbase=sysconfig.get_config_var("userbase") or site.getuserbase(),
+        app_dir=app_dir,
+        site_dirs=_site_dirs(),
+        environ=dict(os.environ),
+        path_dirs=tuple(
+            p for p in os.environ.get("PATH", "").split(os.pathsep) if p and ntpath.isabs(p)
+        ),
+        is_conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+    )
+    executable = sys.executable
+    return System(
+        tree=WinTree(passthrough=True),
+        interpreter=interpreter,
+        system32=system_directory(),
+        known_dlls=known_dlls(),
+        loaded=loaded_modules(),
+        live=True,
+        torch_package_dir=torch_package_dir(),
+        python_cmd=f'"{executable}"' if " " in executable else executable,
+    )

@@ -1,0 +1,201 @@
+"""A model of the Windows loader for ``LoadLibraryExW(path, 0, 0x1100)``.
+
+That is the call Python >= 3.8 uses for extension modules and torch uses to preload
+``torch\\lib\\*.dll``. For each imported name the loader tries, in order: a module of that base
+name already in the process, API sets, KnownDLLs, the folder of the DLL passed to
+``LoadLibraryExW`` (DLL_LOAD_DIR, shared by the whole load), python.exe's real folder, the
+``AddDllDirectory`` folders (in unspecified order), then System32. PATH and the current
+directory are not searched. A candidate built for another CPU is skipped; a candidate that is
+not a valid image fails the load (WinError 193). System modules are not walked into.
+
+Pure logic: everything about the machine comes from the :class:`LoaderModel` fields.
+"""
+
+from __future__ import annotations
+
+import ntpath
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from torchguard._fs import AssumedFile, WinTree, join
+from torchguard._pe import PEFacts, PEReadError, machine_name
+
+LOADED = "loaded"
+APISET = "apiset"
+KNOWNDLL = "knowndll"
+DLL_LOAD_DIR = "dll_load_dir"
+APP_DIR = "app_dir"
+USER_DIR = "user_dir"
+SYSTEM32 = "system32"
+PATH_FALLBACK = "path_fallback"
+
+_NOT_WALKED = frozenset({LOADED, APISET, KNOWNDLL, SYSTEM32})
+
+MISSING = "missing"
+CORRUPT = "corrupt"
+ARCH = "arch"
+
+WINERROR = {MISSING: 126, CORRUPT: 193, ARCH: 193}
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Where the loader finds ``name``: a path and the search step, or nothing."""
+
+    name: str
+    path: str | None
+    via: str | None
+    wrong_arch: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a load fails: ``leaf`` is missing, corrupt or of the wrong architecture."""
+
+    kind: str
+    leaf: str
+    chain: tuple[str, ...]
+    path: str | None = None
+    detail: str = ""
+    delay: bool = False
+
+
+@dataclass
+class LoadResult:
+    """The outcome of one ``LoadLibraryExW`` call on ``root``."""
+
+    root: str
+    failures: list[Failure] = field(default_factory=list)
+    modules: dict[str, Resolution] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(not f.delay for f in self.failures)
+
+    @property
+    def winerror(self) -> int | None:
+        """The error the real loader reports: the first hard failure met in load order."""
+        hard = [f for f in self.failures if not f.delay]
+        return WINERROR[hard[0].kind] if hard else None
+
+
+def is_api_set(name: str) -> bool:
+    """API set contracts are resolved by the OS schema, never looked up as files."""
+    lowered = name.lower()
+    return lowered.startswith(("api-ms-win-", "ext-ms-"))
+
+
+@dataclass
+class LoaderModel:
+    """One process's loader state; ``load`` mutates ``loaded`` as the real loader would."""
+
+    tree: WinTree
+    facts: Callable[[str], PEFacts]
+    machine: int
+    app_dir: str
+    system32: str
+    user_dirs: tuple[str, ...]
+    known_dlls: frozenset[str]
+    loaded: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, name: str, load_dir: str) -> Resolution:
+        lowered = name.lower()
+        if lowered in self.loaded:
+            return Resolution(name, self.loaded[lowered], LOADED)
+        if is_api_set(lowered):
+            return Resolution(name, None, APISET)
+        if lowered in self.known_dlls:
+            return Resolution(name, join(self.system32, lowered), KNOWNDLL)
+        wrong: list[tuple[str, int]] = []
+        for folder, via in self._search_order(load_dir):
+            hit = self.tree.listdir(folder).get(lowered)
+            if hit is None:
+                continue
+            path = join(folder, hit[0])
+            if via != SYSTEM32 and not isinstance(hit[1], AssumedFile):
+                machine = self._machine(path)
+                if machine is not None and machine != self.machine:
+                    wrong.append((path, machine))
+                    continue
+            return Resolution(name, path, via, tuple(wrong))
+        return Resolution(name, None, None, tuple(wrong))
+
+    def _search_order(self, load_dir: str) -> Iterable[tuple[str, str]]:
+        yield load_dir, DLL_LOAD_DIR
+        yield self.app_dir, APP_DIR
+        for folder in self.user_dirs:
+            yield folder, USER_DIR
+        yield self.system32, SYSTEM32
+
+    def _machine(self, path: str) -> int | None:
+        try:
+            return self.facts(path).machine
+        except PEReadError:
+            return None  # a corrupt candidate is taken, and fails the load when read
+
+    def walkable(self, resolution: Resolution) -> bool:
+        if resolution.path is None or resolution.via in _NOT_WALKED:
+            return False
+        return not isinstance(self.tree.entry(resolution.path), AssumedFile)
+
+    def load(self, root: str) -> LoadResult:
+        """Simulate loading ``root`` by full path and every static import below it."""
+        result = LoadResult(root)
+        root_name = ntpath.basename(root)
+        load_dir = ntpath.dirname(root)
+        if ntpath.normcase(self.loaded.get(root_name.lower(), "")) == ntpath.normcase(root):
+            result.modules[root_name.lower()] = Resolution(root_name, root, LOADED)
+            return result
+        result.modules[root_name.lower()] = Resolution(root_name, root, "root")
+        queue: deque[tuple[str, tuple[str, ...]]] = deque([(root, (root_name,))])
+        while queue:
+            path, chain = queue.popleft()
+            try:
+                facts = self.facts(path)
+            except PEReadError as exc:
+                result.failures.append(Failure(CORRUPT, chain[-1], chain, path, str(exc)))
+                continue
+            if facts.machine != self.machine:
+                result.failures.append(Failure(ARCH, chain[-1], chain, path, facts.machine_name))
+                continue
+            for name, delay in _imports(facts):
+                lowered = name.lower()
+                if lowered in result.modules:
+                    continue
+                resolution = self.resolve(name, load_dir)
+                if resolution.path is None and resolution.via is None:
+                    kind = ARCH if resolution.wrong_arch else MISSING
+                    detail = (
+                        machine_name(resolution.wrong_arch[0][1]) if resolution.wrong_arch else ""
+                    )
+                    where = resolution.wrong_arch[0][0] if resolution.wrong_arch else None
+                    result.failures.append(
+                        Failure(kind, name, (*chain, name), where, detail, delay)
+                    )
+                    if not delay:
+                        result.modules[lowered] = resolution
+                    continue
+                if delay:
+                    continue  # loaded later by the delay-load helper; only its presence matters
+                result.modules[lowered] = resolution
+                if resolution.path is not None and self.walkable(resolution):
+                    queue.append((resolution.path, (*chain, name)))
+        if result.ok:
+            for lowered, resolution in result.modules.items():
+                if resolution.path is not None:
+                    self.loaded.setdefault(lowered, resolution.path)
+        return result
+
+
+def _imports(facts: PEFacts) -> Iterable[tuple[str, bool]]:
+    for name in facts.imports:
+        yield name, False
+    for name in facts.delay_imports:
+        yield name, True
+
+
+def preload_order(tree: WinTree, lib_dir: str) -> list[str]:
+    """``glob(torch\\lib\\*.dll)`` in directory order (NTFS: case-insensitive, upper-cased)."""
+    names = [name for name, _ in tree.listdir(lib_dir).values() if name.lower().endswith(".dll")]
+    return [join(lib_dir, name) for name in sorted(names, key=str.upper)]

@@ -1,0 +1,207 @@
+"""Read the few facts torchguard needs from a PE image, cheaply and safely.
+
+Only headers, import and delay-import DLL names, the linker version and (when present) the
+FileVersion are read. A full pefile parse of torch_cpu.dll costs 10-20 s and 1 GB, and pefile's
+symbol-level import parsing silently drops DLL names past ``MAX_IMPORT_SYMBOLS``; so imports are
+read with ``import_dllnames_only=True`` and delay-import names straight from their descriptors.
+Every failure becomes :class:`PEReadError`, never an exception from inside pefile.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pefile
+
+MACHINE_NAMES = {
+    0x14C: "x86",
+    0x8664: "x64",
+    0xAA64: "arm64",
+    0x1C4: "arm",
+    0xA641: "arm64ec",
+}
+
+_IMAGE_FILE_DLL = 0x2000
+_DELAY_DESCRIPTOR = struct.Struct("<8I")
+_MAX_DESCRIPTORS = 4096
+_MAX_NAME = 256
+
+
+class PEReadError(Exception):
+    """A file that the Windows loader would reject as an image (WinError 193)."""
+
+
+@dataclass(frozen=True)
+class PEFacts:
+    """What the loader model needs to know about one binary."""
+
+    machine: int
+    is_dll: bool
+    imports: tuple[str, ...]
+    delay_imports: tuple[str, ...]
+    linker_version: tuple[int, int]
+    file_version: tuple[int, int, int, int] | None = None
+
+    @property
+    def machine_name(self) -> str:
+        return MACHINE_NAMES.get(self.machine, hex(self.machine))
+
+
+def machine_name(machine: int) -> str:
+    return MACHINE_NAMES.get(machine, hex(machine))
+
+
+def read_pe(source: str | bytes) -> PEFacts:
+    """Read :class:`PEFacts` from a file path or from the bytes of an image.
+
+    Raises :class:`PEReadError` for anything the Windows loader would refuse to map.
+    """
+    if isinstance(source, bytes):
+        _check_signature(source[:4096], len(source))
+    else:
+        try:
+            with open(source, "rb") as handle:
+                head = handle.read(4096)
+                handle.seek(0, 2)
+                size = handle.tell()
+        except OSError as exc:
+            raise PEReadError(f"cannot read the file: {exc.strerror or exc}") from None
+        _check_signature(head, size)
+    import pefile
+
+    try:
+        if isinstance(source, bytes):
+            pe = pefile.PE(data=source, fast_load=True)
+        else:
+            pe = pefile.PE(name=source, fast_load=True)
+    except pefile.PEFormatError as exc:
+        raise PEReadError(f"not a valid PE image: {exc.value}") from None
+    except Exception as exc:  # pefile raises bare Exception for I/O and mmap failures
+        raise PEReadError(f"cannot read the image: {exc}") from None
+    try:
+        return _facts(pe)
+    except PEReadError:
+        raise
+    except Exception as exc:
+        raise PEReadError(f"malformed image: {exc}") from None
+    finally:
+        pe.close()
+
+
+def _check_signature(head: bytes, size: int) -> None:
+    """Reject non-PE data before pefile sees it, with a message a user can act on."""
+    if size == 0:
+        raise PEReadError("the file is empty (0 bytes)")
+    if head[:2] != b"MZ":
+        raise PEReadError("not a PE image (no MZ signature)")
+    if len(head) < 0x40:
+        raise PEReadError(f"truncated: only {size} bytes")
+    (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
+    if e_lfanew + 24 > size:
+        raise PEReadError(
+            f"truncated: the PE header lies beyond the end of the file ({size} bytes)"
+        )
+    if e_lfanew + 4 <= len(head) and head[e_lfanew : e_lfanew + 4] != b"PE\0\0":
+        raise PEReadError("not a PE image (no PE signature)")
+
+
+def _facts(pe: pefile.PE) -> PEFacts:
+    import pefile
+
+    data_len = len(pe.__data__)
+    needed = 0
+    for section in pe.sections:
+        if section.SizeOfRawData:
+            needed = max(needed, section.PointerToRawData + section.SizeOfRawData)
+    if needed > data_len:
+        raise PEReadError(
+            f"truncated: the section table needs {needed} bytes, the file has {data_len}"
+        )
+    entries = pefile.DIRECTORY_ENTRY
+    pe.parse_data_directories(
+        directories=[entries["IMAGE_DIRECTORY_ENTRY_IMPORT"]], import_dllnames_only=True
+    )
+    imports = _unique(_decode(entry.dll) for entry in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()))
+    import_dir = pe.OPTIONAL_HEADER.DATA_DIRECTORY[entries["IMAGE_DIRECTORY_ENTRY_IMPORT"]]
+    unreadable = any("import" in warning.lower() for warning in pe.get_warnings())
+    if import_dir.VirtualAddress and not imports and import_dir.Size >= 20 and unreadable:
+        raise PEReadError("the import directory cannot be read")
+    delay = _delay_import_names(pe)
+    header = pe.OPTIONAL_HEADER
+    return PEFacts(
+        machine=int(pe.FILE_HEADER.Machine),
+        is_dll=bool(pe.FILE_HEADER.Characteristics & _IMAGE_FILE_DLL),
+        imports=imports,
+        delay_imports=tuple(name for name in delay if name not in imports),
+        linker_version=(int(header.MajorLinkerVersion), int(header.MinorLinkerVersion)),
+        file_version=_file_version(pe),
+    )
+
+
+def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
+    """Delay-import DLL names read from the descriptors (pefile would parse every symbol)."""
+    import pefile
+
+    index = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]
+    directory = pe.OPTIONAL_HEADER.DATA_DIRECTORY[index]
+    rva = int(directory.VirtualAddress)
+    if not rva:
+        return ()
+    names: list[str] = []
+    for _ in range(_MAX_DESCRIPTORS):
+        try:
+            raw = pe.get_data(rva, _DELAY_DESCRIPTOR.size)
+        except pefile.PEFormatError:
+            break
+        if len(raw) < _DELAY_DESCRIPTOR.size:
+            break
+        fields = _DELAY_DESCRIPTOR.unpack(raw)
+        if not any(fields):
+            break
+        attributes, name_rva = fields[0], fields[1]
+        if attributes & 1 == 0 and pe.FILE_HEADER.Machine == 0x14C:
+            name_rva -= int(pe.OPTIONAL_HEADER.ImageBase)  # pre-VC6 descriptors hold VAs
+        try:
+            name = pe.get_string_at_rva(name_rva, _MAX_NAME)
+        except Exception:
+            name = b""
+        if name:
+            names.append(_decode(name))
+        rva += _DELAY_DESCRIPTOR.size
+    return _unique(names)
+
+
+def _file_version(pe: pefile.PE) -> tuple[int, int, int, int] | None:
+    import pefile
+
+    index = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]
+    if not pe.OPTIONAL_HEADER.DATA_DIRECTORY[index].VirtualAddress:
+        return None
+    try:
+        pe.parse_data_directories(directories=[index])
+        info: Any = getattr(pe, "VS_FIXEDFILEINFO", None)
+        if not info:
+            return None
+        fixed = info[0]
+        ms, ls = int(fixed.FileVersionMS), int(fixed.FileVersionLS)
+    except Exception:
+        return None
+    return (ms >> 16, ms & 0xFFFF, ls >> 16, ls & 0xFFFF)
+
+
+def _decode(raw: bytes | str) -> str:
+    if isinstance(raw, str):
+        return raw
+    return raw.decode("ascii", "replace")
+
+
+def _unique(names: Any) -> tuple[str, ...]:
+    seen: dict[str, str] = {}
+    for name in names:
+        key = name.lower()
+        if key and key not in seen:
+            seen[key] = name
+    return tuple(seen.values())

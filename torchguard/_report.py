@@ -1,0 +1,165 @@
+"""The Report: everything one analysis concluded, with text and JSON renderings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchguard._findings import ERROR, WARNING, Finding
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TorchSummary:
+    version: str
+    location: str
+    variant: str | None = None
+    cuda: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "location": self.location,
+            "variant": self.variant,
+            "cuda": self.cuda,
+        }
+
+
+@dataclass(frozen=True)
+class DllDirectory:
+    """A directory to register with ``os.add_dll_directory`` and why."""
+
+    path: str
+    provenance: str
+    by_torch: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "provenance": self.provenance,
+            "registered_by": "torch" if self.by_torch else "torchguard",
+        }
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What ``import torch`` is predicted to do: succeed, or fail naming ``dll``."""
+
+    ok: bool
+    winerror: int | None = None
+    dll: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "winerror": self.winerror,
+            "dll": self.dll.lower() if self.dll else None,
+        }
+
+
+@dataclass(frozen=True)
+class ModuleRecord:
+    """One DLL of the resolved graph: where it was found and through which search step."""
+
+    name: str
+    path: str | None
+    via: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name.lower(), "path": self.path, "via": self.via}
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of ``ensure()``, ``diagnose()`` or ``scan()``."""
+
+    findings: tuple[Finding, ...] = ()
+    torch: TorchSummary | None = None
+    mode: str = "offline"
+    python: dict[str, Any] = field(default_factory=dict)
+    dll_directories: tuple[DllDirectory, ...] = ()
+    import_torch: ImportOutcome | None = None
+    import_torch_without_torchguard: ImportOutcome | None = None
+    modules: tuple[ModuleRecord, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when no finding is an error (warnings allowed)."""
+        return not any(finding.severity == ERROR for finding in self.findings)
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == ERROR)
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == WARNING)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "ok": self.ok,
+            "mode": self.mode,
+            "torch": self.torch.to_dict() if self.torch else None,
+            "findings": [finding.to_dict() for finding in self.findings],
+            "import_torch": _outcome(self.import_torch),
+            "import_torch_without_torchguard": _outcome(self.import_torch_without_torchguard),
+            "python": dict(self.python),
+            "dll_directories": [d.to_dict() for d in self.dll_directories],
+            "modules": [m.to_dict() for m in self.modules],
+            "timings": {k: round(v, 6) for k, v in self.timings.items()},
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def render_text(self) -> str:
+        """The human diagnosis printed by the CLI."""
+        return render_text(self)
+
+
+def _outcome(outcome: ImportOutcome | None) -> dict[str, Any] | None:
+    return outcome.to_dict() if outcome else None
+
+
+def render_finding(finding: Finding, *, indent: str = "") -> str:
+    """One finding as text: headline, chain, and each hint with its commands."""
+    lines = [f"{indent}{finding.severity}[{finding.code}]: {finding.message}"]
+    if len(finding.chain) > 1:
+        lines.append(f"{indent}  chain: {' -> '.join(finding.chain)}")
+    if finding.path:
+        lines.append(f"{indent}  file: {finding.path}")
+    for hint in finding.hints:
+        lines.append(f"{indent}  fix: {hint.summary}")
+        lines.extend(f"{indent}      {command}" for command in hint.commands)
+        if hint.url:
+            lines.append(f"{indent}      see {hint.url}")
+    return "\n".join(lines)
+
+
+def render_text(report: Report) -> str:
+    lines: list[str] = []
+    if report.torch is not None:
+        variant = f" ({report.torch.variant})" if report.torch.variant else ""
+        lines.append(f"torch {report.torch.version}{variant} at {report.torch.location}")
+    outcome = report.import_torch
+    if outcome is not None and not outcome.ok:
+        code = f"WinError {outcome.winerror}" if outcome.winerror else "an error"
+        lines.append(f"import torch would fail with {code} naming {outcome.dll}")
+    plain = report.import_torch_without_torchguard
+    if plain is not None and not plain.ok and outcome is not None and outcome.ok:
+        lines.append(
+            f"import torch alone would fail (WinError {plain.winerror} naming {plain.dll}); "
+            "torchguard.ensure() makes it work"
+        )
+    for finding in report.findings:
+        lines.append(render_finding(finding))
+    if not report.findings:
+        lines.append("no problems found")
+    else:
+        errors, warnings = len(report.errors), len(report.warnings)
+        lines.append(f"{errors} error(s), {warnings} warning(s)")
+    return "\n".join(lines)

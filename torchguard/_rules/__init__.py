@@ -1,0 +1,27 @@
+"""Checks: pure functions from a :class:`CheckContext` to findings, one module per family.
+
+A new failure family (runtime versions, loaded-module conflicts, OpenMP, CUDA driver ...) is
+one more module here and one more entry in :data:`RULES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from torchguard._findings import Finding
+from torchguard._rules import closure, dll_dirs, path_fallback
+from torchguard._rules.context import CheckContext
+
+Rule = Callable[[CheckContext], Iterable[Finding]]
+
+RULES: tuple[Rule, ...] = (closure.check, dll_dirs.check, path_fallback.check)
+
+
+def run_rules(context: CheckContext) -> list[Finding]:
+    findings: list[Finding] = []
+    for rule in RULES:
+        findings.extend(rule(context))
+    return sorted(findings, key=Finding.sort_key)
+
+
+__all__ = ["RULES", "CheckContext", "run_rules"]

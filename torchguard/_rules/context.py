@@ -1,0 +1,53 @@
+"""Everything a rule may look at, computed once per analysis."""
+
+from __future__ import annotations
+
+import ntpath
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from torchguard._dists import InstalledDist
+from torchguard._hints import HintContext
+from torchguard._locate import TorchInstall
+from torchguard._report import DllDirectory
+from torchguard._simulate import ImportSimulation
+from torchguard._system import System
+
+
+@dataclass
+class CheckContext:
+    system: System
+    torch: TorchInstall
+    plan: list[DllDirectory]
+    guarded: ImportSimulation
+    """``import torch`` after ``ensure()`` registered every planned directory."""
+    unguarded: ImportSimulation
+    """``import torch`` with only the directories torch registers itself."""
+    hints: HintContext
+    dists: list[InstalledDist] = field(default_factory=list)
+
+    @cached_property
+    def owners(self) -> dict[str, str]:
+        """Lower-case path of each file a distribution's RECORD lists -> ``name==version``."""
+        owners: dict[str, str] = {}
+        for dist in [
+            *(d for d in self.dists if d.name != "torch"),
+            *([self.torch.dist] if self.torch.dist else []),
+        ]:
+            for path in dist.file_paths():
+                owners[ntpath.normcase(path)] = f"{dist.name}=={dist.version}"
+        return owners
+
+    @cached_property
+    def torch_dll_names(self) -> frozenset[str]:
+        """Lower-case names of the DLLs torch's RECORD (or its lib folder) holds."""
+        names = {
+            ntpath.basename(path).lower()
+            for path in (self.torch.dist.file_paths() if self.torch.dist else [])
+            if path.lower().endswith(".dll")
+        }
+        names.update(self.system.tree.listdir(self.torch.lib_dir))
+        return frozenset(names)
+
+    def owner_of(self, path: str | None) -> str | None:
+        return self.owners.get(ntpath.normcase(path)) if path else None

@@ -1,0 +1,187 @@
+"""What the pipeline needs from a Windows machine, live or described offline.
+
+A :class:`System` bundles a :class:`~torchguard._fs.WinTree` with the interpreter's facts
+(folders, version, architecture) and the loader's machine-wide state (System32, KnownDLLs,
+modules already loaded). ``LiveWindows`` (in ``_live``) fills it from the running process;
+:func:`offline_windows` from folders and wheels, on any OS.
+"""
+
+from __future__ import annotations
+
+import ntpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+from torchguard._fs import AssumedFile, WinTree, join
+from torchguard._wheel import mount_wheel, wheel_python_tag
+
+AMD64 = 0x8664
+
+OFFLINE_PREFIX = "C:\\Python"
+OFFLINE_SYSTEM32 = "C:\\Windows\\System32"
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python process torch would be imported into."""
+
+    version: tuple[int, int]
+    machine: int
+    executable: str
+    prefix: str
+    exec_prefix: str
+    base_exec_prefix: str
+    userbase: str | None
+    app_dir: str
+    site_dirs: tuple[str, ...]
+    environ: Mapping[str, str] = field(default_factory=dict)
+    path_dirs: tuple[str, ...] = ()
+    is_conda: bool = False
+
+    @property
+    def in_venv(self) -> bool:
+        return ntpath.normcase(self.exec_prefix) != ntpath.normcase(self.base_exec_prefix)
+
+
+@dataclass
+class System:
+    """A Windows machine as the loader model sees it."""
+
+    tree: WinTree
+    interpreter: Interpreter
+    system32: str
+    known_dlls: frozenset[str]
+    loaded: Mapping[str, str]
+    live: bool
+    torch_package_dir: str | None
+    python_cmd: str = "python"
+
+    def close(self) -> None:
+        self.tree.close()
+
+
+@cache
+def bundled_names(resource: str) -> frozenset[str]:
+    """A bundled list of DLL names (``_data/*.txt``, ``#`` comments allowed)."""
+    text = resources.files("torchguard").joinpath("_data").joinpath(resource).read_text("utf-8")
+    return frozenset(
+        line.strip().lower()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+
+
+class TargetError(ValueError):
+    """A scan target that cannot be read (the CLI exits with status 2)."""
+
+
+def offline_windows(
+    targets: Sequence[str],
+    *,
+    system32_dirs: Sequence[str] = (),
+    python_dir: str | None = None,
+) -> System:
+    """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
+
+    Targets overlay as one site-packages. Without ``python_dir`` python.exe's folder is a
+    python.org layout for the wheel's Python (``python3XY.dll``, ``vcruntime140.dll`` and
+    ``vcruntime140_1.dll``, no ``msvcp140.dll``). System32 holds the DLLs every Windows 10/11
+    x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs``.
+    """
+    import os
+
+    from torchguard._locate import find_torch_package
+    from torchguard._wheel import WheelError
+
+    tree = WinTree()
+    site_dir = join(OFFLINE_PREFIX, "Lib", "site-packages")
+    tags: list[str] = []
+    for target in targets:
+        if os.path.isdir(target):
+            tree.mount_host_dir(site_dir, target)
+        elif os.path.isfile(target) and target.lower().endswith(".whl"):
+            try:
+                mount_wheel(tree, os.path.abspath(target), site_dir, OFFLINE_PREFIX)
+            except WheelError as exc:
+                tree.close()
+                raise TargetError(str(exc)) from None
+            tag = wheel_python_tag(target)
+            if tag and tag.startswith("cp"):
+                tags.append(tag)
+        elif os.path.exists(target):
+            tree.close()
+            raise TargetError(f"{target}: not a .whl file or a directory")
+        else:
+            tree.close()
+            raise TargetError(f"{target}: no such file or directory")
+    for folder in system32_dirs:
+        if not os.path.isdir(folder):
+            tree.close()
+            raise TargetError(f"--system32 {folder}: not a directory")
+        tree.mount_host_dir(OFFLINE_SYSTEM32, folder)
+    for name in sorted(bundled_names("system32_x64.txt")):
+        if not tree.is_file(join(OFFLINE_SYSTEM32, name)):
+            tree.add_file(
+                join(OFFLINE_SYSTEM32, name), AssumedFile("part of every Windows 10/11 x64")
+            )
+    package_dir = find_torch_package(tree, [site_dir])
+    version = _python_version(tree, package_dir, tags)
+    if python_dir is not None:
+        if not os.path.isdir(python_dir):
+            tree.close()
+            raise TargetError(f"--python-dir {python_dir}: not a directory")
+        tree.mount_host_dir(OFFLINE_PREFIX, python_dir)
+    else:
+        why = f"python.org CPython {version[0]}.{version[1]} ships it"
+        for name in (
+            f"python{version[0]}{version[1]}.dll",
+            f"python{version[0]}.dll",
+            "vcruntime140.dll",
+            "vcruntime140_1.dll",
+        ):
+            if not tree.is_file(join(OFFLINE_PREFIX, name)):
+                tree.add_file(join(OFFLINE_PREFIX, name), AssumedFile(why))
+    interpreter = Interpreter(
+        version=version,
+        machine=AMD64,
+        executable=join(OFFLINE_PREFIX, "python.exe"),
+        prefix=OFFLINE_PREFIX,
+        exec_prefix=OFFLINE_PREFIX,
+        base_exec_prefix=OFFLINE_PREFIX,
+        userbase=None,
+        app_dir=OFFLINE_PREFIX,
+        site_dirs=(site_dir,),
+    )
+    loaded = {}
+    for name in (f"python{version[0]}{version[1]}.dll", "vcruntime140.dll"):
+        path = join(OFFLINE_PREFIX, name)
+        if tree.is_file(path):
+            loaded[name] = path
+    return System(
+        tree=tree,
+        interpreter=interpreter,
+        system32=OFFLINE_SYSTEM32,
+        known_dlls=bundled_names("known_dlls_x64.txt"),
+        loaded=loaded,
+        live=False,
+        torch_package_dir=package_dir,
+        python_cmd=f"py -{version[0]}.{version[1]}",
+    )
+
+
+def _python_version(tree: WinTree, package_dir: str | None, tags: list[str]) -> tuple[int, int]:
+    """The Python a scanned torch was built for: its ``_C`` extension tag, else a wheel tag."""
+    import re
+
+    if package_dir is not None:
+        for name, _ in tree.listdir(package_dir).values():
+            match = re.match(r"_C\.cp(\d)(\d+)t?-", name)
+            if match:
+                return (int(match[1]), int(match[2]))
+    for tag in tags:
+        match = re.match(r"cp(\d)(\d+)", tag)
+        if match:
+            return (int(match[1]), int(match[2]))
+    return (3, 11)
