@@ -104,22 +104,24 @@ def _check_signature(head: bytes, size: int) -> None:
         raise PEReadError(
             f"truncated: the PE header lies beyond the end of the file ({size} bytes)"
         )
-    if e_lfanew + 4 <= len(head) and head[e_lfanew : e_lfanew + 4] != b"PE\0\0":
+    if e_lfanew + 24 > len(head):
+        return  # an unusual layout; pefile judges it
+    if head[e_lfanew : e_lfanew + 4] != b"PE\0\0":
         raise PEReadError("not a PE image (no PE signature)")
+    sections, optional_size = struct.unpack_from("<H12xH", head, e_lfanew + 6)
+    table = e_lfanew + 24 + optional_size
+    needed = table + 40 * sections
+    for index in range(min(sections, (len(head) - table) // 40)):
+        raw_size, raw_pointer = struct.unpack_from("<II", head, table + 40 * index + 16)
+        if raw_size:
+            needed = max(needed, raw_pointer + raw_size)
+    if needed > size:
+        raise PEReadError(f"truncated: its sections need {needed} bytes, the file has {size}")
 
 
 def _facts(pe: pefile.PE) -> PEFacts:
     import pefile
 
-    data_len = len(pe.__data__)
-    needed = 0
-    for section in pe.sections:
-        if section.SizeOfRawData:
-            needed = max(needed, section.PointerToRawData + section.SizeOfRawData)
-    if needed > data_len:
-        raise PEReadError(
-            f"truncated: the section table needs {needed} bytes, the file has {data_len}"
-        )
     entries = pefile.DIRECTORY_ENTRY
     pe.parse_data_directories(
         directories=[entries["IMAGE_DIRECTORY_ENTRY_IMPORT"]], import_dllnames_only=True
@@ -130,12 +132,13 @@ def _facts(pe: pefile.PE) -> PEFacts:
     if import_dir.VirtualAddress and not imports and import_dir.Size >= 20 and unreadable:
         raise PEReadError("the import directory cannot be read")
     delay = _delay_import_names(pe)
+    lowered = {name.lower() for name in imports}
     header = pe.OPTIONAL_HEADER
     return PEFacts(
         machine=int(pe.FILE_HEADER.Machine),
         is_dll=bool(pe.FILE_HEADER.Characteristics & _IMAGE_FILE_DLL),
         imports=imports,
-        delay_imports=tuple(name for name in delay if name not in imports),
+        delay_imports=tuple(name for name in delay if name.lower() not in lowered),
         linker_version=(int(header.MajorLinkerVersion), int(header.MinorLinkerVersion)),
         file_version=_file_version(pe),
     )

@@ -20,16 +20,14 @@ from torchguard._report import DllDirectory
 from torchguard._system import Interpreter
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts: list[int] = []
-    for piece in version.split("+", 1)[0].split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-        if not piece.isdigit():
-            break
-    return tuple(parts)
+def _release(version: str) -> tuple[int, ...]:
+    """``(2, 4, 1)`` for ``2.4.1+cu121``; ``()`` when the version cannot be parsed."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release
+    except InvalidVersion:
+        return ()
 
 
 class _Planner:
@@ -60,7 +58,7 @@ def plan_directories(
     cwd: str | None = None,
 ) -> list[DllDirectory]:
     """The directories ``ensure()`` registers, torch's own first."""
-    version = _version_tuple(torch.version)
+    version = _release(torch.version)
     plan = _Planner(tree, cwd)
     plan.add(torch.lib_dir, "torch\\lib (registered by torch)", True)
     plan.add(

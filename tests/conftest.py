@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakes import FakeTorch, system32
+
+
+@pytest.fixture
+def fake_torch() -> FakeTorch:
+    return FakeTorch()
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path) -> Path:
+    """A --system32 folder holding the VC++ runtime DLLs python.org Python lacks."""
+    return system32(tmp_path / "sys32")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ensure() -> Iterator[None]:
+    from torchguard import _api
+
+    _api._reset_for_tests()
+    yield
+    _api._reset_for_tests()

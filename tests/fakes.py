@@ -1,0 +1,113 @@
+"""Fake Windows installs on disk (and as wheels) made of tiny in-memory-built PE files."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pe_builder import build_pe
+
+KERNEL = ("KERNEL32.dll", "VCRUNTIME140.dll", "api-ms-win-crt-runtime-l1-1-0.dll")
+
+#: A miniature of torch 2.4.1's real import graph (see failure-catalog.md section 0).
+TORCH_241_GRAPH: dict[str, tuple[str, ...]] = {
+    "asmjit.dll": KERNEL,
+    "c10.dll": ("MSVCP140.dll", "dbghelp.dll", "ADVAPI32.dll", *KERNEL),
+    "fbgemm.dll": ("asmjit.dll", "libiomp5md.dll", "MSVCP140.dll", *KERNEL),
+    "libiomp5md.dll": KERNEL,
+    "shm.dll": ("torch_cpu.dll", "c10.dll", *KERNEL),
+    "torch.dll": KERNEL,
+    "torch_cpu.dll": ("c10.dll", "fbgemm.dll", "libiomp5md.dll", "uv.dll", "MSVCP140.dll", *KERNEL),
+    "torch_global_deps.dll": KERNEL,
+    "torch_python.dll": ("shm.dll", "python311.dll", "torch_cpu.dll", "c10.dll", *KERNEL),
+    "uv.dll": ("PSAPI.DLL", "USER32.dll", "WS2_32.dll", *KERNEL),
+}
+
+
+@dataclass
+class FakeTorch:
+    """A site-packages tree holding a fake torch; ``files`` maps relative paths to bytes."""
+
+    version: str = "2.4.1+cpu"
+    graph: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(TORCH_241_GRAPH))
+    python_tag: str = "cp311"
+    cuda: str | None = None
+    extra: dict[str, bytes] = field(default_factory=dict)
+
+    def files(self) -> dict[str, bytes]:
+        files: dict[str, bytes] = {
+            "torch/__init__.py": b"# fake torch\n",
+            "torch/version.py": (
+                f"__version__ = '{self.version}'\ncuda: 'Optional[str]' = {self.cuda!r}\n"
+            ).encode(),
+            f"torch/_C.{self.python_tag}-win_amd64.pyd": build_pe(["torch_python.dll", *KERNEL]),
+        }
+        for name, imports in self.graph.items():
+            files[f"torch/lib/{name}"] = build_pe(imports)
+        files.update(self.extra)
+        info = f"torch-{self.version}.dist-info"
+        files[f"{info}/METADATA"] = (
+            f"Metadata-Version: 2.1\nName: torch\nVersion: {self.version}\n".encode()
+        )
+        files[f"{info}/WHEEL"] = (
+            f"Wheel-Version: 1.0\nTag: {self.python_tag}-{self.python_tag}-win_amd64\n".encode()
+        )
+        files[f"{info}/INSTALLER"] = b"pip\n"
+        files[f"{info}/RECORD"] = record(files, info)
+        return files
+
+    def write(self, site: Path) -> Path:
+        write_tree(site, self.files())
+        return site
+
+    def wheel(self, directory: Path) -> Path:
+        path = directory / f"torch-{self.version}-{self.python_tag}-{self.python_tag}-win_amd64.whl"
+        write_wheel(path, self.files())
+        return path
+
+
+def record(files: dict[str, bytes], info: str) -> bytes:
+    lines = []
+    for name, data in sorted(files.items()):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{name},sha256={digest},{len(data)}")
+    lines.append(f"{info}/RECORD,,")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def write_wheel(path: Path, files: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+
+
+def system32(root: Path, names: Sequence[str] = ("msvcp140.dll", "vcruntime140_1.dll")) -> Path:
+    """A folder standing in for System32 with the given (tiny, valid) DLLs."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (root / name).write_bytes(build_pe(["KERNEL32.dll"]))
+    return root
+
+
+def companion(
+    name: str, version: str, files: dict[str, bytes], site_relative: dict[str, str]
+) -> dict[str, bytes]:
+    """A companion distribution: ``files`` by site-relative path, RECORD included."""
+    info = f"{name.replace('-', '_')}-{version}.dist-info"
+    out = dict(files)
+    out[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    out[f"{info}/INSTALLER"] = b"pip\n"
+    record_files = {site_relative.get(k, k): v for k, v in files.items()}
+    out[f"{info}/RECORD"] = record(record_files, info)
+    return out

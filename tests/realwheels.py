@@ -1,0 +1,79 @@
+"""Genuine torch Windows wheels from PyPI, downloaded once and cached under ~/.cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+CACHE = Path(
+    os.environ.get("TORCHGUARD_WHEEL_CACHE", Path.home() / ".cache" / "torchguard-ci" / "wheels")
+)
+PYTHON_VERSION = "3.11"
+TAG = "cp311-cp311-win_amd64"
+MSVC_RUNTIME = "14.44.35112"
+
+
+def wheel(project: str, version: str) -> Path:
+    """The cached ``project==version`` win_amd64 cp311 wheel, downloaded on first use."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    dist = project.replace("-", "_")
+    found = sorted(CACHE.glob(f"{dist}-{version}-*win_amd64.whl"))
+    if found:
+        return found[0]
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch<=2.14.1 cap
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "win_amd64",
+            "--python-version",
+            PYTHON_VERSION,
+            "--implementation",
+            "cp",
+            "-d",
+            str(CACHE),
+            f"{project}=={version}",
+        ],
+        check=True,
+        env=env,
+        timeout=1800,
+    )
+    found = sorted(CACHE.glob(f"{dist}-{version}-*win_amd64.whl"))
+    if not found:
+        raise RuntimeError(f"pip downloaded no win_amd64 wheel for {project}=={version}")
+    return found[0]
+
+
+def vc_runtime_dir(target: Path) -> Path:
+    """Microsoft's VC++ runtime DLLs from the msvc-runtime wheel, as a --system32 folder."""
+    target.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel("msvc-runtime", MSVC_RUNTIME)) as archive:
+        for member in archive.namelist():
+            parts = member.split("/")
+            if len(parts) == 4 and parts[1:3] == ["data", "Scripts"] and member.endswith(".dll"):
+                (target / parts[3]).write_bytes(archive.read(member))
+    return target
+
+
+def unpack(wheel_path: Path, target: Path) -> Path:
+    """The wheel as an installed site-packages tree (torch has no .data members)."""
+    if not (target / "torch" / "__init__.py").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel_path) as archive:
+            archive.extractall(target)
+    return target
+
+
+if __name__ == "__main__":
+    for version in sys.argv[1:] or ["2.4.0", "2.4.1", "2.15.0"]:
+        print(wheel("torch", version))
+    print(wheel("msvc-runtime", MSVC_RUNTIME))

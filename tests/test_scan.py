@@ -1,0 +1,207 @@
+"""Offline scans of fake Windows installs: folders, wheels, overlays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import KERNEL, FakeTorch, companion, system32, write_tree, write_wheel
+from pe_builder import I386, build_pe
+
+import torchguard
+from torchguard._findings import ERROR, WARNING
+
+
+def codes(report: torchguard.Report) -> list[tuple[str, str | None, str | None]]:
+    return [(f.code, f.dll, f.missing) for f in report.findings]
+
+
+def test_healthy_install_is_clean(tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path) -> None:
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
+    assert report.ok and report.findings == ()
+    assert report.import_torch is not None and report.import_torch.ok
+    assert report.torch is not None and report.torch.version == "2.4.1+cpu"
+    assert report.torch.variant == "cpu"
+
+
+def test_no_vc_runtime_names_msvcp140_via_c10(tmp_path: Path, fake_torch: FakeTorch) -> None:
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    first = report.errors[0]
+    assert (first.code, first.dll, first.missing) == ("missing-dll", "c10.dll", "MSVCP140.dll")
+    assert report.import_torch is not None
+    assert (report.import_torch.winerror, report.import_torch.dll) == (126, "c10.dll")
+    assert any("winget install" in c for h in first.hints for c in h.commands)
+    assert first.hints[0].url == "https://aka.ms/vs/17/release/vc_redist.x64.exe"
+
+
+def test_removed_openmp_names_fbgemm_and_the_leaf(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    del fake_torch.graph["libiomp5md.dll"]
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
+    assert codes(report) == [("missing-dll", "fbgemm.dll", "libiomp5md.dll")]
+    assert report.findings[0].chain == ("fbgemm.dll", "libiomp5md.dll")
+    assert report.import_torch is not None and report.import_torch.dll == "fbgemm.dll"
+
+
+def test_removed_uv_is_reported_deep_below_shm(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    del fake_torch.graph["uv.dll"]
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
+    (finding,) = report.findings
+    assert finding.missing == "uv.dll" and finding.dll == "shm.dll"
+    assert finding.chain == ("shm.dll", "torch_cpu.dll", "uv.dll")
+    assert "reinstall" in finding.hints[0].summary or "incomplete" in finding.hints[0].summary
+    assert "--force-reinstall" in finding.hints[0].commands[0]
+    assert "torch==2.4.1" in finding.hints[0].commands[0]
+
+
+def test_truncated_fbgemm_is_corrupt(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    site = fake_torch.write(tmp_path / "site")
+    dll = site / "torch" / "lib" / "fbgemm.dll"
+    dll.write_bytes(dll.read_bytes()[:700])
+    report = torchguard.scan([site], system32=[runtime_dir])
+    first = report.errors[0]
+    assert (first.code, first.missing) == ("corrupt-dll", "fbgemm.dll")
+    assert first.path is not None and first.path.endswith("fbgemm.dll")
+    assert report.import_torch is not None
+    assert (report.import_torch.winerror, report.import_torch.dll) == (193, "fbgemm.dll")
+
+
+def test_x86_dll_in_torch_lib_is_an_arch_mismatch(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    fake_torch.extra["torch/lib/asmjit.dll"] = build_pe(list(KERNEL), machine=I386)
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
+    first = report.errors[0]
+    assert (first.code, first.missing) == ("arch-mismatch", "asmjit.dll")
+    assert "x86" in first.message
+
+
+def test_torch_not_found(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    report = torchguard.scan([tmp_path / "site"])
+    assert [f.code for f in report.findings] == ["torch-not-found"]
+    assert not report.ok
+
+
+def test_missing_delay_import_is_a_warning(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    fake_torch.extra["torch/lib/torch_global_deps.dll"] = build_pe(
+        list(KERNEL), ["nvToolsExt64_1.dll"]
+    )
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
+    assert report.ok
+    (finding,) = report.findings
+    assert (finding.code, finding.severity, finding.missing) == (
+        "missing-dll",
+        WARNING,
+        "nvToolsExt64_1.dll",
+    )
+
+
+def test_python_abi_mismatch_names_the_python_dll(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """torch_python.dll built for 3.12 inside a cp311 layout: python312.dll is missing."""
+    fake_torch.graph["torch_python.dll"] = ("python312.dll", *KERNEL)
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
+    first = report.errors[0]
+    assert first.missing == "python312.dll"
+    assert "Python 3.12" in first.hints[0].summary
+
+
+def test_wheel_and_its_unpacked_tree_agree(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    del fake_torch.graph["libiomp5md.dll"]
+    from_dir = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
+    from_wheel = torchguard.scan([fake_torch.wheel(tmp_path)], system32=[runtime_dir])
+    assert [f.to_dict() for f in from_dir.findings] == [f.to_dict() for f in from_wheel.findings]
+    assert from_dir.import_torch == from_wheel.import_torch
+
+
+def _target_openmp(tmp_path: Path, fake_torch: FakeTorch) -> Path:
+    """torch/lib without libiomp5md.dll; intel-openmp installed pip --target style."""
+    del fake_torch.graph["libiomp5md.dll"]
+    site = fake_torch.write(tmp_path / "site")
+    files = companion(
+        "intel-openmp",
+        "2024.2.1",
+        {"Library/bin/libiomp5md.dll": build_pe(list(KERNEL))},
+        {"Library/bin/libiomp5md.dll": "Library/bin/libiomp5md.dll"},
+    )
+    write_tree(site, files)
+    return site
+
+
+def test_companion_folder_torch_forgets_is_registered(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    report = torchguard.scan([_target_openmp(tmp_path, fake_torch)], system32=[runtime_dir])
+    assert report.ok
+    assert report.import_torch is not None and report.import_torch.ok
+    plain = report.import_torch_without_torchguard
+    assert plain is not None and (plain.ok, plain.dll) == (False, "fbgemm.dll")
+    (finding,) = report.findings
+    assert (finding.code, finding.missing) == ("needs-dll-directory", "libiomp5md.dll")
+    added = [d for d in report.dll_directories if not d.by_torch]
+    assert [d.path.lower() for d in added] == ["c:\\python\\lib\\site-packages\\library\\bin"]
+    assert "intel-openmp" in added[0].provenance
+
+
+def test_wheels_overlay_into_one_site(tmp_path: Path, fake_torch: FakeTorch) -> None:
+    """torch + a companion wheel whose DLLs install under the prefix (*.data/data)."""
+    del fake_torch.graph["libiomp5md.dll"]
+    torch_wheel = fake_torch.wheel(tmp_path)
+    files = {
+        "intel_openmp-2024.2.1.data/data/Library/bin/libiomp5md.dll": build_pe(list(KERNEL)),
+        "intel_openmp-2024.2.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: intel-openmp\nVersion: 2024.2.1\n",
+    }
+    from fakes import record
+
+    files["intel_openmp-2024.2.1.dist-info/RECORD"] = record(
+        files, "intel_openmp-2024.2.1.dist-info"
+    )
+    omp = tmp_path / "intel_openmp-2024.2.1-py2.py3-none-win_amd64.whl"
+    write_wheel(omp, files)
+    report = torchguard.scan([torch_wheel, omp], system32=[system32(tmp_path / "s32")])
+    assert report.ok and report.findings == ()
+    assert any("Library\\bin" in d.path and d.by_torch for d in report.dll_directories)
+
+
+def test_python_dir_replaces_the_assumed_layout(tmp_path: Path, fake_torch: FakeTorch) -> None:
+    """python.org ships vcruntime140_1.dll; a --python-dir without it makes it missing."""
+    fake_torch.graph["c10.dll"] = ("VCRUNTIME140_1.dll", *fake_torch.graph["c10.dll"])
+    site = fake_torch.write(tmp_path / "site")
+    assumed = torchguard.scan([site], system32=[system32(tmp_path / "s32", ["msvcp140.dll"])])
+    assert assumed.ok
+    python_dir = system32(tmp_path / "py", ["msvcp140.dll", "python311.dll", "vcruntime140.dll"])
+    report = torchguard.scan([site], python_dir=python_dir)
+    assert [(f.dll, f.missing) for f in report.errors] == [("c10.dll", "VCRUNTIME140_1.dll")]
+
+
+def test_findings_are_sorted_errors_first(tmp_path: Path, fake_torch: FakeTorch) -> None:
+    fake_torch.extra["torch/lib/torch_global_deps.dll"] = build_pe(list(KERNEL), ["late.dll"])
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    severities = [f.severity for f in report.findings]
+    assert severities == sorted(severities, key=[ERROR, WARNING].index)
+
+
+def test_bad_targets_raise_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no such file"):
+        torchguard.scan([tmp_path / "nope.whl"])
+    bogus = tmp_path / "bogus.whl"
+    bogus.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not a readable wheel"):
+        torchguard.scan([bogus])
+    text = tmp_path / "notes.txt"
+    text.write_text("hi")
+    with pytest.raises(ValueError, match=r"not a \.whl"):
+        torchguard.scan([text])
+    with pytest.raises(TypeError):
+        torchguard.scan(str(text))  # type: ignore[arg-type]
