@@ -205,3 +205,22 @@ def test_bad_targets_raise_value_error(tmp_path: Path) -> None:
         torchguard.scan([text])
     with pytest.raises(TypeError):
         torchguard.scan(str(text))  # type: ignore[arg-type]
+
+
+def test_damaged_wheel_member_is_a_corrupt_dll_finding(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """A wheel whose fbgemm.dll member fails to inflate: a finding, not a traceback."""
+    import zipfile
+
+    path = fake_torch.wheel(tmp_path)
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("torch/lib/fbgemm.dll")
+        offset = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data = bytearray(path.read_bytes())
+    for index in range(offset + 10, offset + 60):
+        data[index] ^= 0xFF
+    path.write_bytes(bytes(data))
+    report = torchguard.scan([path], system32=[runtime_dir])
+    assert report.errors[0].code == "corrupt-dll"
+    assert report.errors[0].missing == "fbgemm.dll"

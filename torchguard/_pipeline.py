@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import ntpath
 import time
+import zipfile
+import zlib
 from collections.abc import Callable
 
 from torchguard._dists import find_dists
 from torchguard._findings import ERROR, Finding
-from torchguard._fs import AssumedFile, HostFile, WinTree
+from torchguard._fs import AssumedFile, HostFile, WinTree, ZipMember
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
 from torchguard._locate import companions, locate_torch
-from torchguard._pe import PEFacts, PEReadError, read_pe
+from torchguard._pe import PEFacts, PEReadError, read_pe, read_pe_stream
 from torchguard._plan import plan_directories
 from torchguard._report import DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
@@ -45,10 +47,13 @@ def _read(tree: WinTree, path: str) -> PEFacts | PEReadError:
     try:
         if isinstance(entry, HostFile):
             return read_pe(entry.path)
+        if isinstance(entry, ZipMember):
+            with tree.archive(entry.archive).open(entry.member) as stream:
+                return read_pe_stream(stream, entry.size)
         return read_pe(tree.read_entry(entry))
     except PEReadError as exc:
         return exc
-    except (OSError, MemoryError) as exc:
+    except (OSError, MemoryError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         return PEReadError(f"cannot read the file: {exc}")
 
 
