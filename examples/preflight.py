@@ -21,7 +21,9 @@ def main() -> int:
     args = parser.parse_args()
     report = torchguard.scan(args.wheels, system32=args.system32)
     for finding in report.errors:
-        print(json.dumps({"code": finding.code, "missing": finding.missing, "chain": finding.chain}))
+        print(
+            json.dumps({"code": finding.code, "missing": finding.missing, "chain": finding.chain})
+        )
     return 0 if report.ok else 1
 
 

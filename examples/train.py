@@ -13,6 +13,6 @@ except torchguard.TorchDllError as exc:
     print(exc, file=sys.stderr)
     sys.exit(1)
 
-import torch  # noqa: E402  (deliberately after ensure())
+import torch  # deliberately after ensure()
 
 print(f"torch {torch.__version__} imported; torchguard checked {len(report.modules)} DLLs")

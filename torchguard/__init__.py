@@ -1,28 +1,52 @@
 """torchguard: explain why ``import torch`` fails on Windows, before it does.
 
-Call :func:`ensure` right before ``import torch``. Importing this package is cheap: pefile,
-packaging and platformdirs are imported only when an analysis runs.
+Call :func:`ensure` right before ``import torch``. Importing this package costs almost nothing:
+the public names are loaded on first use (PEP 562), so the start-up hook that imports
+``torchguard._boot`` in every Python process stays cheap, and pefile, packaging and
+platformdirs are imported only when an analysis runs.
 """
 
 from __future__ import annotations
 
-from torchguard._api import diagnose, ensure, scan
-from torchguard._errors import (
-    ArchitectureMismatchError,
-    CorruptDllError,
-    MissingDllError,
-    TorchDllError,
-    TorchNotFoundError,
-)
-from torchguard._findings import Finding, RepairHint
-from torchguard._report import Report
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~10 ms
+if TYPE_CHECKING:
+    from typing import Any
+
+    from torchguard._api import diagnose, ensure, scan
+    from torchguard._errors import (
+        ArchitectureMismatchError,
+        CorruptDllError,
+        MissingDllError,
+        TorchDllError,
+        TorchNotFoundError,
+    )
+    from torchguard._findings import Finding, RepairHint
+    from torchguard._hook import HookHandle, install_hook
+    from torchguard._report import Report
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "ensure": "torchguard._api",
+    "diagnose": "torchguard._api",
+    "scan": "torchguard._api",
+    "install_hook": "torchguard._hook",
+    "HookHandle": "torchguard._hook",
+    "TorchDllError": "torchguard._errors",
+    "MissingDllError": "torchguard._errors",
+    "CorruptDllError": "torchguard._errors",
+    "ArchitectureMismatchError": "torchguard._errors",
+    "TorchNotFoundError": "torchguard._errors",
+    "Finding": "torchguard._findings",
+    "RepairHint": "torchguard._findings",
+    "Report": "torchguard._report",
+}
 
 __all__ = [
     "ArchitectureMismatchError",
     "CorruptDllError",
     "Finding",
+    "HookHandle",
     "MissingDllError",
     "RepairHint",
     "Report",
@@ -31,5 +55,21 @@ __all__ = [
     "__version__",
     "diagnose",
     "ensure",
+    "install_hook",
     "scan",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchguard' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--python-dir", metavar="DIR", help="a folder standing for python.exe's folder"
     )
     scan.add_argument("--json", action="store_true", help="print one JSON document")
+    hook = commands.add_parser(
+        "hook", help="protect every `import torch` of this environment (a start-up .pth file)"
+    )
+    hook.add_argument("action", choices=("install", "uninstall", "status"))
+    hook.add_argument("--user", action="store_true", help="use the user site-packages")
     return parser
 
 
@@ -52,6 +57,8 @@ def _emit(report: Report, as_json: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "hook":
+        return _hook(args.action, args.user)
     if args.command == "doctor":
         from torchguard._api import diagnose
 
@@ -64,6 +71,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return _emit(report, args.json)
+
+
+def _hook(action: str, user: bool) -> int:
+    from torchguard import _hook as hook
+
+    directory = hook.site_dir(user)
+    try:
+        if action == "install":
+            written = hook.write_hook_files(directory)
+            print(f"installed: {written[0]} (and {written[1].name} for Python 3.15+)")
+            print("every `import torch` in this environment now runs torchguard.ensure() first;")
+            print("TORCHGUARD=warn only warns, TORCHGUARD=off disables it")
+        elif action == "uninstall":
+            removed = hook.remove_hook_files(directory)
+            print("removed: " + ", ".join(map(str, removed)) if removed else "not installed here")
+        else:
+            present = [str(p) for p in hook.hook_files(directory) if p.exists()]
+            print(f"start-up files: {', '.join(present) if present else 'none'} in {directory}")
+            active = hook.installed_watcher() is not None
+            print(f"watcher active in this process: {'yes' if active else 'no'}")
+            print(f"mode: {hook.mode()}")
+    except OSError as exc:
+        print(
+            f"torchguard: error: cannot change {directory}: {exc.strerror or exc}"
+            + ("" if user else "; try --user, or a shell with the rights to write there"),
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def entry_point() -> None:

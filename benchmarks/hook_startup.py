@@ -1,0 +1,78 @@
+"""Start-up cost of the torchguard hook for a process that never imports torch.
+
+Two throwaway site directories are compared in the same run, interleaved:
+- baseline: a .pth that only puts torchguard on sys.path;
+- hooked:   the same plus the hook's .pth file, exactly as `torchguard hook install` writes it.
+torchguard is copied beside them and byte-compiled, as pip does on install (these machines set
+PYTHONDONTWRITEBYTECODE, which would otherwise charge a compile to every run).
+Each runs `python -S -c "import site; site.addsitedir(D)"` N times. The target (issue 4): the
+hooked median within 1 ms, or 3 %, of the baseline, whichever is larger; and no pefile,
+packaging or platformdirs import. Prints the ratio; exits 1 when the target is missed.
+"""
+
+from __future__ import annotations
+
+import compileall
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from torchguard._hook import write_hook_files  # noqa: E402
+
+RUNS = 40
+CODE = "import site, sys; site.addsitedir(sys.argv[1])"
+CHECK = (
+    "import site, sys; site.addsitedir(sys.argv[1]); "
+    "print(sorted(m for m in ('pefile', 'packaging', 'platformdirs') if m in sys.modules), "
+    "any(type(f).__name__ == 'TorchImportWatcher' for f in sys.meta_path))"
+)
+
+
+def once(site_dir: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-S", "-c", CODE, str(site_dir)], check=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        installed = Path(tmp, "installed")
+        shutil.copytree(ROOT / "torchguard", installed / "torchguard")
+        compileall.compile_dir(installed, quiet=1)
+        baseline, hooked = Path(tmp, "baseline"), Path(tmp, "hooked")
+        for folder in (baseline, hooked):
+            folder.mkdir()
+            (folder / "torchguard-src.pth").write_text(f"{installed}\n")
+        write_hook_files(hooked)
+        check = subprocess.run(
+            [sys.executable, "-S", "-c", CHECK, str(hooked)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for _ in range(5):  # warm the OS caches and the .pyc files
+            once(baseline), once(hooked)
+        base_times, hook_times = [], []
+        for _ in range(RUNS):
+            base_times.append(once(baseline))
+            hook_times.append(once(hooked))
+    base, hook = statistics.median(base_times), statistics.median(hook_times)
+    allowed = max(0.001, 0.03 * base)
+    print(f"python start, baseline median: {base * 1000:.2f} ms")
+    print(f"python start, hooked median:   {hook * 1000:.2f} ms")
+    print(f"ratio hooked/baseline: {hook / base:.3f}; difference {(hook - base) * 1000:+.2f} ms")
+    print(f"heavy modules imported, watcher installed: {check}")
+    ok = hook - base <= allowed and check.startswith("[]") and check.endswith("True")
+    print("target met" if ok else f"target MISSED (allowed +{allowed * 1000:.2f} ms)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

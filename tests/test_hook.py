@@ -1,0 +1,219 @@
+"""The environment-wide hook, in subprocesses with a stand-in torch distribution."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Make ensure() fail like a broken Windows install would: a real scan of a fake install
+#: without the VC++ runtime, raised as ensure() raises it.
+BREAK_ENSURE = """
+import sys
+sys.path.insert(0, {tests!r})
+from fakes import FakeTorch
+from pathlib import Path
+import torchguard, torchguard._api as api
+from torchguard._errors import error_for
+report = torchguard.scan([FakeTorch().write(Path({tmp!r}) / 'broken-site')])
+def broken_ensure():
+    raise error_for(report.errors[0], report)
+api.ensure = broken_ensure
+"""
+
+
+def stand_in_torch(root: Path) -> Path:
+    (root / "torch").mkdir(parents=True)
+    (root / "torch" / "__init__.py").write_text("print('stand-in torch imported')\n")
+    info = root / "torch-2.4.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.4.1\n")
+    return root
+
+
+def hooked_site(tmp_path: Path) -> Path:
+    from torchguard._hook import write_hook_files
+
+    site_dir = tmp_path / "hooked-site"
+    write_hook_files(site_dir)
+    return site_dir
+
+
+def run(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Python with torchguard and a stand-in torch importable, the hook's .pth processed."""
+    torch_root = tmp_path / "torch-root"
+    if not torch_root.exists():
+        stand_in_torch(torch_root)
+    prelude = f"import site; site.addsitedir({str(hooked_site(tmp_path))!r})\n"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHGUARD")}
+    full_env.update(env)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(torch_root)])
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+    )
+
+
+def breaker(tmp_path: Path) -> str:
+    return BREAK_ENSURE.format(tests=str(ROOT / "tests"), tmp=str(tmp_path))
+
+
+def test_strict_makes_import_torch_raise_the_diagnosis(tmp_path: Path) -> None:
+    code = breaker(tmp_path) + (
+        "try:\n    import torch\n"
+        "except torchguard.MissingDllError as exc:\n    print('raised', exc.code, exc.missing)\n"
+    )
+    result = run(code, tmp_path)
+    assert result.stdout.split() == ["raised", "missing-dll", "MSVCP140.dll"], result.stderr
+    assert "stand-in torch imported" not in result.stdout
+
+
+def test_warn_prints_the_diagnosis_and_imports(tmp_path: Path) -> None:
+    result = run(breaker(tmp_path) + "import torch\n", tmp_path, TORCHGUARD="warn")
+    assert "stand-in torch imported" in result.stdout
+    assert "MSVCP140.dll is missing" in result.stderr
+    assert "TORCHGUARD=warn" in result.stderr
+
+
+def test_off_does_nothing(tmp_path: Path) -> None:
+    result = run(
+        breaker(tmp_path)
+        + "import sys\nprint(any(type(f).__name__ == 'TorchImportWatcher' for f in sys.meta_path))\nimport torch\n",
+        tmp_path,
+        TORCHGUARD="off",
+    )
+    assert result.stdout.split()[0] == "False"
+    assert "stand-in torch imported" in result.stdout and result.stderr == ""
+
+
+def test_report_file_is_written(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    result = run(
+        breaker(tmp_path) + "import torch\n",
+        tmp_path,
+        TORCHGUARD="warn",
+        TORCHGUARD_REPORT=str(target),
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(target.read_text())
+    assert data["schema"] == 1 and data["findings"][0]["missing"] == "msvcp140.dll"
+
+
+def test_report_file_on_a_healthy_run(tmp_path: Path) -> None:
+    target = tmp_path / "ok.json"
+    result = run("import torch\n", tmp_path, TORCHGUARD_REPORT=str(target))
+    assert "stand-in torch imported" in result.stdout, result.stderr
+    data = json.loads(target.read_text())
+    assert data["ok"] is True and data["torch"]["version"] == "2.4.1"
+
+
+def test_unwritable_report_path_is_one_warning(tmp_path: Path) -> None:
+    result = run(
+        "import torch\n",
+        tmp_path,
+        TORCHGUARD_REPORT=str(tmp_path / "no" / "such" / "dir" / "r.json"),
+    )
+    assert "stand-in torch imported" in result.stdout
+    assert result.stderr.count("\n") == 1 and "cannot write TORCHGUARD_REPORT" in result.stderr
+
+
+def test_internal_fault_fails_open(tmp_path: Path) -> None:
+    code = (
+        "import torchguard._api as api\n"
+        "def boom():\n    raise KeyError('injected fault')\n"
+        "api.ensure = boom\nimport torch\nprint('after import')\n"
+    )
+    result = run(code, tmp_path)
+    assert result.returncode == 0
+    assert "stand-in torch imported" in result.stdout and "after import" in result.stdout
+    assert result.stderr.count("\n") == 1
+    assert "internal error ignored" in result.stderr and "injected fault" in result.stderr
+
+
+def test_missing_torch_keeps_pythons_own_error(tmp_path: Path) -> None:
+    code = "try:\n    import torch_that_is_not_there as torch\nexcept ModuleNotFoundError:\n    print('mnf')\n"
+    result = run(code, tmp_path)
+    assert result.stdout.strip() == "mnf"
+
+
+def test_hook_never_imports_heavy_modules_without_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys\nprint(sorted(m for m in ('torchguard', 'pefile', 'packaging', 'platformdirs') if m in sys.modules),"
+        " any(type(f).__name__ == 'TorchImportWatcher' for f in sys.meta_path))\n"
+    )
+    result = run(code, tmp_path)
+    assert result.stdout.strip() == "[] True", result.stderr
+
+
+def test_install_hook_api_is_idempotent_and_uninstalls(tmp_path: Path) -> None:
+    code = (
+        "import sys, torchguard\n"
+        "count = lambda: sum(type(f).__name__ == 'TorchImportWatcher' for f in sys.meta_path)\n"
+        "a = torchguard.install_hook(); b = torchguard.install_hook()\n"
+        "print(a.watcher is b.watcher, count())\n"
+        "with a:\n    pass\n"
+        "print(a.installed, count())\n"
+    )
+    result = run(code, tmp_path, TORCHGUARD="off")
+    assert result.stdout.split() == ["True", "1", "False", "0"], result.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="venv layout below is POSIX")
+def test_cli_install_and_uninstall_leave_nothing_behind(tmp_path: Path) -> None:
+    env_dir = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    site_packages = Path(purelib)
+    (site_packages / "torchguard-src.pth").write_text(f"{ROOT}\n")
+    before = sorted(p.name for p in site_packages.iterdir())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-m", "torchguard", "hook", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+
+    assert cli("install").returncode == 0
+    assert {"torchguard-hook.pth", "torchguard-hook.start"} <= {
+        p.name for p in site_packages.iterdir()
+    }
+    status = cli("status")
+    assert "watcher active in this process: yes" in status.stdout, status.stdout + status.stderr
+    assert cli("uninstall").returncode == 0
+    assert sorted(p.name for p in site_packages.iterdir()) == before
+    assert "not installed" in cli("uninstall").stdout
+
+
+def test_cli_install_refusal_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchguard import _hook
+    from torchguard._cli import main
+
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    monkeypatch.setattr(_hook, "site_dir", lambda user: blocker / "site-packages")
+    assert main(["hook", "install"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot change" in err and "--user" in err
+    assert blocker.read_text() == "x"

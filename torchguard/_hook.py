@@ -1,0 +1,185 @@
+"""Whole-environment protection: the guard the start-up watcher runs, and its installers.
+
+``TORCHGUARD`` selects the mode: ``strict`` (default: a failing environment makes
+``import torch`` raise the precise :class:`~torchguard.TorchDllError`), ``warn`` (print the
+diagnosis to stderr and let the import proceed) or ``off``. ``TORCHGUARD_REPORT=FILE`` writes
+the JSON report of each run. Anything unexpected inside torchguard becomes one warning line and
+the import proceeds: only genuine diagnoses raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from torchguard._boot import TorchImportWatcher, installed_watcher
+
+__all__ = ["HookHandle", "install_hook", "installed_watcher", "run_guard"]
+
+MODES = ("strict", "warn", "off")
+HOOK_NAME = "torchguard-hook"
+_WATCHER_SOURCE = """
+class TorchImportWatcher:
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        try:
+            from torchguard._hook import run_guard
+        except ImportError:
+            return None
+        run_guard()
+        return None
+if os.environ.get("TORCHGUARD", "").strip().lower() != "off" and "torch" not in sys.modules:
+    if not any(type(f).__name__ == "TorchImportWatcher" for f in sys.meta_path):
+        sys.meta_path.insert(0, TorchImportWatcher())
+"""
+#: One line (``site`` executes ``.pth`` lines that start with ``import``). The watcher is the
+#: same as ``_boot.TorchImportWatcher``, defined inline so that start-up imports nothing.
+PTH_LINE = f"import os, sys; exec({_WATCHER_SOURCE!r}, {{'os': os, 'sys': sys}})\n"
+START_LINE = "torchguard._boot:activate\n"
+
+
+def mode() -> str:
+    value = os.environ.get("TORCHGUARD", "").strip().lower() or "strict"
+    if value not in MODES:
+        _say(f"unknown TORCHGUARD={value!r}; using strict (choose one of {', '.join(MODES)})")
+        return "strict"
+    return value
+
+
+def _say(message: str) -> None:
+    print(f"torchguard: {message}", file=sys.stderr)
+
+
+_ran = False
+
+
+def run_guard() -> None:
+    """What the watcher does before the first ``import torch`` (once per process)."""
+    global _ran
+    if _ran:
+        return
+    _ran = True
+    from torchguard import _api
+    from torchguard._errors import TorchDllError
+
+    current = mode()
+    if current == "off":
+        return
+    try:
+        try:
+            report = _api.ensure()
+        except TorchDllError as exc:
+            _write_report(exc.report.to_dict())
+            if exc.code == "torch-not-found":
+                return  # let Python raise its own ModuleNotFoundError
+            if current == "strict":
+                raise
+            _say(f"{exc}\n(TORCHGUARD=warn: import torch continues)")
+            return
+        _write_report(report.to_dict())
+    except TorchDllError:
+        raise
+    except Exception as exc:  # fail open: torchguard's own bugs never block import torch
+        _say(f"internal error ignored, import torch continues: {type(exc).__name__}: {exc}")
+
+
+def _write_report(data: dict[str, object]) -> None:
+    """Write ``TORCHGUARD_REPORT`` atomically; a bad path is one warning, never a crash."""
+    target = os.environ.get("TORCHGUARD_REPORT")
+    if not target:
+        return
+    path = Path(target)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".torchguard-", dir=path.parent or ".")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(data, stream, indent=2)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as exc:
+        _say(f"cannot write TORCHGUARD_REPORT={target}: {exc.strerror or exc}")
+
+
+@dataclass
+class HookHandle:
+    """The installed watcher; ``uninstall()`` removes it (also on leaving a ``with`` block)."""
+
+    watcher: TorchImportWatcher
+
+    @property
+    def installed(self) -> bool:
+        return self.watcher in sys.meta_path
+
+    def uninstall(self) -> None:
+        self.watcher.remove()
+
+    def __enter__(self) -> HookHandle:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.uninstall()
+
+
+def install_hook() -> HookHandle:
+    """Run ``ensure()`` right before the first ``import torch`` of this process.
+
+    Installing twice returns the same watcher. If torch is already imported there is nothing
+    to guard; the handle then reports ``installed == False``.
+    """
+    watcher = installed_watcher()
+    if not isinstance(watcher, TorchImportWatcher):
+        watcher = TorchImportWatcher()
+        if "torch" not in sys.modules:
+            sys.meta_path.insert(0, watcher)
+    return HookHandle(watcher)
+
+
+# -- the start-up files -------------------------------------------------------------------
+def site_dir(user: bool) -> Path:
+    """The current environment's site-packages, or the user site with ``user``."""
+    if user:
+        import site
+
+        return Path(site.getusersitepackages())
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def hook_files(directory: Path) -> tuple[Path, Path]:
+    """The ``.pth`` (every Python) and PEP 829 ``.start`` (3.15+) files, by name."""
+    return directory / f"{HOOK_NAME}.pth", directory / f"{HOOK_NAME}.start"
+
+
+def write_hook_files(directory: Path) -> list[Path]:
+    """Write both start-up files (3.15+ runs the ``.start`` one and skips the ``.pth`` line)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pth, start = hook_files(directory)
+    for path, content in ((pth, PTH_LINE), (start, START_LINE)):
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text(content, encoding="utf-8")
+        os.replace(temporary, path)
+    return [pth, start]
+
+
+def remove_hook_files(directory: Path) -> list[Path]:
+    removed = []
+    for path in hook_files(directory):
+        if path.exists():
+            path.unlink()
+            removed.append(path)
+    return removed
