@@ -217,7 +217,7 @@ class WinTree:
         listing: dict[str, tuple[str, bool]] = {}
         try:
             with os.scandir(host_dir) as entries:
-                for item in sorted(entries, key=lambda e: e.name):
+                for item in entries:  # directory order kept: torch's glob sees this order
                     try:
                         is_dir = item.is_dir()
                     except OSError:

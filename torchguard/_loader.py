@@ -195,7 +195,18 @@ def _imports(facts: PEFacts) -> Iterable[tuple[str, bool]]:
         yield name, True
 
 
-def preload_order(tree: WinTree, lib_dir: str) -> list[str]:
-    """``glob(torch\\lib\\*.dll)`` in directory order (NTFS: case-insensitive, upper-cased)."""
-    names = [name for name, _ in tree.listdir(lib_dir).values() if name.lower().endswith(".dll")]
-    return [join(lib_dir, name) for name in sorted(names, key=str.upper)]
+def preload_order(tree: WinTree, lib_dir: str, *, ntfs: bool = True) -> list[str]:
+    """``glob(torch\\lib\\*.dll)``: the files in directory-listing order.
+
+    On a live machine that is the order the file system lists (what torch's glob sees). For
+    an offline install it is NTFS's order (``ntfs``): names compared upper-cased, so ``_``
+    sorts after letters. glob's ``*`` skips names that start with a dot.
+    """
+    names = [
+        name
+        for name, _ in tree.listdir(lib_dir).values()
+        if name.lower().endswith(".dll") and not name.startswith(".")
+    ]
+    if ntfs:
+        names.sort(key=str.upper)
+    return [join(lib_dir, name) for name in names]

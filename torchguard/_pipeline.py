@@ -96,12 +96,16 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
             loaded={k.lower(): v for k, v in system.loaded.items()},
         )
 
-    guarded = simulate_import(model(plan), torch.lib_dir, torch.extensions, interpreter.path_dirs)
+    ntfs = not system.live  # live: the order the file system really lists, as torch's glob
+    guarded = simulate_import(
+        model(plan), torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
+    )
     unguarded = simulate_import(
         model([d for d in plan if d.by_torch]),
         torch.lib_dir,
         torch.extensions,
         interpreter.path_dirs,
+        ntfs_order=ntfs,
     )
     timings["resolve"] = time.perf_counter() - start - sum(timings.values())
     installer = torch.installer()

@@ -51,10 +51,12 @@ def simulate_import(
     lib_dir: str,
     extensions: Sequence[str],
     path_dirs: Sequence[str] = (),
+    *,
+    ntfs_order: bool = True,
 ) -> ImportSimulation:
     """Replay torch's preload loop, its PATH fallback, then the ``_C`` extension import."""
     simulation = ImportSimulation()
-    for root in preload_order(model.tree, lib_dir):
+    for root in preload_order(model.tree, lib_dir, ntfs=ntfs_order):
         result = model.load(root)
         if not result.ok and result.winerror == 126:
             found = _path_fallback(model, result, path_dirs)
