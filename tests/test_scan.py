@@ -154,6 +154,24 @@ def test_companion_folder_torch_forgets_is_registered(
     assert "intel-openmp" in added[0].provenance
 
 
+def test_pip_target_layout_with_a_stale_record(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """pip --target puts Library/bin under the target but RECORD says ../../Library/bin."""
+    del fake_torch.graph["libiomp5md.dll"]
+    site = fake_torch.write(tmp_path / "site")
+    files = companion(
+        "intel-openmp",
+        "2021.4.0",
+        {"Library/bin/libiomp5md.dll": build_pe(list(KERNEL))},
+        {"Library/bin/libiomp5md.dll": "../../Library/bin/libiomp5md.dll"},
+    )
+    write_tree(site, files)
+    report = torchguard.scan([site], system32=[runtime_dir])
+    assert report.ok and report.import_torch is not None and report.import_torch.ok
+    assert [f.code for f in report.findings] == ["needs-dll-directory"]
+
+
 def test_wheels_overlay_into_one_site(tmp_path: Path, fake_torch: FakeTorch) -> None:
     """torch + a companion wheel whose DLLs install under the prefix (*.data/data)."""
     del fake_torch.graph["libiomp5md.dll"]

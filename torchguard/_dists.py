@@ -44,12 +44,12 @@ class TreeDistribution(importlib_metadata.Distribution):
     """An installed distribution whose ``.dist-info`` lives in a :class:`WinTree`."""
 
     def __init__(self, tree: WinTree, site_dir: str, dist_info: str) -> None:
-        self._tree = tree
+        self.tree = tree
         self._site_dir = site_dir
         self._dist_info = dist_info
 
     def read_text(self, filename: str) -> str | None:
-        return self._tree.read_text(join(self._site_dir, self._dist_info, filename))
+        return self.tree.read_text(join(self._site_dir, self._dist_info, filename))
 
     def locate_file(self, path: str | PureWindowsPath) -> PureWindowsPath:  # type: ignore[override]
         return PureWindowsPath(join(self._site_dir, str(path)))
@@ -66,20 +66,38 @@ class InstalledDist:
 
     def file_paths(self) -> list[str]:
         """Absolute Windows paths of the files its RECORD lists (empty if it has none)."""
+        return [join(self.site_dir, relative) for relative in self.record_paths()]
+
+    def dll_dirs(self) -> list[str]:
+        """Folders holding the DLLs its RECORD lists, in first-seen order.
+
+        ``pip install --target T`` moves a wheel's data files (``Library\\bin\\*.dll`` of mkl
+        or intel-openmp) into ``T`` but leaves RECORD saying ``../../Library/bin/...``; a DLL
+        missing where RECORD says is looked for at that path below the site directory.
+        """
+        tree = self.distribution.tree
+        seen: dict[str, str] = {}
+        for relative in self.record_paths():
+            if not relative.lower().endswith(".dll"):
+                continue
+            path = join(self.site_dir, relative)
+            if not tree.is_file(path):
+                moved = join(
+                    self.site_dir, *[p for p in relative.split("/") if p not in ("..", ".")]
+                )
+                if tree.is_file(moved):
+                    path = moved
+            folder = ntpath.dirname(path)
+            seen.setdefault(folder.lower(), folder)
+        return list(seen.values())
+
+    def record_paths(self) -> list[str]:
+        """The site-relative paths its RECORD lists (empty when it has none or it is broken)."""
         try:
             files = self.distribution.files
         except Exception:  # a broken RECORD is a finding elsewhere, not a crash here
             return []
-        return [join(self.site_dir, str(f)) for f in files or ()]
-
-    def dll_dirs(self) -> list[str]:
-        """Folders holding the DLLs its RECORD lists, in first-seen order."""
-        seen: dict[str, str] = {}
-        for path in self.file_paths():
-            if path.lower().endswith(".dll"):
-                folder = ntpath.dirname(path)
-                seen.setdefault(folder.lower(), folder)
-        return list(seen.values())
+        return [str(f) for f in files or ()]
 
     def installer(self) -> str | None:
         text = self.distribution.read_text("INSTALLER")
