@@ -1,0 +1,260 @@
+"""The real Windows loader is the judge: torchguard's verdicts against real ``import torch``.
+
+Each scenario breaks a copy of a real torch 2.4.1 install on purpose, then runs, in fresh
+Windows processes under Wine: ``torchguard.diagnose()`` (the prediction) and a plain
+``import torch`` (the truth). They must agree on the outcome, the WinError and the DLL torch
+names, and torchguard's missing leaf must be the module Wine's loader reports as failing.
+Only codes and DLL names are compared, never message wording.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import ROWS
+from wine import WineEnv, failed_module
+
+pytestmark = pytest.mark.e2e
+
+VERDICT = """
+import json, torchguard
+r = torchguard.diagnose()
+e = r.errors[0] if r.errors else None
+o = lambda x: x.to_dict() if x else None
+print("TG-JSON " + json.dumps({
+    "ok": r.ok, "code": e.code if e else None,
+    "missing": (e.missing or "").lower() if e else None,
+    "codes": [f.code for f in r.findings],
+    "plain": o(r.import_torch_without_torchguard), "guarded": o(r.import_torch),
+}))
+"""
+
+REAL = """
+import json, ntpath, re
+try:
+    import torch
+    out = {"ok": True, "winerror": None, "dll": None}
+except OSError as exc:
+    m = re.search(r'Error loading "([^"]+)"', str(exc))
+    out = {"ok": False, "winerror": exc.winerror, "dll": ntpath.basename(m.group(1)).lower() if m else None}
+except ImportError as exc:
+    m = re.search(r"while importing (\\w+)", str(exc))
+    out = {"ok": False, "winerror": None, "dll": m.group(1) if m else None}
+print("TG-JSON " + json.dumps(out))
+"""
+
+ENSURED = """
+import json, torchguard
+try:
+    torchguard.ensure()
+    import torch
+    out = {"ok": bool((torch.ones(2) * 2).sum() == 4)}
+except Exception as exc:
+    out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:800]}
+print("TG-JSON " + json.dumps(out))
+"""
+
+HOOKED = """
+import json
+try:
+    import torch
+    out = {"ok": True}
+except ImportError as exc:
+    out = {"ok": False, "type": type(exc).__name__, "code": getattr(exc, "code", None),
+           "missing": (getattr(exc, "missing", None) or "").lower()}
+print("TG-JSON " + json.dumps(out))
+"""
+
+
+def parse(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    for line in result.stdout.splitlines():
+        if line.startswith("TG-JSON "):
+            data: dict[str, object] = json.loads(line[len("TG-JSON ") :])
+            return data
+    raise AssertionError(
+        f"no result (exit {result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+
+
+@dataclass
+class Case:
+    site: Path
+    extra_paths: tuple[Path, ...] = ()
+
+
+Sabotage = Callable[[WineEnv, Path], "contextlib.AbstractContextManager[tuple[Path, ...]]"]
+
+
+@contextlib.contextmanager
+def healthy(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+    yield ()
+
+
+def removed(name: str) -> Sabotage:
+    @contextlib.contextmanager
+    def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+        env.remove(site / "torch" / "lib" / name)
+        yield ()
+
+    return sabotage
+
+
+def truncated(name: str) -> Sabotage:
+    @contextlib.contextmanager
+    def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+        env.truncate(site / "torch" / "lib" / name, 4096)
+        yield ()
+
+    return sabotage
+
+
+@contextlib.contextmanager
+def no_vc_runtime(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+    with env.hide_system_dll("msvcp140.dll"):
+        yield ()
+
+
+@contextlib.contextmanager
+def openmp_in_pip_target(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+    """libiomp5md.dll moved into an intel-openmp installed with ``pip install --target T``.
+
+    That is the layout pip really makes (checked with pip 24.2 on Windows): the DLLs in
+    ``T\\Library\\bin``, the dist-info in ``T``, RECORD saying ``../../Library/bin/...``.
+    torch 2.4.1 does not register ``T\\Library\\bin``.
+    """
+    target = site.parent / "target"
+    moved = env.move(site / "torch" / "lib" / "libiomp5md.dll", target / "Library" / "bin")
+    info = target / "intel_openmp-2021.4.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    data = moved.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: intel-openmp\nVersion: 2021.4.0\n")
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text(
+        f"../../Library/bin/libiomp5md.dll,sha256={digest},{len(data)}\n"
+        "intel_openmp-2021.4.0.dist-info/METADATA,,\n"
+        "intel_openmp-2021.4.0.dist-info/INSTALLER,,\n"
+        "intel_openmp-2021.4.0.dist-info/RECORD,,\n"
+    )
+    yield (target,)
+
+
+SCENARIOS: dict[str, Sabotage] = {
+    "healthy": healthy,
+    "libiomp5md.dll removed": removed("libiomp5md.dll"),
+    "uv.dll removed": removed("uv.dll"),
+    "c10.dll removed": removed("c10.dll"),
+    "no VC++ runtime (msvcp140.dll)": no_vc_runtime,
+    "fbgemm.dll truncated": truncated("fbgemm.dll"),
+    "libiomp5md.dll truncated": truncated("libiomp5md.dll"),
+    "libiomp5md.dll in a pip --target intel-openmp": openmp_in_pip_target,
+}
+
+
+#: Where Wine's loader is known to differ from Windows' own, and the WinError is not compared.
+#: Wine turns any failure to load an import into STATUS_DLL_NOT_FOUND (126) for the importer;
+#: Windows keeps the dependency's STATUS_INVALID_IMAGE_FORMAT (0xc000007b, WinError 193), the
+#: "unable to start correctly (0xc000007b)" of a wrong or damaged DLL beside an application.
+#: The DLL torch names and the module the loader blames are still compared.
+WINE_DIVERGENCES = {
+    "libiomp5md.dll truncated": "Wine reports 126 for a damaged dependency; Windows reports 193",
+}
+
+
+def outcome_text(outcome: dict[str, object] | None) -> str:
+    if not outcome:
+        return "?"
+    if outcome.get("ok"):
+        return "ok"
+    return f"WinError {outcome.get('winerror')} naming {outcome.get('dll')}"
+
+
+def slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
+    site = wine_env.make_scenario_site(slug(name))
+    with SCENARIOS[name](wine_env, site) as extra:
+        verdict = parse(wine_env.run(VERDICT, site, extra_paths=extra))
+        real_run = wine_env.run(REAL, site, extra_paths=extra, env={"WINEDEBUG": "warn+module"})
+        real = parse(real_run)
+        ensured = parse(wine_env.run(ENSURED, site, extra_paths=extra)) if verdict["ok"] else None
+    plain = verdict["plain"]
+    assert isinstance(plain, dict)
+    wine_module = None if real["ok"] else failed_module(real_run.stderr)
+    divergence = WINE_DIVERGENCES.get(name)
+    same_outcome = plain["ok"] == real["ok"] and (
+        real["ok"]
+        or (
+            plain["dll"] == real["dll"]
+            and (divergence is not None or plain["winerror"] == real["winerror"])
+        )
+    )
+    # When the real import fails, torchguard must blame what the loader blamed: an error's
+    # missing leaf, or (import repaired by ensure()) the leaf of its needs-dll-directory warning.
+    same_leaf = (
+        wine_module is None
+        or verdict["missing"] == wine_module
+        or (
+            verdict["ok"] and "needs-dll-directory" in verdict["codes"]  # type: ignore[operator]
+        )
+    )
+    repaired = ensured is None or ensured["ok"]
+    verdict_text = "ok" if verdict["ok"] else f"{verdict['code']}: {verdict['missing']}"
+    if verdict["ok"] and verdict["codes"]:
+        verdict_text += f" ({', '.join(map(str, verdict['codes']))})"
+    if ensured is not None and not real["ok"]:
+        verdict_text += "; `ensure(); import torch` " + ("works" if ensured["ok"] else "FAILS")
+    agree = same_outcome and same_leaf and repaired
+    ROWS.append(
+        {
+            "scenario": name,
+            "verdict": verdict_text,
+            "predicted": outcome_text(plain),
+            "real": outcome_text(real),
+            "wine": wine_module or "-",
+            "agree": ("yes" if agree else "**NO**") + (f" ({divergence})" if divergence else ""),
+        }
+    )
+    assert same_outcome, f"torchguard predicted {plain}, the real import gave {real}"
+    assert same_leaf, f"torchguard blamed {verdict['missing']}, Wine's loader {wine_module}"
+    assert repaired, f"ensure() then import torch failed: {ensured}"
+    if name != "healthy":
+        assert not real["ok"], "the sabotage did not break the real import"
+        assert not verdict["ok"] or verdict["codes"], "torchguard saw nothing"
+
+
+def test_hook_turns_import_torch_into_the_diagnosis(wine_env: WineEnv) -> None:
+    """With the hook's .pth in site-packages, a plain `import torch` names the missing uv.dll."""
+    from torchguard._hook import write_hook_files
+
+    site = wine_env.make_scenario_site("hook-uv-removed")
+    wine_env.remove(site / "torch" / "lib" / "uv.dll")
+    write_hook_files(site)
+    hooked = parse(wine_env.run(HOOKED, site))
+    ROWS.append(
+        {
+            "scenario": "hook installed, uv.dll removed",
+            "verdict": f"{hooked.get('type')} {hooked.get('code')}: {hooked.get('missing')}",
+            "predicted": "TorchDllError naming uv.dll",
+            "real": "ok" if hooked["ok"] else f"{hooked.get('type')} raised",
+            "wine": "-",
+            "agree": "yes" if hooked.get("missing") == "uv.dll" else "**NO**",
+        }
+    )
+    assert hooked == {
+        "ok": False,
+        "type": "MissingDllError",
+        "code": "missing-dll",
+        "missing": "uv.dll",
+    }
