@@ -61,7 +61,8 @@ class HintContext:
 
     def pip(self, *args: str) -> str:
         command = f"{self.python_cmd} -m pip " + " ".join(args)
-        if self.index_url and any(a.startswith(('"torch', "torch")) for a in args):
+        wants_torch = any(a.startswith(('"torch', "torch")) for a in args)
+        if self.index_url and wants_torch and "--index-url" not in args:
             command += f" --index-url {self.index_url}"
         return command
 

@@ -145,6 +145,17 @@ def render_text(report: Report) -> str:
     if report.torch is not None:
         variant = f" ({report.torch.variant})" if report.torch.variant else ""
         lines.append(f"torch {report.torch.version}{variant} at {report.torch.location}")
+    if report.mode == "non-windows":
+        lines.append(
+            "not Windows: no DLL checks to run here (use `torchguard scan` for an install)"
+        )
+    if report.python:
+        lines.append(
+            f"python {report.python.get('version')}: {report.python.get('executable')} "
+            f"(loader's application folder: {report.python.get('app_dir')})"
+        )
+    for directory in report.dll_directories:
+        lines.append(f"dll directory: {directory.path}  [{directory.provenance}]")
     outcome = report.import_torch
     if outcome is not None and not outcome.ok:
         code = f"WinError {outcome.winerror}" if outcome.winerror else "an error"

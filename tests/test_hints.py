@@ -1,0 +1,66 @@
+"""Repair hints fit the environment: pip or conda, CPU or CUDA, the Python that runs."""
+
+from __future__ import annotations
+
+from torchguard._hints import HintContext, for_corrupt, for_missing
+
+
+def commands(hints: tuple) -> list[str]:  # type: ignore[type-arg]
+    return [c for h in hints for c in h.commands]
+
+
+def test_cuda_build_reinstalls_from_its_own_index() -> None:
+    ctx = HintContext(python_cmd="py -3.12", torch_version="2.5.1+cu121")
+    (command,) = commands(for_missing("uv.dll", ctx, torch_owned=True))
+    assert command.startswith("py -3.12 -m pip install --force-reinstall")
+    assert "torch==2.5.1" in command
+    assert command.endswith("--index-url https://download.pytorch.org/whl/cu121")
+
+
+def test_plain_pypi_build_has_no_index_url() -> None:
+    ctx = HintContext(torch_version="2.5.1")
+    assert "--index-url" not in commands(for_missing("uv.dll", ctx, torch_owned=True))[0]
+
+
+def test_conda_gets_conda_commands() -> None:
+    ctx = HintContext(torch_version="2.4.0", conda=True)
+    assert commands(for_missing("libomp140.x86_64.dll", ctx, torch_owned=False)) == [
+        'conda install "pytorch>=2.4.1" -c pytorch'
+    ]
+    assert any(
+        c.startswith("conda install") for c in commands(for_missing("msvcp140.dll", ctx, False))
+    )
+
+
+def test_never_a_dll_download_site() -> None:
+    ctx = HintContext(torch_version="2.4.0+cpu")
+    for name in (
+        "libomp140.x86_64.dll",
+        "msvcp140.dll",
+        "weird.dll",
+        "cudart64_12.dll",
+        "nvcuda.dll",
+    ):
+        for hint in for_missing(name, ctx, torch_owned=False):
+            assert hint.url is None or hint.url.startswith(
+                (
+                    "https://aka.ms/",
+                    "https://github.com/pytorch/",
+                    "https://www.nvidia.com/",
+                    "https://pytorch.org/",
+                )
+            )
+
+
+def test_one_index_url_even_when_the_hint_names_one() -> None:
+    ctx = HintContext(torch_version="2.5.1+cu121")
+    (command,) = commands(for_missing("nvcuda.dll", ctx, torch_owned=False))
+    assert command.count("--index-url") == 1 and command.endswith("/whl/cpu")
+
+
+def test_corrupt_file_of_a_companion_reinstalls_that_package() -> None:
+    ctx = HintContext(torch_version="2.4.1+cpu")
+    (command,) = commands(for_corrupt("mkl_core.1.dll", ctx, "mkl==2021.4.0"))
+    assert command.endswith("--no-cache-dir mkl==2021.4.0")
+    (command,) = commands(for_corrupt("c10.dll", ctx, "torch==2.4.1+cpu"))
+    assert "torch==2.4.1" in command
