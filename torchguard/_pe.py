@@ -62,26 +62,27 @@ def read_pe(source: str | bytes) -> PEFacts:
     """
     if isinstance(source, bytes):
         _check_signature(source[:4096], len(source))
-    else:
-        try:
-            with open(source, "rb") as handle:
-                head = handle.read(4096)
-                handle.seek(0, 2)
-                size = handle.tell()
-        except OSError as exc:
-            raise PEReadError(f"cannot read the file: {exc.strerror or exc}") from None
-        _check_signature(head, size)
-    return _parse(source)
+        return _parse(source)
+    try:
+        with open(source, "rb") as handle:
+            head = handle.read(4096)
+            handle.seek(0, 2)
+            size = handle.tell()
+            _check_signature(head, size)
+            # Our own read-only mapping, closed on leaving: the file is never left locked on
+            # Windows, and pefile's close() (a full gc.collect() per file) is never needed.
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                return _parse(mapped)
+    except OSError as exc:
+        raise PEReadError(f"cannot read the file: {exc.strerror or exc}") from None
 
 
-def _parse(source: str | bytes | mmap.mmap) -> PEFacts:
+def _parse(source: bytes | mmap.mmap) -> PEFacts:
+    """Parse with pefile; ``source`` stays owned (and closed) by the caller."""
     import pefile
 
     try:
-        if isinstance(source, str):
-            pe = pefile.PE(name=source, fast_load=True)
-        else:
-            pe = pefile.PE(data=source, fast_load=True)
+        pe = pefile.PE(data=source, fast_load=True)
     except pefile.PEFormatError as exc:
         raise PEReadError(f"not a valid PE image: {exc.value}") from None
     except Exception as exc:  # pefile raises bare Exception for I/O and mmap failures
@@ -92,12 +93,9 @@ def _parse(source: str | bytes | mmap.mmap) -> PEFacts:
         raise
     except Exception as exc:
         raise PEReadError(f"malformed image: {exc}") from None
-    finally:
-        pe.close()
 
 
 _CHUNK = 1 << 20
-_IMAGE_SCN_CNT_CODE = 0x20
 
 
 def read_pe_stream(stream: IO[bytes], size: int) -> PEFacts:
