@@ -87,17 +87,20 @@ class WinTree:
     _host_mounts: list[tuple[str, str]] = field(default_factory=list)
     _listing_cache: dict[str, dict[str, tuple[str, bool]] | None] = field(default_factory=dict)
     _archives: dict[str, zipfile.ZipFile] = field(default_factory=dict)
+    _listdir_cache: dict[str, dict[str, tuple[str, Entry]]] = field(default_factory=dict)
 
     # -- building ---------------------------------------------------------------------------
     def mount_host_dir(self, path: str, host_dir: str) -> None:
         """Make ``host_dir`` (a host folder) appear at the Windows path ``path``."""
         self._host_mounts.append((key(path), os.path.abspath(host_dir)))
         self._listing_cache.clear()
+        self._listdir_cache.clear()
 
     def add_file(self, path: str, entry: Entry) -> None:
         """Place one file at the Windows path ``path``; later additions win."""
         directory, name = ntpath.split(ntpath.normpath(path))
         self._files.setdefault(key(directory), {})[name.lower()] = (name, entry)
+        self._listdir_cache.pop(key(directory), None)
 
     def archive(self, archive: str) -> zipfile.ZipFile:
         """The open zip file for ``archive``, opened once (closed by :meth:`close`)."""
@@ -113,14 +116,22 @@ class WinTree:
 
     # -- reading ------------------------------------------------------------------------------
     def listdir(self, path: str) -> dict[str, tuple[str, Entry]]:
-        """The files directly in ``path``: lower-case name -> (name, entry). Empty if missing."""
+        """The files directly in ``path``: lower-case name -> (name, entry). Empty if missing.
+
+        Listings are cached: the tree describes one moment of the machine.
+        """
+        cache_key = key(path)
+        cached = self._listdir_cache.get(cache_key)
+        if cached is not None:
+            return cached
         found: dict[str, tuple[str, Entry]] = {}
         host = self._host_dir(path)
         if host is not None:
             for lower, (name, is_dir) in (self._host_listing(host) or {}).items():
                 if not is_dir:
                     found[lower] = (name, HostFile(os.path.join(host, name)))
-        found.update(self._files.get(key(path), {}))
+        found.update(self._files.get(cache_key, {}))
+        self._listdir_cache[cache_key] = found
         return found
 
     def subdirs(self, path: str) -> list[str]:

@@ -121,8 +121,9 @@ def offline_windows(
             tree.close()
             raise TargetError(f"--system32 {folder}: not a directory")
         tree.mount_host_dir(OFFLINE_SYSTEM32, folder)
+    present = set(tree.listdir(OFFLINE_SYSTEM32))
     for name in sorted(bundled_names("system32_x64.txt")):
-        if not tree.is_file(join(OFFLINE_SYSTEM32, name)):
+        if name not in present:
             tree.add_file(
                 join(OFFLINE_SYSTEM32, name), AssumedFile("part of every Windows 10/11 x64")
             )
