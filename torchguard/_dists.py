@@ -7,6 +7,8 @@ from a Windows machine, or wheels overlaid in memory. torch itself is never impo
 
 from __future__ import annotations
 
+import csv
+import io
 import ntpath
 import re
 import sys
@@ -92,12 +94,18 @@ class InstalledDist:
         return list(seen.values())
 
     def record_paths(self) -> list[str]:
-        """The site-relative paths its RECORD lists (empty when it has none or it is broken)."""
-        try:
-            files = self.distribution.files
-        except Exception:  # a broken RECORD is a finding elsewhere, not a crash here
+        """The site-relative paths its RECORD lists (empty when it has none or it is broken).
+
+        Parsed here rather than through ``Distribution.files``, which on Python 3.12+ (and
+        importlib-metadata 6+) drops entries it cannot find on the *host* file system.
+        """
+        text = self.distribution.read_text("RECORD")
+        if not text:
             return []
-        return [str(f) for f in files or ()]
+        try:
+            return [row[0] for row in csv.reader(io.StringIO(text)) if row and row[0]]
+        except csv.Error:  # a broken RECORD is a finding elsewhere, not a crash here
+            return []
 
     def installer(self) -> str | None:
         text = self.distribution.read_text("INSTALLER")
