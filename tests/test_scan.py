@@ -149,6 +149,7 @@ def test_companion_folder_torch_forgets_is_registered(
     assert plain is not None and (plain.ok, plain.dll) == (False, "fbgemm.dll")
     (finding,) = report.findings
     assert (finding.code, finding.missing) == ("needs-dll-directory", "libiomp5md.dll")
+    assert [(d.name, d.version) for d in report.distributions] == [("intel-openmp", "2024.2.1")]
     added = [d for d in report.dll_directories if not d.by_torch]
     assert [d.path.lower() for d in added] == ["c:\\python\\lib\\site-packages\\library\\bin"]
     assert "intel-openmp" in added[0].provenance
@@ -242,3 +243,23 @@ def test_damaged_wheel_member_is_a_corrupt_dll_finding(
     report = torchguard.scan([path], system32=[runtime_dir])
     assert report.errors[0].code == "corrupt-dll"
     assert report.errors[0].missing == "fbgemm.dll"
+
+
+def test_siblings_and_companions_are_listed(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    site = fake_torch.write(tmp_path / "site")
+    for name, version in (
+        ("torchvision", "0.19.1"),
+        ("nvidia-cuda-runtime-cu12", "12.4.127"),
+        ("requests", "2.0"),
+    ):
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    report = torchguard.scan([site], system32=[runtime_dir])
+    assert [(d.name, d.version) for d in report.distributions] == [
+        ("nvidia-cuda-runtime-cu12", "12.4.127"),
+        ("torchvision", "0.19.1"),
+    ]
+    assert "with: nvidia-cuda-runtime-cu12 12.4.127, torchvision 0.19.1" in report.render_text()

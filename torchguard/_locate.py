@@ -31,8 +31,8 @@ COMPANION_PATTERNS = (
     re.compile(r"^msvc-runtime$"),
 )
 
-#: Companions reported in the doctor output (not all of them ship DLLs).
-REPORTED = ("torchvision", "torchaudio")
+#: Torch's own siblings, reported beside the DLL companions (binary-paired with torch).
+SIBLINGS = frozenset({"torchvision", "torchaudio", "torchtext", "torchdata", "triton-windows"})
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,13 @@ def find_torch_package(tree: WinTree, site_dirs: list[str]) -> str | None:
 def companions(dists: list[InstalledDist]) -> list[InstalledDist]:
     """Installed distributions that may hold DLLs torch needs."""
     return [d for d in dists if any(p.match(d.name) for p in COMPANION_PATTERNS)]
+
+
+def related(dists: list[InstalledDist]) -> list[InstalledDist]:
+    """torch's siblings and DLL companions, sorted by name: what a bug report should list."""
+    chosen = {d.name: d for d in companions(dists)}
+    chosen.update((d.name, d) for d in dists if d.name in SIBLINGS)
+    return [chosen[name] for name in sorted(chosen)]
 
 
 def _same(a: str, b: str) -> bool:

@@ -13,10 +13,10 @@ from torchguard._findings import ERROR, Finding
 from torchguard._fs import AssumedFile, HostFile, WinTree, ZipMember
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
-from torchguard._locate import companions, locate_torch
+from torchguard._locate import companions, locate_torch, related
 from torchguard._pe import PEFacts, PEReadError, read_pe, read_pe_stream
 from torchguard._plan import plan_directories
-from torchguard._report import DllDirectory, ModuleRecord, Report, TorchSummary
+from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
 from torchguard._simulate import simulate_import
 from torchguard._system import System
@@ -138,6 +138,7 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         mode=_mode(system),
         python=python,
         dll_directories=tuple(plan),
+        distributions=tuple(DistSummary(d.name, d.version) for d in related(dists)),
         import_torch=guarded.outcome(),
         import_torch_without_torchguard=unguarded.outcome(),
         modules=tuple(modules.values()),

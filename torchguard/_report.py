@@ -28,6 +28,17 @@ class TorchSummary:
 
 
 @dataclass(frozen=True)
+class DistSummary:
+    """An installed distribution that matters to torch (torchvision, mkl, nvidia-* ...)."""
+
+    name: str
+    version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version}
+
+
+@dataclass(frozen=True)
 class DllDirectory:
     """A directory to register with ``os.add_dll_directory`` and why."""
 
@@ -83,6 +94,7 @@ class Report:
     import_torch: ImportOutcome | None = None
     import_torch_without_torchguard: ImportOutcome | None = None
     modules: tuple[ModuleRecord, ...] = ()
+    distributions: tuple[DistSummary, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -110,6 +122,7 @@ class Report:
             "python": dict(self.python),
             "dll_directories": [d.to_dict() for d in self.dll_directories],
             "modules": [m.to_dict() for m in self.modules],
+            "distributions": [d.to_dict() for d in self.distributions],
             "timings": {k: round(v, 6) for k, v in self.timings.items()},
         }
 
@@ -154,6 +167,9 @@ def render_text(report: Report) -> str:
             f"python {report.python.get('version')}: {report.python.get('executable')} "
             f"(loader's application folder: {report.python.get('app_dir')})"
         )
+    if report.distributions:
+        listed = ", ".join(f"{d.name} {d.version}" for d in report.distributions)
+        lines.append(f"with: {listed}")
     for directory in report.dll_directories:
         lines.append(f"dll directory: {directory.path}  [{directory.provenance}]")
     outcome = report.import_torch
