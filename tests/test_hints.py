@@ -64,3 +64,13 @@ def test_corrupt_file_of_a_companion_reinstalls_that_package() -> None:
     assert command.endswith("--no-cache-dir mkl==2021.4.0")
     (command,) = commands(for_corrupt("c10.dll", ctx, "torch==2.4.1+cpu"))
     assert "torch==2.4.1" in command
+
+
+def test_arch_hint_installs_the_same_python_version_in_64_bit() -> None:
+    from torchguard._hints import for_arch
+
+    (hint,) = for_arch("asmjit.dll", HintContext(python_version=(3, 11)), "x86")
+    assert hint.commands == (
+        "winget install --id Python.Python.3.11 --exact",
+        "py -3.11-64 -m pip install --force-reinstall torch",
+    )

@@ -223,13 +223,14 @@ def for_corrupt(name: str, ctx: HintContext, owner: str | None) -> tuple[RepairH
 
 
 def for_arch(name: str, ctx: HintContext, machine: str) -> tuple[RepairHint, ...]:
+    version = "{}.{}".format(*ctx.python_version) if ctx.python_version else "3.12"
     return (
         RepairHint(
             f"{name} is built for {machine}, not for this 64-bit x64 Python; torch needs "
             "64-bit (x64) Python from python.org and x64 DLLs",
             (
-                "winget install --id Python.Python.3.12 --exact",
-                ctx.pip("install", "--force-reinstall", "torch"),
+                f"winget install --id Python.Python.{version} --exact",
+                f"py -{version}-64 -m pip install --force-reinstall torch",
             ),
             "https://www.python.org/downloads/windows/",
         ),
