@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pe_builder import I386, build_pe
 
@@ -173,3 +175,30 @@ def test_preload_order_is_ntfs_order(names: list[str], expected: list[str]) -> N
         tree.add_file(f"{LIB}\\{name}", MemoryFile(b"", name))
     tree.add_file(f"{LIB}\\notes.txt", MemoryFile(b"", "notes"))
     assert [p.rsplit("\\", 1)[1] for p in preload_order(tree, LIB)] == expected
+
+
+def test_unlistable_host_folder_is_asked_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Microsoft Store Python's folder may deny listing while its files stay readable."""
+    import os
+
+    from torchguard._fs import HostFile
+
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "vcruntime140_1.dll").write_bytes(b"x")
+    real_scandir = os.scandir
+
+    def scandir(path: str) -> object:
+        if os.path.samefile(path, folder):
+            raise PermissionError(13, "Access is denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    tree = WinTree()
+    tree.mount_host_dir("C:\\Python", str(folder))
+    assert tree.listdir("C:\\Python") == {}
+    hit = tree.lookup("C:\\Python", "vcruntime140_1.dll")  # Windows ignores case; Linux not
+    assert hit is not None and isinstance(hit[1], HostFile)
+    assert tree.lookup("C:\\Python", "msvcp140.dll") is None

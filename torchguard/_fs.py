@@ -150,9 +150,25 @@ class WinTree:
                     names.setdefault(first, first)
         return sorted(names.values(), key=str.lower)
 
+    def lookup(self, directory: str, name: str) -> tuple[str, Entry] | None:
+        """The file ``name`` in ``directory``, case-insensitively: (its name, entry) or None.
+
+        A host folder that cannot be listed (Microsoft Store Python's folder may deny it) is
+        asked for the one file instead, so it never makes a present DLL look missing.
+        """
+        found = self.listdir(directory).get(name.lower())
+        if found is not None:
+            return found
+        host = self._host_dir(directory)
+        if host is not None and self._host_listing(host) is None:
+            candidate = os.path.join(host, name)
+            if os.path.isfile(candidate):
+                return (name, HostFile(candidate))
+        return None
+
     def entry(self, path: str) -> Entry | None:
         directory, name = ntpath.split(ntpath.normpath(path))
-        found = self.listdir(directory).get(name.lower())
+        found = self.lookup(directory, name)
         return found[1] if found else None
 
     def is_dir(self, path: str) -> bool:

@@ -109,7 +109,7 @@ class LoaderModel:
             return Resolution(name, join(self.system32, lowered), KNOWNDLL)
         wrong: list[tuple[str, int]] = []
         for folder, via in self._search_order(load_dir):
-            hit = self.tree.listdir(folder).get(lowered)
+            hit = self.tree.lookup(folder, lowered)
             if hit is None:
                 continue
             path = join(folder, hit[0])

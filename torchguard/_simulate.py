@@ -89,7 +89,7 @@ def _path_fallback(
             (
                 Resolution(failure.leaf, ntpath.join(folder, entry[0]), via)
                 for folder, via in folders
-                if (entry := model.tree.listdir(folder).get(failure.leaf.lower()))
+                if (entry := model.tree.lookup(folder, failure.leaf))
             ),
             None,
         )
