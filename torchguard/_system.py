@@ -9,13 +9,15 @@ modules already loaded). ``LiveWindows`` (in ``_live``) fills it from the runnin
 from __future__ import annotations
 
 import ntpath
-from collections.abc import Mapping, Sequence
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
 from torchguard._fs import AssumedFile, WinTree, join
-from torchguard._wheel import mount_wheel, wheel_python_tag
+from torchguard._wheel import WheelError, mount_wheel, wheel_python_tag
 
 AMD64 = 0x8664
 
@@ -89,61 +91,35 @@ def offline_windows(
     python.org layout for the wheel's Python (``python3XY.dll``, ``vcruntime140.dll`` and
     ``vcruntime140_1.dll``, no ``msvcp140.dll``). System32 holds the DLLs every Windows 10/11
     x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs``.
+    Raises :class:`TargetError` for a target or folder that cannot be read.
     """
-    import os
-
     from torchguard._locate import find_torch_package
-    from torchguard._wheel import WheelError
 
     tree = WinTree()
     site_dir = join(OFFLINE_PREFIX, "Lib", "site-packages")
-    tags: list[str] = []
-    for target in targets:
-        if os.path.isdir(target):
-            tree.mount_host_dir(site_dir, target)
-        elif os.path.isfile(target) and target.lower().endswith(".whl"):
-            try:
-                mount_wheel(tree, os.path.abspath(target), site_dir, OFFLINE_PREFIX)
-            except WheelError as exc:
-                tree.close()
-                raise TargetError(str(exc)) from None
-            tag = wheel_python_tag(target)
-            if tag and tag.startswith("cp"):
-                tags.append(tag)
-        elif os.path.exists(target):
-            tree.close()
-            raise TargetError(f"{target}: not a .whl file or a directory")
+    try:
+        tags = _mount_targets(tree, targets, site_dir)
+        for folder in system32_dirs:
+            _mount_folder(tree, OFFLINE_SYSTEM32, folder, "--system32")
+        _assume(
+            tree, OFFLINE_SYSTEM32, bundled_names("system32_x64.txt"), "every Windows 10/11 x64"
+        )
+        package_dir = find_torch_package(tree, [site_dir])
+        version = _python_version(tree, package_dir, tags)
+        python_dll = f"python{version[0]}{version[1]}.dll"
+        if python_dir is not None:
+            _mount_folder(tree, OFFLINE_PREFIX, python_dir, "--python-dir")
         else:
-            tree.close()
-            raise TargetError(f"{target}: no such file or directory")
-    for folder in system32_dirs:
-        if not os.path.isdir(folder):
-            tree.close()
-            raise TargetError(f"--system32 {folder}: not a directory")
-        tree.mount_host_dir(OFFLINE_SYSTEM32, folder)
-    present = set(tree.listdir(OFFLINE_SYSTEM32))
-    for name in sorted(bundled_names("system32_x64.txt")):
-        if name not in present:
-            tree.add_file(
-                join(OFFLINE_SYSTEM32, name), AssumedFile("part of every Windows 10/11 x64")
+            shipped = (
+                python_dll,
+                f"python{version[0]}.dll",
+                "vcruntime140.dll",
+                "vcruntime140_1.dll",
             )
-    package_dir = find_torch_package(tree, [site_dir])
-    version = _python_version(tree, package_dir, tags)
-    if python_dir is not None:
-        if not os.path.isdir(python_dir):
-            tree.close()
-            raise TargetError(f"--python-dir {python_dir}: not a directory")
-        tree.mount_host_dir(OFFLINE_PREFIX, python_dir)
-    else:
-        why = f"python.org CPython {version[0]}.{version[1]} ships it"
-        for name in (
-            f"python{version[0]}{version[1]}.dll",
-            f"python{version[0]}.dll",
-            "vcruntime140.dll",
-            "vcruntime140_1.dll",
-        ):
-            if not tree.is_file(join(OFFLINE_PREFIX, name)):
-                tree.add_file(join(OFFLINE_PREFIX, name), AssumedFile(why))
+            _assume(tree, OFFLINE_PREFIX, shipped, f"python.org CPython {version[0]}.{version[1]}")
+    except TargetError:
+        tree.close()
+        raise
     interpreter = Interpreter(
         version=version,
         machine=AMD64,
@@ -155,11 +131,12 @@ def offline_windows(
         app_dir=OFFLINE_PREFIX,
         site_dirs=(site_dir,),
     )
-    loaded = {}
-    for name in (f"python{version[0]}{version[1]}.dll", "vcruntime140.dll"):
-        path = join(OFFLINE_PREFIX, name)
-        if tree.is_file(path):
-            loaded[name] = path
+    # python.exe itself has loaded these by the time anything imports torch.
+    loaded = {
+        name: join(OFFLINE_PREFIX, name)
+        for name in (python_dll, "vcruntime140.dll")
+        if tree.is_file(join(OFFLINE_PREFIX, name))
+    }
     return System(
         tree=tree,
         interpreter=interpreter,
@@ -172,10 +149,43 @@ def offline_windows(
     )
 
 
+def _mount_targets(tree: WinTree, targets: Sequence[str], site_dir: str) -> list[str]:
+    """Overlay each target on the site directory; return the wheels' CPython tags."""
+    tags: list[str] = []
+    for target in targets:
+        if os.path.isdir(target):
+            tree.mount_host_dir(site_dir, target)
+        elif os.path.isfile(target) and target.lower().endswith(".whl"):
+            try:
+                mount_wheel(tree, os.path.abspath(target), site_dir, OFFLINE_PREFIX)
+            except WheelError as exc:
+                raise TargetError(str(exc)) from None
+            tag = wheel_python_tag(target)
+            if tag and tag.startswith("cp"):
+                tags.append(tag)
+        elif os.path.exists(target):
+            raise TargetError(f"{target}: not a .whl file or a directory")
+        else:
+            raise TargetError(f"{target}: no such file or directory")
+    return tags
+
+
+def _mount_folder(tree: WinTree, where: str, folder: str, option: str) -> None:
+    if not os.path.isdir(folder):
+        raise TargetError(f"{option} {folder}: not a directory")
+    tree.mount_host_dir(where, folder)
+
+
+def _assume(tree: WinTree, folder: str, names: Iterable[str], source: str) -> None:
+    """Names that exist in ``folder`` without a file to read (unless a real one is there)."""
+    present = set(tree.listdir(folder))
+    for name in sorted(names):
+        if name.lower() not in present:
+            tree.add_file(join(folder, name), AssumedFile(f"part of {source}"))
+
+
 def _python_version(tree: WinTree, package_dir: str | None, tags: list[str]) -> tuple[int, int]:
     """The Python a scanned torch was built for: its ``_C`` extension tag, else a wheel tag."""
-    import re
-
     if package_dir is not None:
         for name, _ in tree.listdir(package_dir).values():
             match = re.match(r"_C\.cp(\d)(\d+)t?-", name)
