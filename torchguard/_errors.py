@@ -85,7 +85,11 @@ def error_for(finding: Finding, report: Report) -> TorchDllError:
 
 
 def _render(finding: Finding, report: Report) -> str:
-    lines = ["torchguard: import torch will fail.", render_finding(finding, indent="  ")]
+    shown: set[RepairHint] = set()
+    lines = [
+        "torchguard: import torch will fail.",
+        render_finding(finding, indent="  ", shown=shown),
+    ]
     outcome = report.import_torch
     if outcome is not None and not outcome.ok and outcome.dll:
         lines.append(
@@ -95,5 +99,5 @@ def _render(finding: Finding, report: Report) -> str:
     others = [f for f in report.errors if f is not finding and f != finding]
     if others:
         lines.append(f"  {len(others)} more error(s):")
-        lines.extend(render_finding(other, indent="    ") for other in others)
+        lines.extend(render_finding(other, indent="    ", shown=shown) for other in others)
     return "\n".join(lines)

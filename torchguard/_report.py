@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchguard._findings import ERROR, WARNING, Finding
+from torchguard._findings import ERROR, WARNING, Finding, RepairHint
 
 SCHEMA_VERSION = 1
 
@@ -138,19 +138,38 @@ def _outcome(outcome: ImportOutcome | None) -> dict[str, Any] | None:
     return outcome.to_dict() if outcome else None
 
 
-def render_finding(finding: Finding, *, indent: str = "") -> str:
-    """One finding as text: headline, chain, and each hint with its commands."""
+def render_finding(
+    finding: Finding, *, indent: str = "", shown: set[RepairHint] | None = None
+) -> str:
+    """One finding as text: headline, chain, and each hint with its commands.
+
+    Commands of a hint already in ``shown`` (printed for an earlier finding) are not repeated.
+    """
     lines = [f"{indent}{finding.severity}[{finding.code}]: {finding.message}"]
     if len(finding.chain) > 1:
         lines.append(f"{indent}  chain: {' -> '.join(finding.chain)}")
     if finding.path:
         lines.append(f"{indent}  file: {finding.path}")
     for hint in finding.hints:
+        repeated = _same_fix(hint, shown)
+        if repeated:
+            lines.append(f"{indent}  fix: the same as above ({repeated})")
+            continue
+        if shown is not None:
+            shown.add(hint)
         lines.append(f"{indent}  fix: {hint.summary}")
         lines.extend(f"{indent}      {command}" for command in hint.commands)
         if hint.url:
             lines.append(f"{indent}      see {hint.url}")
     return "\n".join(lines)
+
+
+def _same_fix(hint: RepairHint, shown: set[RepairHint] | None) -> str | None:
+    """The first command of an equal fix printed before (same commands and URL), or None."""
+    for earlier in shown or ():
+        if earlier.commands and (earlier.commands, earlier.url) == (hint.commands, hint.url):
+            return earlier.commands[0]
+    return None
 
 
 def render_text(report: Report) -> str:
@@ -182,8 +201,9 @@ def render_text(report: Report) -> str:
             f"import torch alone would fail (WinError {plain.winerror} naming {plain.dll}); "
             "torchguard.ensure() makes it work"
         )
+    shown: set[RepairHint] = set()
     for finding in report.findings:
-        lines.append(render_finding(finding))
+        lines.append(render_finding(finding, shown=shown))
     if not report.findings:
         lines.append("no problems found")
     else:
