@@ -258,3 +258,30 @@ def test_hook_turns_import_torch_into_the_diagnosis(wine_env: WineEnv) -> None:
         "code": "missing-dll",
         "missing": "uv.dll",
     }
+
+
+DOCTOR = """
+import runpy, sys
+sys.argv = ["torchguard", "doctor", "--json"]
+try:
+    runpy.run_module("torchguard", run_name="__main__")
+except SystemExit as exc:
+    print("EXIT", exc.code)
+"""
+
+
+def test_doctor_json_on_windows(wine_env: WineEnv) -> None:
+    """`python -m torchguard doctor --json` in a real Windows Python: one JSON document, exit 1."""
+    site = wine_env.make_scenario_site("doctor-c10-removed")
+    wine_env.remove(site / "torch" / "lib" / "c10.dll")
+    result = wine_env.run(DOCTOR, site)
+    document, _, exit_line = result.stdout.rpartition("EXIT ")
+    assert exit_line.strip() == "1", result.stderr[-2000:]
+    data = json.loads(document)
+    assert data["mode"] == "live" and data["ok"] is False
+    assert data["torch"]["version"] == "2.4.1+cpu"
+    first = data["findings"][0]
+    assert (first["code"], first["missing"], first["dll"]) == ("missing-dll", "c10.dll", "shm.dll")
+    assert data["import_torch"] == {"ok": False, "winerror": 126, "dll": "shm.dll"}
+    assert data["python"]["app_dir"].lower().endswith("python311")
+    assert any(d["path"].lower().endswith("torch\\lib") for d in data["dll_directories"])
