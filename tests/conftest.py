@@ -23,6 +23,14 @@ def runtime_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test gets an empty PE-facts cache, never the user's."""
+    monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(autouse=True)
 def _fresh_ensure() -> Iterator[None]:
     from torchguard import _api
 

@@ -72,10 +72,18 @@ def test_error_class_per_code(code: str, cls: type[torchguard.TorchDllError]) ->
     assert type(exc) is cls
 
 
-def test_a_fix_shared_by_several_errors_is_printed_once(tmp_path: Path, fake_torch: FakeTorch) -> None:
-    fake_torch.graph["torch_python.dll"] = ("MSVCP140_ATOMIC_WAIT.dll", *fake_torch.graph["torch_python.dll"])
+def test_a_fix_shared_by_several_errors_is_printed_once(
+    tmp_path: Path, fake_torch: FakeTorch
+) -> None:
+    fake_torch.graph["torch_python.dll"] = (
+        "MSVCP140_ATOMIC_WAIT.dll",
+        *fake_torch.graph["torch_python.dll"],
+    )
     report = torchguard.scan([fake_torch.write(tmp_path / "site")])
     assert [f.missing for f in report.errors] == ["MSVCP140.dll", "MSVCP140_ATOMIC_WAIT.dll"]
     for text in (str(error_for(report.errors[0], report)), report.render_text()):
         assert text.count("winget install") == 2  # once as a command, once in "the same as above"
-        assert "fix: the same as above (winget install --id Microsoft.VCRedist.2015+.x64 --exact)" in text
+        assert (
+            "fix: the same as above (winget install --id Microsoft.VCRedist.2015+.x64 --exact)"
+            in text
+        )

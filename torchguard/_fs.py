@@ -102,6 +102,13 @@ class WinTree:
         self._files.setdefault(key(directory), {})[name.lower()] = (name, entry)
         self._listdir_cache.pop(key(directory), None)
 
+    def add_files(self, directory: str, entries: list[tuple[str, Entry]]) -> None:
+        """Place many files in one folder (a wheel's members); later additions win."""
+        folder = self._files.setdefault(key(directory), {})
+        for name, entry in entries:
+            folder[name.lower()] = (name, entry)
+        self._listdir_cache.clear()
+
     def archive(self, archive: str) -> zipfile.ZipFile:
         """The open zip file for ``archive``, opened once (closed by :meth:`close`)."""
         opened = self._archives.get(archive)

@@ -8,6 +8,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 
+from torchguard._cache import FactsCache, cache_dir, host_key, member_key
 from torchguard._dists import find_dists
 from torchguard._findings import ERROR, Finding
 from torchguard._fs import AssumedFile, HostFile, WinTree, ZipMember
@@ -22,20 +23,47 @@ from torchguard._simulate import simulate_import
 from torchguard._system import System
 
 
-def facts_reader(tree: WinTree) -> Callable[[str], PEFacts]:
-    """Read PE facts of a tree path once; failures are remembered too."""
+def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
+    """Read PE facts of a tree path once; failures are remembered too.
+
+    With ``persistent``, facts of unchanged files come from the on-disk cache.
+    """
     cache: dict[str, PEFacts | PEReadError] = {}
 
     def facts(path: str) -> PEFacts:
         key = ntpath.normcase(path)
         if key not in cache:
-            cache[key] = _read(tree, path)
+            cache[key] = _cached_read(tree, path, persistent)
         found = cache[key]
         if isinstance(found, PEReadError):
             raise found
         return found
 
     return facts
+
+
+def _cached_read(tree: WinTree, path: str, persistent: FactsCache | None) -> PEFacts | PEReadError:
+    if persistent is None:
+        return _read(tree, path)
+    key = _identity(tree, path)
+    found = persistent.get(key)
+    if found is None:
+        found = _read(tree, path)
+        persistent.put(key, found)
+    return found
+
+
+def _identity(tree: WinTree, path: str) -> str | None:
+    entry = tree.entry(path)
+    if isinstance(entry, HostFile):
+        return host_key(entry.path)
+    if isinstance(entry, ZipMember):
+        try:
+            info = tree.archive(entry.archive).getinfo(entry.member)
+        except (KeyError, OSError, zipfile.BadZipFile):
+            return None
+        return member_key(entry.archive, entry.member, info.CRC, info.file_size)
+    return None
 
 
 def _read(tree: WinTree, path: str) -> PEFacts | PEReadError:
@@ -82,7 +110,8 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
     timings["locate"] = time.perf_counter() - start
     plan = plan_directories(system.tree, interpreter, torch, companions(dists), cwd=cwd)
     timings["plan"] = time.perf_counter() - start - sum(timings.values())
-    facts = facts_reader(system.tree)
+    persistent = FactsCache(cache_dir())
+    facts = facts_reader(system.tree, persistent)
 
     def model(dirs: list[DllDirectory]) -> LoaderModel:
         return LoaderModel(
@@ -107,6 +136,7 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         interpreter.path_dirs,
         ntfs_order=ntfs,
     )
+    persistent.save()
     timings["resolve"] = time.perf_counter() - start - sum(timings.values())
     installer = torch.installer()
     hints = HintContext(

@@ -13,7 +13,7 @@ import io
 import ntpath
 import zipfile
 
-from torchguard._fs import MemoryFile, WinTree, ZipMember, join
+from torchguard._fs import Entry, MemoryFile, WinTree, ZipMember, join
 
 
 class WheelError(Exception):
@@ -33,59 +33,67 @@ def mount_wheel(tree: WinTree, wheel: str, site_dir: str, prefix_dir: str) -> No
         infos = archive.infolist()
     except (OSError, zipfile.BadZipFile, EOFError) as exc:
         raise WheelError(f"{wheel}: not a readable wheel ({exc})") from None
-    relocated: dict[str, str] = {}
+    schemes = _scheme_dirs(site_dir, prefix_dir)
+    relocated: dict[str, str] = {}  # member -> installed path relative to site-packages
+    folders: dict[str, list[tuple[str, Entry]]] = {}
     dist_info: str | None = None
     for info in infos:
-        if info.is_dir():
-            continue
         member = info.filename
-        target = _install_path(member, site_dir, prefix_dir)
-        if target is None:
+        parts = member.split("/")
+        if info.is_dir() or ".." in parts or not parts[0]:
             continue
-        relocated[member] = target
-        tree.add_file(target, ZipMember(wheel, member, info.file_size))
-        top = member.split("/", 1)[0]
-        if top.endswith(".dist-info") and member.count("/") == 1:
-            dist_info = top
+        base, relative = site_dir, parts
+        if parts[0].endswith(".data") and len(parts) >= 3:
+            if parts[1] not in schemes:
+                continue
+            base, to_site = schemes[parts[1]]
+            relative = parts[2:]
+            relocated[member] = "/".join([*to_site, *relative])
+        elif parts[0].endswith(".dist-info") and len(parts) == 2:
+            dist_info = parts[0]
+        folder = base + "".join("\\" + part for part in relative[:-1])
+        folders.setdefault(folder, []).append(
+            (relative[-1], ZipMember(wheel, member, info.file_size))
+        )
     if dist_info is None:
         raise WheelError(f"{wheel}: no .dist-info folder, so not a wheel")
-    record = _rewritten_record(archive, f"{dist_info}/RECORD", relocated, site_dir)
+    for folder, entries in folders.items():
+        tree.add_files(folder, entries)
+    record = _rewritten_record(archive, f"{dist_info}/RECORD", relocated)
     if record is not None:
         tree.add_file(join(site_dir, dist_info, "RECORD"), MemoryFile(record, f"{wheel}!RECORD"))
 
 
-def _install_path(member: str, site_dir: str, prefix_dir: str) -> str | None:
-    parts = member.split("/")
-    if ".." in parts or member.startswith("/"):
-        return None
-    top = parts[0]
-    if top.endswith(".data") and len(parts) >= 3:
-        scheme, rest = parts[1], parts[2:]
-        base = {
-            "purelib": site_dir,
-            "platlib": site_dir,
-            "data": prefix_dir,
-            "scripts": join(prefix_dir, "Scripts"),
-            "headers": join(prefix_dir, "Include"),
-        }.get(scheme)
-        return join(base, *rest) if base else None
-    return join(site_dir, *parts)
+def _scheme_dirs(site_dir: str, prefix_dir: str) -> dict[str, tuple[str, list[str]]]:
+    """Each ``*.data`` scheme: its folder, and the path from site-packages to that folder."""
+    folders = {
+        "purelib": site_dir,
+        "platlib": site_dir,
+        "data": prefix_dir,
+        "scripts": join(prefix_dir, "Scripts"),
+        "headers": join(prefix_dir, "Include"),
+    }
+    result: dict[str, tuple[str, list[str]]] = {}
+    for scheme, folder in folders.items():
+        relative = ntpath.relpath(folder, site_dir).replace("\\", "/")
+        result[scheme] = (folder, [] if relative == "." else relative.split("/"))
+    return result
 
 
 def _rewritten_record(
-    archive: zipfile.ZipFile, record_name: str, relocated: dict[str, str], site_dir: str
+    archive: zipfile.ZipFile, record_name: str, relocated: dict[str, str]
 ) -> bytes | None:
+    """RECORD with ``*.data`` members at their installed, site-relative paths, as pip writes."""
     try:
         text = archive.read(record_name).decode("utf-8", "replace")
     except (KeyError, zipfile.BadZipFile, EOFError, OSError):
         return None
+    if not relocated:
+        return text.encode("utf-8")
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for row in csv.reader(io.StringIO(text)):
-        if not row:
-            continue
-        target = relocated.get(row[0])
-        if target is not None:
-            row[0] = ntpath.relpath(target, site_dir).replace("\\", "/")
-        writer.writerow(row)
+        if row:
+            row[0] = relocated.get(row[0], row[0])
+            writer.writerow(row)
     return out.getvalue().encode("utf-8")
