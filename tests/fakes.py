@@ -37,6 +37,7 @@ class FakeTorch:
     python_tag: str = "cp311"
     cuda: str | None = None
     extra: dict[str, bytes] = field(default_factory=dict)
+    linker: tuple[int, int] = (14, 29)
 
     def files(self) -> dict[str, bytes]:
         files: dict[str, bytes] = {
@@ -44,10 +45,12 @@ class FakeTorch:
             "torch/version.py": (
                 f"__version__ = '{self.version}'\ncuda: 'Optional[str]' = {self.cuda!r}\n"
             ).encode(),
-            f"torch/_C.{self.python_tag}-win_amd64.pyd": build_pe(["torch_python.dll", *KERNEL]),
+            f"torch/_C.{self.python_tag}-win_amd64.pyd": build_pe(
+                ["torch_python.dll", *KERNEL], linker=self.linker
+            ),
         }
         for name, imports in self.graph.items():
-            files[f"torch/lib/{name}"] = build_pe(imports)
+            files[f"torch/lib/{name}"] = build_pe(imports, linker=self.linker)
         files.update(self.extra)
         info = f"torch-{self.version}.dist-info"
         files[f"{info}/METADATA"] = (
@@ -92,11 +95,15 @@ def write_wheel(path: Path, files: dict[str, bytes]) -> None:
             archive.writestr(name, data)
 
 
-def system32(root: Path, names: Sequence[str] = ("msvcp140.dll", "vcruntime140_1.dll")) -> Path:
+def system32(
+    root: Path,
+    names: Sequence[str] = ("msvcp140.dll", "vcruntime140_1.dll"),
+    version: tuple[int, int, int, int] | None = None,
+) -> Path:
     """A folder standing in for System32 with the given (tiny, valid) DLLs."""
     root.mkdir(parents=True, exist_ok=True)
     for name in names:
-        (root / name).write_bytes(build_pe(["KERNEL32.dll"]))
+        (root / name).write_bytes(build_pe(["KERNEL32.dll"], file_version=version))
     return root
 
 

@@ -25,6 +25,7 @@ def build_pe(
     machine: int = AMD64,
     dll: bool = True,
     linker: tuple[int, int] = (14, 29),
+    file_version: tuple[int, int, int, int] | None = None,
 ) -> bytes:
     """Bytes of a PE image importing ``imports`` and delay-importing ``delay_imports``."""
     pe32plus = machine != I386
@@ -62,6 +63,13 @@ def build_pe(
         body[offset : offset + 32] = struct.pack(
             "<8I", 1, name_rva, handle_rva, iat_rva, int_rva, 0, 0, 0
         )
+    resource_rva = resource_size = 0
+    if file_version is not None:
+        blob = _version_resource(file_version)
+        resource_rva = place(bytes(len(blob)))
+        blob = _version_resource(file_version, resource_rva)
+        body[resource_rva - _SECTION_RVA : resource_rva - _SECTION_RVA + len(blob)] = blob
+        resource_size = len(blob)
     if not body:
         body.extend(bytes(16))
     raw_size = _align(len(body), _FILE_ALIGN)
@@ -72,6 +80,8 @@ def build_pe(
         directories[1] = (import_rva, import_table_size)
     if delay_imports:
         directories[13] = (delay_rva, delay_table_size)
+    if resource_rva:
+        directories[2] = (resource_rva, resource_size)
     optional = _optional_header(pe32plus, linker, raw_size, directories)
     characteristics = 0x0002 | (0x2000 if dll else 0) | (0x0020 if pe32plus else 0x0100)
     coff = struct.pack("<HHIIIHH", machine, 1, 0, 0, 0, len(optional), characteristics)
@@ -168,6 +178,41 @@ def _optional_header(
             16,
         )
     return head + b"".join(struct.pack("<II", rva, size) for rva, size in directories)
+
+
+def _version_resource(version: tuple[int, int, int, int], rva: int = 0) -> bytes:
+    """A resource directory holding one RT_VERSION entry whose FileVersion is ``version``."""
+
+    def directory(entry_id: int, offset: int) -> bytes:
+        return struct.pack("<IIHHHH", 0, 0, 0, 0, 0, 1) + struct.pack("<II", entry_id, offset)
+
+    key = "VS_VERSION_INFO\0".encode("utf-16-le")
+    fixed = struct.pack(
+        "<13I",
+        0xFEEF04BD,
+        0x10000,
+        version[0] << 16 | version[1],
+        version[2] << 16 | version[3],
+        version[0] << 16 | version[1],
+        version[2] << 16 | version[3],
+        0x3F,
+        0,
+        0x40004,
+        2,
+        0,
+        0,
+        0,
+    )
+    header = struct.pack("<HHH", 6 + len(key) + 2 + len(fixed), len(fixed), 0) + key + bytes(2)
+    info = header + fixed
+    data_offset = 88
+    return (
+        directory(16, 0x80000000 | 24)
+        + directory(1, 0x80000000 | 48)
+        + directory(0x409, 72)
+        + struct.pack("<IIII", rva + data_offset, len(info), 0, 0)
+        + info
+    )
 
 
 def _align(value: int, alignment: int) -> int:

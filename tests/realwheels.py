@@ -53,10 +53,10 @@ def wheel(project: str, version: str) -> Path:
     return found[0]
 
 
-def vc_runtime_dir(target: Path) -> Path:
+def vc_runtime_dir(target: Path, version: str = MSVC_RUNTIME) -> Path:
     """Microsoft's VC++ runtime DLLs from the msvc-runtime wheel, as a --system32 folder."""
     target.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheel("msvc-runtime", MSVC_RUNTIME)) as archive:
+    with zipfile.ZipFile(wheel("msvc-runtime", version)) as archive:
         for member in archive.namelist():
             parts = member.split("/")
             if len(parts) == 4 and parts[1:3] == ["data", "Scripts"] and member.endswith(".dll"):

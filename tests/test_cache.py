@@ -121,7 +121,9 @@ def test_an_unwritable_cache_folder_is_ignored(
     assert report.errors and blocker.read_text() == "x"
 
 
-def test_a_warm_scan_does_not_even_import_pefile(tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path) -> None:
+def test_a_warm_scan_does_not_even_import_pefile(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
     import subprocess
     import sys
 
@@ -131,6 +133,11 @@ def test_a_warm_scan_does_not_even_import_pefile(tmp_path: Path, fake_torch: Fak
         f"r = torchguard.scan([{str(site)!r}], system32=[{str(runtime_dir)!r}])\n"
         "print(r.ok, 'pefile' in sys.modules)\n"
     )
-    run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)  # noqa: E731
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+
     assert run().stdout.split() == ["True", "True"]
     assert run().stdout.split() == ["True", "False"]

@@ -69,3 +69,14 @@ def test_wheel_and_unpacked_tree_agree(
     assert [f.to_dict() for f in from_wheel.findings] == [f.to_dict() for f in from_tree.findings]
     assert from_wheel.import_torch == from_tree.import_torch
     assert from_wheel.findings  # the comparison is not vacuous
+
+
+def test_torch_2150_on_the_14_34_runtime_is_too_old(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """torch 2.15.0 is linked with 14.42; msvc-runtime 14.34 predates the 14.40 mutex change."""
+    old = vc_runtime_dir(tmp_path_factory.mktemp("vcruntime1434"), "14.34.31931")
+    report = torchguard.scan([wheel("torch", "2.15.0")], system32=[old])
+    codes = {(f.code, (f.missing or "").lower()) for f in report.errors}
+    assert ("runtime-too-old", "msvcp140.dll") in codes
+    assert ("missing-dll", "vcruntime140_threads.dll") in codes  # only 14.40+ ships it

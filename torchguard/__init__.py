@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         ArchitectureMismatchError,
         CorruptDllError,
         MissingDllError,
+        RuntimeTooOldError,
         TorchDllError,
         TorchNotFoundError,
     )
@@ -37,6 +38,7 @@ _EXPORTS = {
     "CorruptDllError": "torchguard._errors",
     "ArchitectureMismatchError": "torchguard._errors",
     "TorchNotFoundError": "torchguard._errors",
+    "RuntimeTooOldError": "torchguard._errors",
     "Finding": "torchguard._findings",
     "RepairHint": "torchguard._findings",
     "Report": "torchguard._report",
@@ -50,6 +52,7 @@ __all__ = [
     "MissingDllError",
     "RepairHint",
     "Report",
+    "RuntimeTooOldError",
     "TorchDllError",
     "TorchNotFoundError",
     "__version__",

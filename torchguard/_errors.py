@@ -67,6 +67,10 @@ class ArchitectureMismatchError(TorchDllError):
     """A DLL or the interpreter is built for another CPU architecture (WinError 193)."""
 
 
+class RuntimeTooOldError(TorchDllError):
+    """The Visual C++ runtime torch binds to is older than torch's toolset (WinError 1114)."""
+
+
 class TorchNotFoundError(TorchDllError):
     """torch is not installed where this interpreter would import it from."""
 
@@ -75,6 +79,7 @@ _BY_CODE: dict[str, type[TorchDllError]] = {
     "missing-dll": MissingDllError,
     "corrupt-dll": CorruptDllError,
     "arch-mismatch": ArchitectureMismatchError,
+    "runtime-too-old": RuntimeTooOldError,
     "torch-not-found": TorchNotFoundError,
 }
 

@@ -43,6 +43,10 @@ def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callabl
 
 
 def _cached_read(tree: WinTree, path: str, persistent: FactsCache | None) -> PEFacts | PEReadError:
+    entry = tree.entry(path)
+    if entry is None or isinstance(entry, AssumedFile):
+        why = "the file disappeared" if entry is None else f"{entry.origin} has no file to read"
+        return PEReadError(why)
     if persistent is None:
         return _read(tree, path)
     key = _identity(tree, path)
@@ -136,7 +140,6 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         interpreter.path_dirs,
         ntfs_order=ntfs,
     )
-    persistent.save()
     timings["resolve"] = time.perf_counter() - start - sum(timings.values())
     installer = torch.installer()
     hints = HintContext(
@@ -146,8 +149,9 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
     )
-    context = CheckContext(system, torch, plan, guarded, unguarded, hints, dists)
+    context = CheckContext(system, torch, plan, guarded, unguarded, hints, facts, dists)
     findings = run_rules(context)
+    persistent.save()
     timings["check"] = time.perf_counter() - start - sum(timings.values())
     modules: dict[str, ModuleRecord] = {}
     for load in guarded.loads:

@@ -9,12 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from torchguard._findings import Finding
-from torchguard._rules import closure, dll_dirs, path_fallback
+from torchguard._rules import closure, dll_dirs, path_fallback, runtime_version
 from torchguard._rules.context import CheckContext
 
 Rule = Callable[[CheckContext], Iterable[Finding]]
 
-RULES: tuple[Rule, ...] = (closure.check, dll_dirs.check, path_fallback.check)
+RULES: tuple[Rule, ...] = (
+    closure.check,
+    dll_dirs.check,
+    path_fallback.check,
+    runtime_version.check,
+)
 
 
 def run_rules(context: CheckContext) -> list[Finding]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ntpath
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from torchguard._dists import InstalledDist
 from torchguard._hints import HintContext
 from torchguard._locate import TorchInstall
+from torchguard._pe import PEFacts
 from torchguard._report import DllDirectory
 from torchguard._simulate import ImportSimulation
 from torchguard._system import System
@@ -24,6 +26,8 @@ class CheckContext:
     unguarded: ImportSimulation
     """``import torch`` with only the directories torch registers itself."""
     hints: HintContext
+    facts: Callable[[str], PEFacts]
+    """PE facts of any path of the tree (cached); raises PEReadError."""
     dists: list[InstalledDist] = field(default_factory=list)
 
     @cached_property
