@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from torchguard._findings import Finding
-from torchguard._rules import closure, dll_dirs, path_fallback, runtime_version
+from torchguard._rules import closure, cuda_driver, dll_dirs, path_fallback, runtime_version
 from torchguard._rules.context import CheckContext
 
 Rule = Callable[[CheckContext], Iterable[Finding]]
@@ -19,6 +19,7 @@ RULES: tuple[Rule, ...] = (
     dll_dirs.check,
     path_fallback.check,
     runtime_version.check,
+    cuda_driver.check,
 )
 
 
