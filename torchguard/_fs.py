@@ -12,6 +12,7 @@ from __future__ import annotations
 import ntpath
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -64,6 +65,19 @@ class AssumedFile:
 
 
 Entry = Union[HostFile, ZipMember, MemoryFile, AssumedFile]
+
+#: What reading a damaged or unusual zip can raise (bad headers, a corrupt deflate stream, an
+#: encrypted or unsupported member, a name missing from the directory).
+ZIP_ERRORS = (
+    OSError,
+    EOFError,
+    zipfile.BadZipFile,
+    zlib.error,
+    KeyError,
+    RuntimeError,
+    NotImplementedError,
+    ValueError,
+)
 
 
 def key(path: str) -> str:
@@ -203,7 +217,7 @@ class WinTree:
         if isinstance(entry, ZipMember):
             try:
                 return self.archive(entry.archive).read(entry.member)
-            except (zipfile.BadZipFile, KeyError, EOFError, RuntimeError) as exc:
+            except ZIP_ERRORS as exc:
                 raise OSError(f"cannot read {entry.origin}: {exc}") from None
         if isinstance(entry, MemoryFile):
             return entry.data

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import ntpath
 import time
-import zipfile
-import zlib
 from collections.abc import Callable
 
 from torchguard._cache import FactsCache, cache_dir, host_key, member_key
 from torchguard._dists import find_dists
 from torchguard._findings import ERROR, Finding
-from torchguard._fs import AssumedFile, HostFile, WinTree, ZipMember
+from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, WinTree, ZipMember
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
 from torchguard._locate import companions, locate_torch, related
@@ -64,7 +62,7 @@ def _identity(tree: WinTree, path: str) -> str | None:
     if isinstance(entry, ZipMember):
         try:
             info = tree.archive(entry.archive).getinfo(entry.member)
-        except (KeyError, OSError, zipfile.BadZipFile):
+        except ZIP_ERRORS:
             return None
         return member_key(entry.archive, entry.member, info.CRC, info.file_size)
     return None
@@ -85,7 +83,7 @@ def _read(tree: WinTree, path: str) -> PEFacts | PEReadError:
         return read_pe(tree.read_entry(entry))
     except PEReadError as exc:
         return exc
-    except (OSError, MemoryError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except (*ZIP_ERRORS, MemoryError) as exc:
         return PEReadError(f"cannot read the file: {exc}")
 
 

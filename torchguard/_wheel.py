@@ -13,7 +13,7 @@ import io
 import ntpath
 import zipfile
 
-from torchguard._fs import Entry, MemoryFile, WinTree, ZipMember, join
+from torchguard._fs import ZIP_ERRORS, Entry, MemoryFile, WinTree, ZipMember, join
 
 
 class WheelError(Exception):
@@ -31,7 +31,7 @@ def mount_wheel(tree: WinTree, wheel: str, site_dir: str, prefix_dir: str) -> No
     try:
         archive = tree.archive(wheel)
         infos = archive.infolist()
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+    except ZIP_ERRORS as exc:
         raise WheelError(f"{wheel}: not a readable wheel ({exc})") from None
     schemes = _scheme_dirs(site_dir, prefix_dir)
     relocated: dict[str, str] = {}  # member -> installed path relative to site-packages
@@ -86,7 +86,7 @@ def _rewritten_record(
     """RECORD with ``*.data`` members at their installed, site-relative paths, as pip writes."""
     try:
         text = archive.read(record_name).decode("utf-8", "replace")
-    except (KeyError, zipfile.BadZipFile, EOFError, OSError):
+    except ZIP_ERRORS:
         return None
     if not relocated:
         return text.encode("utf-8")
