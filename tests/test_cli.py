@@ -40,7 +40,7 @@ def test_text_output_names_leaf_and_fix(tmp_path: Path, fake_torch: FakeTorch) -
     result = run("scan", str(fake_torch.write(tmp_path / "site")))
     assert result.returncode == 1
     assert "error[missing-dll]: MSVCP140.dll is missing" in result.stdout
-    assert "import torch would fail with WinError 126 naming c10.dll" in result.stdout
+    assert 'import torch fails: [WinError 126] Error loading "...\\c10.dll"' in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ def test_str_is_the_whole_diagnosis(tmp_path: Path, fake_torch: FakeTorch) -> No
     assert "MSVCP140.dll is missing" in text
     assert "winget install" in text
     assert "libiomp5md.dll" in text  # the second error is listed too
-    assert "torch itself would report WinError 126 while loading c10.dll" in text
+    assert 'own message: import torch fails: [WinError 126] Error loading "...\\c10.dll"' in text
 
 
 def test_pickle_round_trip(tmp_path: Path, fake_torch: FakeTorch) -> None:

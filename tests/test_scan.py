@@ -263,3 +263,38 @@ def test_siblings_and_companions_are_listed(
         ("torchvision", "0.19.1"),
     ]
     assert "with: nvidia-cuda-runtime-cu12 12.4.127, torchvision 0.19.1" in report.render_text()
+
+
+def test_brackets_in_the_path_make_torch_preload_nothing(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """glob reads C:\\X\\[Goods]\\... as a pattern: no preloads, so _C is what fails."""
+    from torchguard import _system
+
+    monkeypatch.setattr(_system, "OFFLINE_PREFIX", "C:\\X\\[Goods]\\Python")
+    site = fake_torch.write(tmp_path / "site")
+    report = torchguard.scan([site], system32=[runtime_dir])
+    assert report.ok and [f.code for f in report.findings] == ["glob-unsafe-path"]
+    (tmp_path / "site" / "torch" / "lib" / "uv.dll").unlink()
+    report = torchguard.scan([site], system32=[runtime_dir])
+    assert report.import_torch is not None
+    assert (report.import_torch.winerror, report.import_torch.dll) == (
+        126,
+        "_C.cp311-win_amd64.pyd",
+    )
+    assert report.errors[0].missing == "uv.dll"
+    assert report.errors[0].chain == (
+        "_C.cp311-win_amd64.pyd",
+        "torch_python.dll",
+        "torch_cpu.dll",
+        "uv.dll",
+    )
+
+
+def test_a_failing_extension_reads_like_pythons_own_error() -> None:
+    from torchguard._report import ImportOutcome
+
+    assert ImportOutcome(False, 126, "_C.cp311-win_amd64.pyd").describe() == (
+        'fails: "DLL load failed while importing _C" (WinError 126)'
+    )
+    assert ImportOutcome(True).describe() == "succeeds"

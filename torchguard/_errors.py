@@ -98,8 +98,8 @@ def _render(finding: Finding, report: Report) -> str:
     outcome = report.import_torch
     if outcome is not None and not outcome.ok and outcome.dll:
         lines.append(
-            f"  (torch itself would report WinError {outcome.winerror} while loading "
-            f"{outcome.dll}, without naming {finding.missing or 'the cause'})"
+            f"  (torch's own message: import torch {outcome.describe()}, without naming "
+            f"{finding.missing or 'the cause'})"
         )
     others = [f for f in report.errors if f is not finding and f != finding]
     if others:

@@ -195,13 +195,22 @@ def _imports(facts: PEFacts) -> Iterable[tuple[str, bool]]:
         yield name, True
 
 
+def glob_unsafe(path: str) -> bool:
+    """Whether ``glob`` reads ``path`` as a pattern (``[``, ``*``, ``?``) instead of literally."""
+    return any(ch in path for ch in "[*?")
+
+
 def preload_order(tree: WinTree, lib_dir: str, *, ntfs: bool = True) -> list[str]:
     """``glob(torch\\lib\\*.dll)``: the files in directory-listing order.
 
     On a live machine that is the order the file system lists (what torch's glob sees). For
     an offline install it is NTFS's order (``ntfs``): names compared upper-cased, so ``_``
-    sorts after letters. glob's ``*`` skips names that start with a dot.
+    sorts after letters. glob's ``*`` skips names that start with a dot. A folder path with
+    glob metacharacters (``[``) is itself read as a pattern and matches nothing, so torch
+    then preloads nothing at all.
     """
+    if glob_unsafe(lib_dir):
+        return []
     names = [
         name
         for name, _ in tree.listdir(lib_dir).values()

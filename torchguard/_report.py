@@ -62,6 +62,15 @@ class ImportOutcome:
     winerror: int | None = None
     dll: str | None = None
 
+    def describe(self) -> str:
+        """How torch's own error reads, minus the localised wording."""
+        if self.ok:
+            return "succeeds"
+        if self.dll and self.dll.lower().endswith(".pyd"):
+            module = self.dll.split(".", 1)[0]
+            return f'fails: "DLL load failed while importing {module}" (WinError {self.winerror})'
+        return f'fails: [WinError {self.winerror}] Error loading "...\\{self.dll}"'
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
@@ -193,13 +202,11 @@ def render_text(report: Report) -> str:
         lines.append(f"dll directory: {directory.path}  [{directory.provenance}]")
     outcome = report.import_torch
     if outcome is not None and not outcome.ok:
-        code = f"WinError {outcome.winerror}" if outcome.winerror else "an error"
-        lines.append(f"import torch would fail with {code} naming {outcome.dll}")
+        lines.append(f"import torch {outcome.describe()}")
     plain = report.import_torch_without_torchguard
     if plain is not None and not plain.ok and outcome is not None and outcome.ok:
         lines.append(
-            f"import torch alone would fail (WinError {plain.winerror} naming {plain.dll}); "
-            "torchguard.ensure() makes it work"
+            f"import torch alone {plain.describe()}; after torchguard.ensure() it succeeds"
         )
     shown: set[RepairHint] = set()
     for finding in report.findings:

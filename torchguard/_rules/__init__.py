@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from torchguard._findings import Finding
-from torchguard._rules import closure, cuda_driver, dll_dirs, path_fallback, runtime_version
+from torchguard._rules import (
+    closure,
+    cuda_driver,
+    dll_dirs,
+    path_fallback,
+    path_hazards,
+    runtime_version,
+)
 from torchguard._rules.context import CheckContext
 
 Rule = Callable[[CheckContext], Iterable[Finding]]
@@ -20,6 +27,7 @@ RULES: tuple[Rule, ...] = (
     path_fallback.check,
     runtime_version.check,
     cuda_driver.check,
+    path_hazards.check,
 )
 
 
