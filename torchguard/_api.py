@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterable
 
 from torchguard._errors import TorchNotFoundError, error_for
-from torchguard._findings import ERROR, WARNING, Finding
+from torchguard._findings import WARNING, Finding
 from torchguard._report import Report, TorchSummary
 
 _ensure_lock = threading.Lock()
@@ -30,28 +30,19 @@ def _already_imported() -> Report:
 
 def _non_windows() -> Report:
     """Off Windows there is no DLL work: only say where torch is, or that it is missing."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
-        finding = Finding(
-            code="torch-not-found",
-            severity=ERROR,
-            message="torch is not installed where this Python imports packages from",
-            rank=0,
-        )
-        return Report(findings=(finding,), mode="non-windows")
     from torchguard._dists import importlib_metadata
+    from torchguard._hints import HintContext
+    from torchguard._live import torch_package_dir
+    from torchguard._pipeline import torch_not_found
 
+    location = torch_package_dir()
+    if location is None:
+        return Report(findings=(torch_not_found(HintContext()),), mode="non-windows")
     try:
         version = importlib_metadata.version("torch")
     except importlib_metadata.PackageNotFoundError:
         version = "unknown"
-    location = next(iter(spec.submodule_search_locations or []), spec.origin or "")
-    return Report(torch=TorchSummary(version, str(location)), mode="non-windows")
+    return Report(torch=TorchSummary(version, location), mode="non-windows")
 
 
 def _live_report() -> Report:

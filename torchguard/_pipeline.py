@@ -99,14 +99,7 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
     }
     hint_base = HintContext(python_cmd=system.python_cmd, python_version=interpreter.version)
     if system.torch_package_dir is None:
-        finding = Finding(
-            code="torch-not-found",
-            severity=ERROR,
-            message="torch is not installed where this Python imports packages from",
-            hints=for_not_found(hint_base),
-            rank=0,
-        )
-        return Report(findings=(finding,), mode=_mode(system), python=python)
+        return Report(findings=(torch_not_found(hint_base),), mode=_mode(system), python=python)
     dists = find_dists(system.tree, interpreter.site_dirs)
     torch = locate_torch(system.tree, system.torch_package_dir, dists)
     timings["locate"] = time.perf_counter() - start
@@ -175,6 +168,16 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         import_torch_without_torchguard=unguarded.outcome(),
         modules=tuple(modules.values()),
         timings=timings,
+    )
+
+
+def torch_not_found(hints: HintContext) -> Finding:
+    return Finding(
+        code="torch-not-found",
+        severity=ERROR,
+        message="torch is not installed where this Python imports packages from",
+        hints=for_not_found(hints),
+        rank=0,
     )
 
 
