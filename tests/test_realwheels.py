@@ -80,3 +80,14 @@ def test_torch_2150_on_the_14_34_runtime_is_too_old(
     codes = {(f.code, (f.missing or "").lower()) for f in report.errors}
     assert ("runtime-too-old", "msvcp140.dll") in codes
     assert ("missing-dll", "vcruntime140_threads.dll") in codes  # only 14.40+ ships it
+
+
+def test_torchvision_0190_is_paired_with_240_not_241(vc_runtime: Path) -> None:
+    torchvision = wheel("torchvision", "0.19.0")
+    paired = torchguard.scan([wheel("torch", "2.4.1"), torchvision], system32=[vc_runtime])
+    assert [(f.code, f.missing) for f in paired.findings] == [
+        ("package-mismatch", "torchvision==0.19.0")
+    ]
+    assert "requires torch==2.4.0" in paired.findings[0].message
+    matched = torchguard.scan([wheel("torch", "2.4.0"), torchvision], system32=[vc_runtime])
+    assert "package-mismatch" not in {f.code for f in matched.findings}

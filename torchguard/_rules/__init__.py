@@ -13,6 +13,7 @@ from torchguard._rules import (
     closure,
     cuda_driver,
     dll_dirs,
+    pairing,
     path_fallback,
     path_hazards,
     runtime_version,
@@ -28,6 +29,7 @@ RULES: tuple[Rule, ...] = (
     runtime_version.check,
     cuda_driver.check,
     path_hazards.check,
+    pairing.check,
 )
 
 

@@ -1,0 +1,88 @@
+"""package-mismatch: torchvision or torchaudio built for another torch.
+
+Their binaries import torch's DLLs symbol by symbol, so each release pins one torch
+(``Requires-Dist: torch ==2.4.0``) and one build variant (``+cpu``, ``+cu121``). A mismatched
+pair imports torch fine, then ``import torchvision`` fails with "operator torchvision::nms does
+not exist" or WinError 127 (failure-catalog.md, row 20). A warning: ``import torch`` works.
+"""
+
+from __future__ import annotations
+
+import email.parser
+from collections.abc import Iterator
+
+from torchguard._dists import InstalledDist
+from torchguard._findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+
+#: Each paired package and how its import then fails.
+PAIRED = {
+    "torchvision": '"operator torchvision::nms does not exist" or WinError 127',
+    "torchaudio": "WinError 127 or 126 loading libtorchaudio.pyd",
+}
+
+
+def check(context: CheckContext) -> Iterator[Finding]:
+    torch_version = context.torch.version
+    for dist in context.dists:
+        if dist.name not in PAIRED:
+            continue
+        problem = _mismatch(dist, torch_version)
+        if problem is None:
+            continue
+        yield Finding(
+            code="package-mismatch",
+            severity=WARNING,
+            message=(
+                f"{dist.name} {dist.version} {problem}, but torch {torch_version} is "
+                f"installed: `import {dist.name}` fails ({PAIRED[dist.name]})"
+            ),
+            missing=f"{dist.name}=={dist.version}",
+            hints=(
+                RepairHint(
+                    f"reinstall torch and {dist.name} together, from one index, so pip picks "
+                    "a matching pair",
+                    (
+                        context.hints.pip(
+                            "install",
+                            "--force-reinstall",
+                            f"torch=={context.torch.base_version}",
+                            dist.name,
+                        ),
+                    ),
+                ),
+            ),
+            rank=80,
+        )
+
+
+def _mismatch(dist: InstalledDist, torch_version: str) -> str | None:
+    """Why ``dist`` does not fit this torch, or None."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    text = dist.distribution.read_text("METADATA") or ""
+    metadata = email.parser.Parser().parsestr(text, headersonly=True)
+    try:
+        installed = Version(torch_version)
+    except InvalidVersion:
+        return None
+    for line in metadata.get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() != "torch" or requirement.marker is not None:
+            continue
+        if requirement.specifier and not requirement.specifier.contains(
+            installed, prereleases=True
+        ):
+            return f"requires torch{requirement.specifier}"
+    ours, theirs = _local(torch_version), _local(dist.version)
+    if ours and theirs and ours != theirs:
+        return f"is a +{theirs} build while torch is +{ours}"
+    return None
+
+
+def _local(version: str) -> str | None:
+    return version.split("+", 1)[1].lower() if "+" in version else None
