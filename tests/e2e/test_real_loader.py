@@ -160,6 +160,38 @@ SCENARIOS: dict[str, Sabotage] = {
     "uv.dll removed, under a [bracketed] path": removed("uv.dll"),
 }
 
+
+@contextlib.contextmanager
+def foreign_openmp(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+    """A copy of libiomp5md.dll in another folder, loaded (and initialised) before torch."""
+    other = site.parent / "other-openmp"
+    other.mkdir(exist_ok=True)
+    (other / "libiomp5md.dll").write_bytes((site / "torch" / "lib" / "libiomp5md.dll").read_bytes())
+    yield ()
+
+
+def load_foreign_openmp(env: WineEnv, site: Path) -> str:
+    """Code run first in each process: what numpy/MKL or ctranslate2 would have done."""
+    path = env.to_windows(site.parent / "other-openmp" / "libiomp5md.dll")
+    return f"import ctypes\nctypes.CDLL({path!r}).omp_get_max_threads()\n"
+
+
+SCENARIOS["another libiomp5md.dll loaded first"] = foreign_openmp
+
+#: Code that runs before the prediction and the real import, in the same process. With
+#: another libiomp5md.dll already loaded the real loader binds torch's imports to it by name
+#: (its own copy, preloaded by full path, stays unused): no "OMP: Error #15", import works.
+PRELUDES: dict[str, Callable[[WineEnv, Path], str]] = {
+    "another libiomp5md.dll loaded first": load_foreign_openmp,
+}
+
+#: Scenarios in which the real `import torch` is expected to work (the rest must break it).
+IMPORT_WORKS = {
+    "healthy",
+    "healthy, under a [bracketed] path",
+    "another libiomp5md.dll loaded first",
+}
+
 #: Scenarios whose folder name matters: glob reads "[...]" in torch's path as a pattern, so
 #: torch preloads nothing and the failure surfaces at ``from torch._C import *`` instead.
 FOLDERS = {
@@ -201,10 +233,17 @@ def slug(name: str) -> str:
 def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
     site = wine_env.make_scenario_site(FOLDERS.get(name, slug(name)))
     with SCENARIOS[name](wine_env, site) as extra:
-        verdict = parse(wine_env.run(VERDICT, site, extra_paths=extra))
-        real_run = wine_env.run(REAL, site, extra_paths=extra, env={"WINEDEBUG": "warn+module"})
+        prelude = PRELUDES.get(name, lambda env, site: "")(wine_env, site)
+        verdict = parse(wine_env.run(prelude + VERDICT, site, extra_paths=extra))
+        real_run = wine_env.run(
+            prelude + REAL, site, extra_paths=extra, env={"WINEDEBUG": "warn+module"}
+        )
         real = parse(real_run)
-        ensured = parse(wine_env.run(ENSURED, site, extra_paths=extra)) if verdict["ok"] else None
+        ensured = (
+            parse(wine_env.run(prelude + ENSURED, site, extra_paths=extra))
+            if verdict["ok"]
+            else None
+        )
     plain = verdict["plain"]
     assert isinstance(plain, dict)
     wine_module = None if real["ok"] else failed_module(real_run.stderr)
@@ -251,7 +290,7 @@ def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
     assert same_outcome, f"torchguard predicted {plain}, the real import gave {real}"
     assert same_leaf, f"torchguard blamed {verdict['missing']}, Wine's loader {wine_module}"
     assert repaired, f"ensure() then import torch failed: {ensured}"
-    if not name.startswith("healthy"):
+    if name not in IMPORT_WORKS:
         assert not real["ok"], "the sabotage did not break the real import"
         assert not verdict["ok"] or verdict["codes"], "torchguard saw nothing"
 
