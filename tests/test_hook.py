@@ -46,10 +46,12 @@ def hooked_site(tmp_path: Path) -> Path:
     return site_dir
 
 
-def run(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """Python with torchguard and a stand-in torch importable, the hook's .pth processed."""
-    torch_root = tmp_path / "torch-root"
-    if not torch_root.exists():
+def run(
+    code: str, tmp_path: Path, *, with_torch: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Python with torchguard (and a stand-in torch) importable, the hook's .pth processed."""
+    torch_root = tmp_path / ("torch-root" if with_torch else "no-torch")
+    if with_torch and not torch_root.exists():
         stand_in_torch(torch_root)
     prelude = f"import site; site.addsitedir({str(hooked_site(tmp_path))!r})\n"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHGUARD")}
@@ -141,9 +143,15 @@ def test_internal_fault_fails_open(tmp_path: Path) -> None:
 
 
 def test_missing_torch_keeps_pythons_own_error(tmp_path: Path) -> None:
-    code = "try:\n    import torch_that_is_not_there as torch\nexcept ModuleNotFoundError:\n    print('mnf')\n"
-    result = run(code, tmp_path)
-    assert result.stdout.strip() == "mnf"
+    """The watcher runs (torch-not-found), yet Python raises its own ModuleNotFoundError."""
+    target = tmp_path / "report.json"
+    code = (
+        "try:\n    import torch\n"
+        "except ModuleNotFoundError as exc:\n    print(type(exc).__name__, exc.name)\n"
+    )
+    result = run(code, tmp_path, with_torch=False, TORCHGUARD_REPORT=str(target))
+    assert result.stdout.split() == ["ModuleNotFoundError", "torch"], result.stderr
+    assert json.loads(target.read_text())["findings"][0]["code"] == "torch-not-found"
 
 
 def test_hook_never_imports_heavy_modules_without_torch(tmp_path: Path) -> None:
