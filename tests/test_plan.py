@@ -87,3 +87,27 @@ def test_cuda_path_fallback_only_without_cudart() -> None:
     assert f"{toolkit}\\bin" in [d.path for d in plan]
     tree.add_file(f"{SITE}\\torch\\lib\\cudart64_12.dll", AssumedFile("t"))
     assert f"{toolkit}\\bin" not in [d.path for d in plan_directories(tree, env_interp, torch, [])]
+
+
+@pytest.mark.parametrize(
+    ("name", "tag", "version"),
+    [
+        ("_C.cp311-win_amd64.pyd", "cp311", (3, 11)),
+        ("_C.cp313t-win_amd64.pyd", "cp313t", (3, 13)),
+        ("_C.CP39-WIN_AMD64.PYD", "cp39", (3, 9)),
+        ("_C.pyd", None, None),
+        ("_C.cp311-win_amd64.dll", None, None),
+    ],
+)
+def test_extension_tags(name: str, tag: str | None, version: tuple[int, int] | None) -> None:
+    from torchguard._locate import extension_tag, tag_version
+
+    assert extension_tag(name) == tag
+    assert (tag_version(tag) if tag else None) == version
+
+
+def test_split_local() -> None:
+    from torchguard._locate import split_local
+
+    assert split_local("2.4.1+cu121") == ("2.4.1", "cu121")
+    assert split_local("2.4.1") == ("2.4.1", None)

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from torchguard._findings import RepairHint
+from torchguard._locate import split_local
 
 VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
 VC_RUNTIME = frozenset(
@@ -49,9 +50,7 @@ class HintContext:
 
     @property
     def variant(self) -> str | None:
-        if self.torch_version and "+" in self.torch_version:
-            return self.torch_version.split("+", 1)[1]
-        return None
+        return split_local(self.torch_version)[1] if self.torch_version else None
 
     @property
     def index_url(self) -> str | None:
@@ -68,7 +67,7 @@ class HintContext:
 
     @property
     def base_version(self) -> str | None:
-        return self.torch_version.split("+", 1)[0] if self.torch_version else None
+        return split_local(self.torch_version)[0] if self.torch_version else None
 
 
 def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:

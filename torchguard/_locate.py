@@ -44,7 +44,6 @@ class TorchInstall:
     site_dir: str
     origin: str
     cuda: str | None
-    python_tag: str | None
     extensions: tuple[str, ...]
     dist: InstalledDist | None
 
@@ -54,19 +53,12 @@ class TorchInstall:
 
     @property
     def base_version(self) -> str:
-        return self.version.split("+", 1)[0]
+        return split_local(self.version)[0]
 
     @property
     def variant(self) -> str | None:
         """The local version tag: ``cpu``, ``cu121``, ``rocm6.2``; None for a plain PyPI build."""
-        return self.version.split("+", 1)[1] if "+" in self.version else None
-
-    @property
-    def python_version(self) -> tuple[int, int] | None:
-        if not self.python_tag:
-            return None
-        digits = self.python_tag[2:].rstrip("t")
-        return (int(digits[0]), int(digits[1:])) if len(digits) >= 2 else None
+        return split_local(self.version)[1]
 
     def installer(self) -> str | None:
         return self.dist.installer() if self.dist else None
@@ -80,13 +72,11 @@ def locate_torch(tree: WinTree, package_dir: str, dists: list[InstalledDist]) ->
     version = dist.version if dist else str(fields.get("__version__") or "unknown")
     if dist and "+" not in version and "+" in str(fields.get("__version__", "")):
         version = str(fields["__version__"])
-    extensions: list[str] = []
-    tag: str | None = None
-    for _, (name, _entry) in sorted(tree.listdir(package_dir).items()):
-        match = _PYD.match(name)
-        if match:
-            extensions.append(join(package_dir, name))
-            tag = tag or match["tag"].lower()
+    extensions = [
+        join(package_dir, name)
+        for _, (name, _entry) in sorted(tree.listdir(package_dir).items())
+        if extension_tag(name)
+    ]
     cuda = fields.get("cuda")
     return TorchInstall(
         version=version,
@@ -95,10 +85,27 @@ def locate_torch(tree: WinTree, package_dir: str, dists: list[InstalledDist]) ->
         origin=tree.origin(join(package_dir, "__init__.py")).rsplit("__init__.py", 1)[0]
         or package_dir,
         cuda=cuda if isinstance(cuda, str) else None,
-        python_tag=tag,
         extensions=tuple(extensions),
         dist=dist,
     )
+
+
+def split_local(version: str) -> tuple[str, str | None]:
+    """``("2.4.1", "cu121")`` for ``2.4.1+cu121``; ``("2.4.1", None)`` for a plain release."""
+    base, _, local = version.partition("+")
+    return base, local or None
+
+
+def extension_tag(name: str) -> str | None:
+    """The CPython tag of a ``_C`` extension file name: ``cp311`` for ``_C.cp311-win_amd64.pyd``."""
+    match = _PYD.match(name)
+    return match["tag"].lower() if match else None
+
+
+def tag_version(tag: str) -> tuple[int, int] | None:
+    """``(3, 11)`` for ``cp311`` (and ``cp313t``); None for anything else."""
+    match = re.match(r"^cp(\d)(\d+)t?$", tag.lower())
+    return (int(match[1]), int(match[2])) if match else None
 
 
 def find_torch_package(tree: WinTree, site_dirs: list[str]) -> str | None:

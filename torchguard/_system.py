@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ntpath
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -186,13 +185,11 @@ def _assume(tree: WinTree, folder: str, names: Iterable[str], source: str) -> No
 
 def _python_version(tree: WinTree, package_dir: str | None, tags: list[str]) -> tuple[int, int]:
     """The Python a scanned torch was built for: its ``_C`` extension tag, else a wheel tag."""
-    if package_dir is not None:
-        for name, _ in tree.listdir(package_dir).values():
-            match = re.match(r"_C\.cp(\d)(\d+)t?-", name)
-            if match:
-                return (int(match[1]), int(match[2]))
-    for tag in tags:
-        match = re.match(r"cp(\d)(\d+)", tag)
-        if match:
-            return (int(match[1]), int(match[2]))
+    from torchguard._locate import extension_tag, tag_version
+
+    names = [name for name, _ in tree.listdir(package_dir).values()] if package_dir else []
+    for tag in [*filter(None, map(extension_tag, names)), *tags]:
+        version = tag_version(tag)
+        if version is not None:
+            return version
     return (3, 11)

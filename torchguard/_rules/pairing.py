@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from torchguard._dists import InstalledDist
 from torchguard._findings import WARNING, Finding, RepairHint
+from torchguard._locate import split_local
 from torchguard._rules.context import CheckContext
 
 #: Each paired package and how its import then fails.
@@ -78,11 +79,7 @@ def _mismatch(dist: InstalledDist, torch_version: str) -> str | None:
             installed, prereleases=True
         ):
             return f"requires torch{requirement.specifier}"
-    ours, theirs = _local(torch_version), _local(dist.version)
-    if ours and theirs and ours != theirs:
+    ours, theirs = split_local(torch_version)[1], split_local(dist.version)[1]
+    if ours and theirs and ours.lower() != theirs.lower():
         return f"is a +{theirs} build while torch is +{ours}"
     return None
-
-
-def _local(version: str) -> str | None:
-    return version.split("+", 1)[1].lower() if "+" in version else None
