@@ -202,3 +202,11 @@ def test_unlistable_host_folder_is_asked_per_file(
     hit = tree.lookup("C:\\Python", "vcruntime140_1.dll")  # Windows ignores case; Linux not
     assert hit is not None and isinstance(hit[1], HostFile)
     assert tree.lookup("C:\\Python", "msvcp140.dll") is None
+    asked: list[str] = []
+    monkeypatch.setattr(os.path, "isfile", lambda path: asked.append(path) or False)
+    (tmp_path / "plain-file").write_text("x")
+    tree.mount_host_dir("C:\\Missing", str(tmp_path / "no-such-folder"))
+    tree.mount_host_dir("C:\\NotAFolder", str(tmp_path / "plain-file"))
+    assert tree.lookup("C:\\Missing", "x.dll") is None
+    assert tree.lookup("C:\\NotAFolder", "x.dll") is None
+    assert asked == []  # only a folder that denies listing is asked file by file

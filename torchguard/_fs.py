@@ -102,6 +102,7 @@ class WinTree:
     _listing_cache: dict[str, dict[str, tuple[str, bool]] | None] = field(default_factory=dict)
     _archives: dict[str, zipfile.ZipFile] = field(default_factory=dict)
     _listdir_cache: dict[str, dict[str, tuple[str, Entry]]] = field(default_factory=dict)
+    _unlistable: set[str] = field(default_factory=set)
 
     # -- building ---------------------------------------------------------------------------
     def mount_host_dir(self, path: str, host_dir: str) -> None:
@@ -181,7 +182,7 @@ class WinTree:
         if found is not None:
             return found
         host = self._host_dir(directory)
-        if host is not None and self._host_listing(host) is None:
+        if host is not None and self._host_listing(host) is None and host in self._unlistable:
             candidate = os.path.join(host, name)
             if os.path.isfile(candidate):
                 return (name, HostFile(candidate))
@@ -271,7 +272,11 @@ class WinTree:
                     except OSError:
                         continue
                     listing.setdefault(item.name.lower(), (item.name, is_dir))
-        except OSError:
+        except PermissionError:
+            self._unlistable.add(host_dir)  # exists, but may only be asked file by file
+            self._listing_cache[host_dir] = None
+            return None
+        except OSError:  # missing, or not a folder
             self._listing_cache[host_dir] = None
             return None
         self._listing_cache[host_dir] = listing
