@@ -125,15 +125,20 @@ def test_wheel_and_its_unpacked_tree_agree(
     assert from_dir.import_torch == from_wheel.import_torch
 
 
-def _target_openmp(tmp_path: Path, fake_torch: FakeTorch) -> Path:
-    """torch/lib without libiomp5md.dll; intel-openmp installed pip --target style."""
+def _target_openmp(
+    tmp_path: Path, fake_torch: FakeTorch, recorded: str = "Library/bin/libiomp5md.dll"
+) -> Path:
+    """torch/lib without libiomp5md.dll; intel-openmp's DLL in the site's Library/bin.
+
+    ``recorded`` is the path its RECORD gives for the DLL.
+    """
     del fake_torch.graph["libiomp5md.dll"]
     site = fake_torch.write(tmp_path / "site")
     files = companion(
         "intel-openmp",
         "2024.2.1",
         {"Library/bin/libiomp5md.dll": build_pe(list(KERNEL))},
-        {"Library/bin/libiomp5md.dll": "Library/bin/libiomp5md.dll"},
+        {"Library/bin/libiomp5md.dll": recorded},
     )
     write_tree(site, files)
     return site
@@ -159,15 +164,7 @@ def test_pip_target_layout_with_a_stale_record(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
     """pip --target puts Library/bin under the target but RECORD says ../../Library/bin."""
-    del fake_torch.graph["libiomp5md.dll"]
-    site = fake_torch.write(tmp_path / "site")
-    files = companion(
-        "intel-openmp",
-        "2021.4.0",
-        {"Library/bin/libiomp5md.dll": build_pe(list(KERNEL))},
-        {"Library/bin/libiomp5md.dll": "../../Library/bin/libiomp5md.dll"},
-    )
-    write_tree(site, files)
+    site = _target_openmp(tmp_path, fake_torch, "../../Library/bin/libiomp5md.dll")
     report = torchguard.scan([site], system32=[runtime_dir])
     assert report.ok and report.import_torch is not None and report.import_torch.ok
     assert [f.code for f in report.findings] == ["needs-dll-directory"]
