@@ -74,3 +74,17 @@ def test_arch_hint_installs_the_same_python_version_in_64_bit() -> None:
         "winget install --id Python.Python.3.11 --exact",
         "py -3.11-64 -m pip install --force-reinstall torch",
     )
+
+
+def test_reinstall_pins_the_installed_version_for_pip_and_conda() -> None:
+    from torchguard._hints import reinstall_torch
+
+    assert reinstall_torch(HintContext(torch_version="2.4.1+cpu", conda=True), "s").commands == (
+        "conda install --force-reinstall pytorch=2.4.1",
+    )
+    assert reinstall_torch(HintContext(conda=True), "s").commands == (
+        "conda install --force-reinstall pytorch",
+    )
+    assert reinstall_torch(HintContext(), "s").commands == (
+        "python -m pip install --force-reinstall --no-deps --no-cache-dir torch",
+    )

@@ -71,12 +71,10 @@ class HintContext:
 
 
 def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
-    pin = f"torch=={ctx.base_version}" if ctx.base_version else "torch"
+    version = f"={ctx.base_version}" if ctx.base_version else ""
     if ctx.conda:
-        return RepairHint(
-            summary,
-            (f"conda install --force-reinstall pytorch={ctx.base_version or ''}".rstrip("="),),
-        )
+        return RepairHint(summary, (f"conda install --force-reinstall pytorch{version}",))
+    pin = f"torch={version}" if version else "torch"
     return RepairHint(
         summary, (ctx.pip("install", "--force-reinstall", "--no-deps", "--no-cache-dir", pin),)
     )
