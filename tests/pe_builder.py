@@ -1,14 +1,19 @@
 """Build small, valid PE images in memory for unit tests.
 
 Each image has one section holding an import directory (and optionally a delay-import
-directory) whose thunks point to one named function per DLL, which is all pefile and the
-Windows loader need to see the DLL names.
+directory) whose thunks point to one named function per DLL (or to the names and ordinals
+given in ``symbols``), and optionally an export directory with names, ordinals and
+forwarders, which is all pefile and the Windows loader need.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+#: What every built image exports and imports from each DLL unless told otherwise, so that
+#: images built together bind at symbol level by default.
+DEFAULT_SYMBOL = "torchguard_test_entry"
 
 AMD64 = 0x8664
 I386 = 0x14C
@@ -26,8 +31,23 @@ def build_pe(
     dll: bool = True,
     linker: tuple[int, int] = (14, 29),
     file_version: tuple[int, int, int, int] | None = None,
+    symbols: Mapping[str, Sequence[str | int]] | None = None,
+    exports: Sequence[str] = (DEFAULT_SYMBOL,),
+    ordinal_exports: Sequence[int] = (),
+    forwarders: Mapping[str, str] | None = None,
+    export_base: int = 1,
+    export_counts: tuple[int, int] | None = None,
 ) -> bytes:
-    """Bytes of a PE image importing ``imports`` and delay-importing ``delay_imports``."""
+    """Bytes of a PE image importing ``imports`` and delay-importing ``delay_imports``.
+
+    ``symbols`` maps a (delay-)imported DLL name to the names (str) and ordinals (int) taken
+    from it (default: :data:`DEFAULT_SYMBOL`). ``exports`` are exported
+    names, ``ordinal_exports`` extra ordinals exported without a name, ``forwarders`` exported
+    names that forward (``{"Foo": "other.Bar"}``); ``export_counts`` overrides the
+    (NumberOfFunctions, NumberOfNames) the export directory claims.
+    """
+    symbols = symbols or {}
+    forwarders = forwarders or {}
     pe32plus = machine != I386
     thunk = struct.Struct("<Q" if pe32plus else "<I")
     body = bytearray()
@@ -44,24 +64,36 @@ def build_pe(
     delay_table_size = 32 * (len(delay_imports) + 1)
     delay_rva = place(bytes(delay_table_size)) if delay_imports else 0
 
-    def thunks_for(function: str) -> tuple[int, int, int]:
-        hint_name = place(struct.pack("<H", 0) + function.encode() + b"\0")
-        int_rva = place(thunk.pack(hint_name) + thunk.pack(0))
-        iat_rva = place(thunk.pack(hint_name) + thunk.pack(0))
-        return hint_name, int_rva, iat_rva
+    ordinal_flag = 1 << (thunk.size * 8 - 1)
+
+    def thunks_for(dll: str, default: str) -> tuple[int, int]:
+        """An import lookup table and an address table for what is taken from ``dll``."""
+        values = []
+        for function in symbols.get(dll, [default]):
+            if isinstance(function, int):
+                values.append(ordinal_flag | function)
+            else:
+                values.append(place(struct.pack("<H", 0) + function.encode() + b"\0"))
+        table = b"".join(thunk.pack(value) for value in values) + thunk.pack(0)
+        return place(table), place(table)
 
     for index, name in enumerate(imports):
         name_rva = place(name.encode() + b"\0")
-        _, int_rva, iat_rva = thunks_for(f"Function{index}")
+        int_rva, iat_rva = thunks_for(name, DEFAULT_SYMBOL)
         offset = import_rva - _SECTION_RVA + 20 * index
         body[offset : offset + 20] = struct.pack("<5I", int_rva, 0, 0, name_rva, iat_rva)
     for index, name in enumerate(delay_imports):
         name_rva = place(name.encode() + b"\0")
-        _, int_rva, iat_rva = thunks_for(f"Delayed{index}")
+        int_rva, iat_rva = thunks_for(name, DEFAULT_SYMBOL)
         handle_rva = place(bytes(8))
         offset = delay_rva - _SECTION_RVA + 32 * index
         body[offset : offset + 32] = struct.pack(
             "<8I", 1, name_rva, handle_rva, iat_rva, int_rva, 0, 0, 0
+        )
+    export_rva = export_size = 0
+    if exports or ordinal_exports or forwarders:
+        export_rva, export_size = _export_directory(
+            place, body, exports, ordinal_exports, forwarders, export_base, export_counts
         )
     resource_rva = resource_size = 0
     if file_version is not None:
@@ -76,6 +108,8 @@ def build_pe(
     body.extend(bytes(raw_size - len(body)))
 
     directories = [(0, 0)] * 16
+    if export_rva:
+        directories[0] = (export_rva, export_size)
     if imports:
         directories[1] = (import_rva, import_table_size)
     if delay_imports:
@@ -104,6 +138,45 @@ def build_pe(
     headers = bytes(dos) + b"PE\0\0" + coff + optional + section
     headers += bytes(_FILE_ALIGN - len(headers))
     return headers + bytes(body)
+
+
+def _export_directory(
+    place: Callable[[bytes], int],
+    body: bytearray,
+    names: Sequence[str],
+    ordinal_exports: Sequence[int],
+    forwarders: Mapping[str, str],
+    base: int,
+    counts: tuple[int, int] | None,
+) -> tuple[int, int]:
+    """An export directory; returns its (RVA, size). Forwarder strings lie inside it."""
+    code = place(b"\xc3" * 16)  # what every non-forwarded export points to
+    named = sorted({*names, *forwarders})  # the loader binary-searches the name table
+    slots = len(named) + len(ordinal_exports)
+    directory = place(bytes(40))
+    functions = place(bytes(4 * max(slots, 1)))
+    name_table = place(bytes(4 * max(len(named), 1)))
+    ordinal_table = place(bytes(2 * max(len(named), 1)))
+    addresses = [code] * slots
+    for index, name in enumerate(named):
+        pointer = place(name.encode() + b"\0")
+        struct.pack_into("<I", body, name_table - _SECTION_RVA + 4 * index, pointer)
+        struct.pack_into("<H", body, ordinal_table - _SECTION_RVA + 2 * index, index)
+    for index, ordinal in enumerate(ordinal_exports):
+        if ordinal != base + len(named) + index:
+            raise ValueError("ordinal_exports must follow the named exports' ordinals")
+    for index, name in enumerate(named):
+        if name in forwarders:
+            addresses[index] = place(forwarders[name].encode() + b"\0")
+    for index, address in enumerate(addresses):
+        struct.pack_into("<I", body, functions - _SECTION_RVA + 4 * index, address)
+    end = _SECTION_RVA + len(body)
+    claimed = counts or (slots, len(named))
+    body[directory - _SECTION_RVA : directory - _SECTION_RVA + 40] = struct.pack(
+        "<IIHHIIIIIII", 0, 0, 0, 0, 0, base, claimed[0], claimed[1],
+        functions, name_table, ordinal_table,
+    )
+    return directory, end - directory
 
 
 def _optional_header(

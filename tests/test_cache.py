@@ -10,21 +10,21 @@ import pytest
 from fakes import FakeTorch
 
 import torchguard
-from torchguard import _pipeline
-from torchguard._cache import FILE_NAME
+from torchguard import _binaries
+from torchguard._cache import FILE_NAME, SCHEMA
 
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Paths whose PE facts were really read (not taken from the cache)."""
     seen: list[str] = []
-    real = _pipeline._read
+    real = _binaries._read
 
     def counting(tree: object, path: str) -> object:
         seen.append(path.rsplit("\\", 1)[-1])
         return real(tree, path)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_pipeline, "_read", counting)
+    monkeypatch.setattr(_binaries, "_read", counting)
     return seen
 
 
@@ -84,7 +84,7 @@ def test_a_damaged_cache_is_rebuilt(
     neighbour.write_text("keep me")
     report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
     assert report.ok
-    assert json.loads((cache / FILE_NAME).read_text())["schema"] == 1
+    assert json.loads((cache / FILE_NAME).read_text())["schema"] == SCHEMA
     assert neighbour.read_text() == "keep me"
 
 
@@ -95,7 +95,7 @@ def test_damaged_entries_are_read_again(
     torchguard.scan([site], system32=[runtime_dir])
     path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
     data = json.loads(path.read_text())
-    for entry in data["entries"].values():
+    for entry in data["facts"].values():
         entry["imports"] = 42
     path.write_text(json.dumps(data))
     reads.clear()

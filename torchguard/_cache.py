@@ -1,10 +1,18 @@
-"""A persistent cache of PE facts, so a warm ``ensure()`` costs little more than stat calls.
+"""A persistent cache of PE facts and binding verdicts, so a warm ``ensure()`` reads no DLL.
 
 Facts of a file on disk are keyed by its path, size, modification time and file id; facts of
-a wheel member by the wheel's identity and the member's CRC and size. The cache lives in the
-user cache folder (``platformdirs``), or in ``TORCHGUARD_CACHE_DIR``; ``TORCHGUARD_CACHE=off``
-disables it. It is one small JSON file, replaced atomically; a missing, unreadable or corrupt
-cache is simply rebuilt, never an error, and never touches anything but its own file.
+a wheel member by the wheel's identity and the member's CRC and size. A binding verdict (does
+this copy of a DLL export what that importer takes from it?) is keyed by both files'
+identities. Only facts about files are stored: a reader that fails for any reason other than
+the file's own damage raises instead, and nothing is written.
+
+The file carries the schema and the version of torchguard and of its PE reader that wrote it;
+a cache written by any other version is ignored and replaced, so a wrong fact never outlives
+the release that fixes it. It lives in the user cache folder (``platformdirs``), or in
+``TORCHGUARD_CACHE_DIR``; ``TORCHGUARD_CACHE=off`` disables it. It is replaced atomically
+(entries other processes saved meanwhile are merged in), a file that is missing, unreadable,
+damaged, huge or of another version is simply rebuilt, and nothing but its own file is
+ever written.
 """
 
 from __future__ import annotations
@@ -16,11 +24,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from torchguard._pe import PEFacts, PEReadError
+from torchguard._pe import READER_VERSION, PEFacts, PEReadError
 
-SCHEMA = 1
+SCHEMA = 2
 FILE_NAME = f"pe-facts-v{SCHEMA}.json"
 MAX_ENTRIES = 4096
+MAX_EDGES = 8192
+MAX_BYTES = 16 << 20  # a larger file is not ours to parse: ignore it and write a fresh one
+
+
+def writer() -> str:
+    """Who wrote a cache: torchguard's version and its reader's."""
+    from torchguard import __version__
+
+    return f"torchguard {__version__}, reader {READER_VERSION}"
 
 
 def cache_dir() -> Path | None:
@@ -54,19 +71,21 @@ def member_key(archive: str, member: str, crc: int, size: int) -> str | None:
 
 
 class FactsCache:
-    """Facts (or the read error) by file identity; load once, save once if anything changed."""
+    """Facts (or the file's own read error) and edge verdicts; load once, save once."""
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
-        self._entries: dict[str, Any] = {}
-        self._dirty = False
+        self._facts: dict[str, Any] = {}
+        self._edges: dict[str, Any] = {}
+        self._new_facts: dict[str, Any] = {}
+        self._new_edges: dict[str, Any] = {}
         if directory is not None:
-            self._entries = _load(directory / FILE_NAME)
+            self._facts, self._edges = _load(directory / FILE_NAME)
 
     def get(self, key: str | None) -> PEFacts | PEReadError | None:
         if key is None:
             return None
-        raw = self._entries.get(key)
+        raw = self._facts.get(key)
         if raw is None:
             return None
         try:
@@ -75,53 +94,87 @@ class FactsCache:
             return PEFacts(
                 machine=int(raw["machine"]),
                 is_dll=bool(raw["is_dll"]),
-                imports=tuple(str(n) for n in raw["imports"]),
-                delay_imports=tuple(str(n) for n in raw["delay_imports"]),
+                imports=_names(raw["imports"]),
+                delay_imports=_names(raw["delay_imports"]),
                 linker_version=(int(raw["linker_version"][0]), int(raw["linker_version"][1])),
                 file_version=_version(raw.get("file_version")),
             )
         except (KeyError, TypeError, ValueError, IndexError):
-            self._entries.pop(key, None)  # a damaged entry is dropped and read again
+            self._facts.pop(key, None)  # a damaged entry is dropped and read again
             return None
 
     def put(self, key: str | None, value: PEFacts | PEReadError) -> None:
         if key is None or self.directory is None:
             return
-        if isinstance(value, PEReadError):
-            self._entries[key] = {"error": str(value)}
-        else:
-            self._entries[key] = asdict(value)
-        self._dirty = True
+        raw = {"error": str(value)} if isinstance(value, PEReadError) else asdict(value)
+        self._facts[key] = self._new_facts[key] = raw
+
+    def get_edge(self, key: str) -> Any:
+        """The stored verdict for a binding (validated by the caller), or None."""
+        return self._edges.get(key)
+
+    def put_edge(self, key: str, verdict: dict[str, Any]) -> None:
+        if self.directory is None:
+            return
+        self._edges[key] = self._new_edges[key] = verdict
 
     def save(self) -> None:
-        """Write the cache if it changed; failures are ignored (the cache is only a speed-up)."""
-        if not self._dirty or self.directory is None:
+        """Write the cache if it changed; failures are ignored (the cache is only a speed-up).
+
+        Entries another process saved since this one loaded are kept: the file on disk is
+        read again and this run's new entries are laid over it.
+        """
+        if self.directory is None or not (self._new_facts or self._new_edges):
             return
-        entries = dict(list(self._entries.items())[-MAX_ENTRIES:])
+        target = self.directory / FILE_NAME
+        facts, edges = _load(target)
+        facts.update(self._new_facts)
+        edges.update(self._new_edges)
+        document = {
+            "schema": SCHEMA,
+            "writer": writer(),
+            "facts": dict(list(facts.items())[-MAX_ENTRIES:]),
+            "edges": dict(list(edges.items())[-MAX_EDGES:]),
+        }
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=".pe-facts-", dir=self.directory)
             try:
                 with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                    json.dump({"schema": SCHEMA, "entries": entries}, stream)
-                os.replace(temporary, self.directory / FILE_NAME)
+                    json.dump(document, stream, separators=(",", ":"))
+                os.replace(temporary, target)  # replaces a link itself, never its target
             except BaseException:
                 os.unlink(temporary)
                 raise
         except OSError:
             return
-        self._dirty = False
+        self._new_facts.clear()
+        self._new_edges.clear()
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(facts, edges) of a cache file of this schema and writer; empty for anything else."""
     try:
+        if path.stat().st_size > MAX_BYTES:
+            return {}, {}
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
+        return {}, {}
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        return {}
-    entries = data.get("entries")
-    return dict(entries) if isinstance(entries, dict) else {}
+        return {}, {}
+    if data.get("writer") != writer():
+        return {}, {}
+    facts, edges = data.get("facts"), data.get("edges")
+    return (
+        dict(facts) if isinstance(facts, dict) else {},
+        dict(edges) if isinstance(edges, dict) else {},
+    )
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        raise TypeError("a list of names")
+    return tuple(str(name) for name in raw)
 
 
 def _version(raw: Any) -> tuple[int, int, int, int] | None:

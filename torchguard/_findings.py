@@ -41,6 +41,8 @@ class Finding:
     chain: tuple[str, ...] = ()
     hints: tuple[RepairHint, ...] = ()
     path: str | None = None
+    symbols: tuple[str, ...] = ()
+    """For ``missing-symbol``: the first few missing names (``#12`` for an ordinal)."""
     rank: int = field(default=50, compare=False)
 
     @property
@@ -61,4 +63,5 @@ class Finding:
             "path": self.path,
             "message": self.message,
             "hints": [hint.to_dict() for hint in self.hints],
+            "symbols": list(self.symbols),
         }

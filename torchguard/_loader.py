@@ -8,6 +8,11 @@ name already in the process, API sets, KnownDLLs, the folder of the DLL passed t
 directory are not searched. A candidate built for another CPU is skipped; a candidate that is
 not a valid image fails the load (WinError 193). System modules are not walked into.
 
+Every binding is then judged at symbol level (with :attr:`LoaderModel.bindings`): an imported
+name the bound copy does not export fails the load with WinError 127, an ordinal with 182,
+after every DLL of the closure was found (a missing DLL, 126, is reported first). A
+delay-loaded DLL's missing symbol fails only when first called.
+
 Pure logic: everything about the machine comes from the :class:`LoaderModel` fields.
 """
 
@@ -17,9 +22,13 @@ import ntpath
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, Union
 
 from torchguard._fs import AssumedFile, WinTree, join
 from torchguard._pe import PEFacts, PEReadError, machine_name
+
+if TYPE_CHECKING:
+    from torchguard._binaries import ForwardResolver, Gap, Trusted
 
 LOADED = "loaded"
 APISET = "apiset"
@@ -35,8 +44,21 @@ _NOT_WALKED = frozenset({LOADED, APISET, KNOWNDLL, SYSTEM32})
 MISSING = "missing"
 CORRUPT = "corrupt"
 ARCH = "arch"
+SYMBOL = "symbol"
 
-WINERROR = {MISSING: 126, CORRUPT: 193, ARCH: 193}
+WINERROR = {MISSING: 126, CORRUPT: 193, ARCH: 193, SYMBOL: 127}
+#: Failures of the mapping phase, which the loader reports before any symbol is bound.
+_MAPPING = frozenset({MISSING, CORRUPT, ARCH})
+
+
+class Bindings(Protocol):
+    """Judges whether the copy of a DLL an import binds to exports what is imported."""
+
+    def checkable(self, path: str | None) -> bool: ...
+
+    def gap(
+        self, importer: str, dll: str, exporter: str, delay: bool, resolve: ForwardResolver
+    ) -> Gap | None: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,14 @@ class Failure:
     path: str | None = None
     detail: str = ""
     delay: bool = False
+    gap: Gap | None = None
+    """For a :data:`SYMBOL` failure: what the bound copy lacks."""
+
+    @property
+    def winerror(self) -> int:
+        if self.gap is not None:
+            return self.gap.winerror
+        return WINERROR[self.kind]
 
 
 @dataclass
@@ -75,9 +105,11 @@ class LoadResult:
 
     @property
     def winerror(self) -> int | None:
-        """The error the real loader reports: the first hard failure met in load order."""
+        """The error the real loader reports: the first hard failure met in load order,
+        failures to find or map a DLL before failures to bind a symbol."""
         hard = [f for f in self.failures if not f.delay]
-        return WINERROR[hard[0].kind] if hard else None
+        hard.sort(key=lambda failure: failure.kind not in _MAPPING)
+        return hard[0].winerror if hard else None
 
 
 def is_api_set(name: str) -> bool:
@@ -98,6 +130,8 @@ class LoaderModel:
     user_dirs: tuple[str, ...]
     known_dlls: frozenset[str]
     loaded: dict[str, str] = field(default_factory=dict)
+    bindings: Bindings | None = None
+    """Judges symbols; None checks DLL presence only."""
 
     def resolve(self, name: str, load_dir: str) -> Resolution:
         lowered = name.lower()
@@ -162,6 +196,7 @@ class LoaderModel:
             for name, delay in _imports(facts):
                 lowered = name.lower()
                 if lowered in result.modules:
+                    self._check_binding(result, path, chain, name, result.modules[lowered], delay)
                     continue
                 resolution = self.resolve(name, load_dir)
                 if resolution.path is None and resolution.via is None:
@@ -176,8 +211,9 @@ class LoaderModel:
                     if not delay:
                         result.modules[lowered] = resolution
                     continue
+                self._check_binding(result, path, chain, name, resolution, delay)
                 if delay:
-                    continue  # loaded later by the delay-load helper; only its presence matters
+                    continue  # loaded later by the delay-load helper; not walked here
                 result.modules[lowered] = resolution
                 if resolution.path is not None and self.walkable(resolution):
                     queue.append((resolution.path, (*chain, name)))
@@ -186,6 +222,42 @@ class LoaderModel:
                 if resolution.path is not None:
                     self.loaded.setdefault(lowered, resolution.path)
         return result
+
+    def _check_binding(
+        self,
+        result: LoadResult,
+        importer: str,
+        chain: tuple[str, ...],
+        name: str,
+        resolution: Resolution,
+        delay: bool,
+    ) -> None:
+        """Add a :data:`SYMBOL` failure when the bound copy lacks what ``importer`` takes."""
+        bindings = self.bindings
+        if bindings is None or not bindings.checkable(resolution.path):
+            return
+        assert resolution.path is not None
+        load_dir = ntpath.dirname(result.root)
+        gap = bindings.gap(
+            importer, name, resolution.path, delay, lambda dll: self._forwarded(dll, load_dir)
+        )
+        if gap is not None:
+            result.failures.append(
+                Failure(SYMBOL, name, (*chain, name), resolution.path, "", delay, gap)
+            )
+
+    def _forwarded(self, dll: str, load_dir: str) -> Union[str, Trusted, None]:
+        """Where an export forwarder's target DLL comes from: a path, trusted, or missing."""
+        from torchguard._binaries import TRUSTED
+
+        resolution = self.resolve(dll, load_dir)
+        if resolution.via == APISET:
+            return TRUSTED
+        if resolution.path is None:
+            return None
+        if self.bindings is None or not self.bindings.checkable(resolution.path):
+            return TRUSTED
+        return resolution.path
 
 
 def _imports(facts: PEFacts) -> Iterable[tuple[str, bool]]:

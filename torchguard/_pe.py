@@ -1,10 +1,11 @@
-"""Read the few facts torchguard needs from a PE image, cheaply and safely.
+"""Read what torchguard needs from a PE image, cheaply and safely, in one pass.
 
-Only headers, import and delay-import DLL names, the linker version and (when present) the
-FileVersion are read. A full pefile parse of torch_cpu.dll costs 10-20 s and 1 GB, and pefile's
-symbol-level import parsing silently drops DLL names past ``MAX_IMPORT_SYMBOLS``; so imports are
-read with ``import_dllnames_only=True`` and delay-import names straight from their descriptors.
-Every failure becomes :class:`PEReadError`, never an exception from inside pefile.
+Facts (headers, import and delay-import DLL names, the linker version, the FileVersion) come
+from pefile with ``fast_load`` and DLL names only: a full parse of torch_cpu.dll costs 10-20 s
+and 1 GB, and pefile's symbol-level parsing silently drops DLL names past
+``MAX_IMPORT_SYMBOLS``. Symbol tables (every imported and exported name) come from
+:mod:`torchguard._symbols`, from the same bytes. Only what a damaged file really causes
+becomes :class:`PEReadError`; any other exception is a bug of torchguard's and propagates.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pefile
+
+    from torchguard._symbols import SymbolTables
+
+#: Bump when what is read from a file changes: cached facts of another reader are ignored.
+READER_VERSION = 2
 
 MACHINE_NAMES = {
     0x14C: "x86",
@@ -55,14 +61,27 @@ def machine_name(machine: int) -> str:
     return MACHINE_NAMES.get(machine, hex(machine))
 
 
+@dataclass(frozen=True)
+class PEImage:
+    """One binary as read: its facts and, when asked for, its symbol tables."""
+
+    facts: PEFacts
+    symbols: SymbolTables | None = None
+
+
 def read_pe(source: str | bytes) -> PEFacts:
     """Read :class:`PEFacts` from a file path or from the bytes of an image.
 
     Raises :class:`PEReadError` for anything the Windows loader would refuse to map.
     """
+    return read_image(source).facts
+
+
+def read_image(source: str | bytes, *, symbols: bool = False) -> PEImage:
+    """:func:`read_pe`, plus the symbol tables with ``symbols``, from one mapping."""
     if isinstance(source, bytes):
         _check_signature(source[:4096], len(source))
-        return _parse(source)
+        return _parse(source, symbols)
     try:
         with open(source, "rb") as handle:
             head = handle.read(4096)
@@ -72,45 +91,61 @@ def read_pe(source: str | bytes) -> PEFacts:
             # Our own read-only mapping, closed on leaving: the file is never left locked on
             # Windows, and pefile's close() (a full gc.collect() per file) is never needed.
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return _parse(mapped)
+                return _parse(mapped, symbols)
     except OSError as exc:
         raise PEReadError(f"cannot read the file: {exc.strerror or exc}") from None
 
 
-def _parse(source: bytes | mmap.mmap) -> PEFacts:
-    """Parse with pefile; ``source`` stays owned (and closed) by the caller."""
+def _parse(
+    source: bytes | mmap.mmap,
+    symbols: bool,
+    kept: list[tuple[int, int]] | None = None,
+) -> PEImage:
+    """Parse with pefile (and the symbol reader); ``source`` stays owned by the caller.
+
+    Only pefile's format error and short reads of the file's own data become
+    :class:`PEReadError`: anything else is a bug and propagates.
+    """
     import pefile
 
     try:
         pe = pefile.PE(data=source, fast_load=True)
+        facts = _facts(pe)
     except pefile.PEFormatError as exc:
         raise PEReadError(f"not a valid PE image: {exc.value}") from None
-    except Exception as exc:  # pefile raises bare Exception for I/O and mmap failures
-        raise PEReadError(f"cannot read the image: {exc}") from None
-    try:
-        return _facts(pe)
-    except PEReadError:
-        raise
-    except Exception as exc:
+    except struct.error as exc:
         raise PEReadError(f"malformed image: {exc}") from None
+    if not symbols:
+        return PEImage(facts)
+    from torchguard._symbols import read_symbols
+
+    return PEImage(facts, read_symbols(source, kept))
 
 
 _CHUNK = 1 << 20
 
 
 def read_pe_stream(stream: IO[bytes], size: int) -> PEFacts:
-    """:func:`read_pe` for a forward-only stream (a compressed wheel member).
+    """:func:`read_pe` for a forward-only stream (a compressed wheel member)."""
+    return read_image_stream(stream, size).facts
 
-    Only the headers and the sections holding the import, delay-import and resource
-    directories are kept, in an anonymous mapping whose untouched pages cost no memory, and
-    inflating stops after the last of them. torch_cpu.dll (300 MB inflated) then needs a
-    fraction of the time and memory of reading the whole member.
+
+def read_image_stream(stream: IO[bytes], size: int, *, symbols: bool = False) -> PEImage:
+    """:func:`read_image` for a forward-only stream (a compressed wheel member).
+
+    Only the headers and the data sections (never code) are kept, in an anonymous mapping
+    whose untouched pages cost no memory, and inflating stops after the last of them.
+    torch_cpu.dll (243 MB, 199 MB of it code) then needs a fraction of the memory of
+    reading the whole member. A table that points into code raises
+    :class:`~torchguard._symbols.NotKept`: read the whole member instead.
     """
+    from torchguard._symbols import kept_ranges
+
     head = _read_exactly(stream, min(size, 1 << 16))
     _check_signature(head[:4096], size)
-    ranges = _needed_ranges(head, size)
+    ranges = kept_ranges(head, size)
     if ranges is None:  # an unusual layout: read everything
-        return read_pe(head + stream.read())
+        return read_image(head + stream.read(), symbols=symbols)
     buffer = mmap.mmap(-1, size)
     try:
         buffer[: len(head)] = head
@@ -124,7 +159,7 @@ def read_pe_stream(stream: IO[bytes], size: int) -> PEFacts:
                 if low < high:
                     buffer[low:high] = chunk[low - position : high - position]
             position += len(chunk)
-        return _parse(buffer)
+        return _parse(buffer, symbols, ranges)
     finally:
         buffer.close()
 
@@ -139,30 +174,6 @@ def _read_exactly(stream: IO[bytes], count: int) -> bytes:
         parts.append(chunk)
         remaining -= len(chunk)
     return b"".join(parts)
-
-
-def _needed_ranges(head: bytes, size: int) -> list[tuple[int, int]] | None:
-    """File ranges of the sections holding the directories torchguard reads, or None."""
-    try:
-        (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
-        sections, optional_size = struct.unpack_from("<H12xH", head, e_lfanew + 6)
-        optional = e_lfanew + 24
-        (magic,) = struct.unpack_from("<H", head, optional)
-        directories = optional + (112 if magic == 0x20B else 96)
-        wanted_rvas = [
-            struct.unpack_from("<I", head, directories + 8 * index)[0] for index in (1, 2, 13)
-        ]
-        table = optional + optional_size
-        ranges = [(0, min(len(head), size))]
-        for index in range(sections):
-            fields = struct.unpack_from("<8sIIII", head, table + 40 * index)
-            virtual_size, virtual_address, raw_size, raw_pointer = fields[1:5]
-            span = max(virtual_size, raw_size)
-            if any(rva and virtual_address <= rva < virtual_address + span for rva in wanted_rvas):
-                ranges.append((raw_pointer, min(raw_pointer + raw_size, size)))
-    except struct.error:
-        return None
-    return ranges
 
 
 def _check_signature(head: bytes, size: int) -> None:
@@ -201,9 +212,9 @@ def _facts(pe: pefile.PE) -> PEFacts:
         directories=[entries["IMAGE_DIRECTORY_ENTRY_IMPORT"]], import_dllnames_only=True
     )
     imports = _unique(_decode(entry.dll) for entry in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()))
-    import_dir = pe.OPTIONAL_HEADER.DATA_DIRECTORY[entries["IMAGE_DIRECTORY_ENTRY_IMPORT"]]
+    import_rva, import_size = _directory(pe, entries["IMAGE_DIRECTORY_ENTRY_IMPORT"])
     unreadable = any("import" in warning.lower() for warning in pe.get_warnings())
-    if import_dir.VirtualAddress and not imports and import_dir.Size >= 20 and unreadable:
+    if import_rva and not imports and import_size >= 20 and unreadable:
         raise PEReadError("the import directory cannot be read")
     delay = _delay_import_names(pe)
     lowered = {name.lower() for name in imports}
@@ -223,8 +234,7 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
     import pefile
 
     index = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]
-    directory = pe.OPTIONAL_HEADER.DATA_DIRECTORY[index]
-    rva = int(directory.VirtualAddress)
+    rva = _directory(pe, index)[0]
     if not rva:
         return ()
     names: list[str] = []
@@ -243,7 +253,7 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
             name_rva -= int(pe.OPTIONAL_HEADER.ImageBase)  # pre-VC6 descriptors hold VAs
         try:
             name = pe.get_string_at_rva(name_rva, _MAX_NAME)
-        except Exception:
+        except pefile.PEFormatError:
             name = b""
         if name:
             names.append(_decode(name))
@@ -255,7 +265,7 @@ def _file_version(pe: pefile.PE) -> tuple[int, int, int, int] | None:
     import pefile
 
     index = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]
-    if not pe.OPTIONAL_HEADER.DATA_DIRECTORY[index].VirtualAddress:
+    if not _directory(pe, index)[0]:
         return None
     try:
         pe.parse_data_directories(directories=[index])
@@ -264,9 +274,17 @@ def _file_version(pe: pefile.PE) -> tuple[int, int, int, int] | None:
             return None
         fixed = info[0]
         ms, ls = int(fixed.FileVersionMS), int(fixed.FileVersionLS)
-    except Exception:
-        return None
+    except (pefile.PEFormatError, struct.error):
+        return None  # a damaged version resource: the file's version is unknown
     return (ms >> 16, ms & 0xFFFF, ls >> 16, ls & 0xFFFF)
+
+
+def _directory(pe: pefile.PE, index: int) -> tuple[int, int]:
+    """(RVA, size) of data directory ``index``; (0, 0) when a short header lacks it."""
+    directories = pe.OPTIONAL_HEADER.DATA_DIRECTORY
+    if index >= len(directories):
+        return (0, 0)
+    return (int(directories[index].VirtualAddress), int(directories[index].Size))
 
 
 def _decode(raw: bytes | str) -> str:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import ntpath
 import time
 from collections.abc import Callable
 
-from torchguard._cache import FactsCache, cache_dir, host_key, member_key
+from torchguard._binaries import Binaries
+from torchguard._cache import FactsCache, cache_dir
 from torchguard._dists import find_dists
 from torchguard._findings import ERROR, Finding
-from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, WinTree, ZipMember
+from torchguard._fs import WinTree
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
 from torchguard._locate import companions, locate_torch, related
-from torchguard._pe import PEFacts, PEReadError, read_pe, read_pe_stream
+from torchguard._pe import PEFacts
 from torchguard._plan import plan_directories
 from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
@@ -22,69 +22,8 @@ from torchguard._system import System
 
 
 def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
-    """Read PE facts of a tree path once; failures are remembered too.
-
-    With ``persistent``, facts of unchanged files come from the on-disk cache.
-    """
-    cache: dict[str, PEFacts | PEReadError] = {}
-
-    def facts(path: str) -> PEFacts:
-        key = ntpath.normcase(path)
-        if key not in cache:
-            cache[key] = _cached_read(tree, path, persistent)
-        found = cache[key]
-        if isinstance(found, PEReadError):
-            raise found
-        return found
-
-    return facts
-
-
-def _cached_read(tree: WinTree, path: str, persistent: FactsCache | None) -> PEFacts | PEReadError:
-    entry = tree.entry(path)
-    if entry is None or isinstance(entry, AssumedFile):
-        why = "the file disappeared" if entry is None else f"{entry.origin} has no file to read"
-        return PEReadError(why)
-    if persistent is None:
-        return _read(tree, path)
-    key = _identity(tree, path)
-    found = persistent.get(key)
-    if found is None:
-        found = _read(tree, path)
-        persistent.put(key, found)
-    return found
-
-
-def _identity(tree: WinTree, path: str) -> str | None:
-    entry = tree.entry(path)
-    if isinstance(entry, HostFile):
-        return host_key(entry.path)
-    if isinstance(entry, ZipMember):
-        try:
-            info = tree.archive(entry.archive).getinfo(entry.member)
-        except ZIP_ERRORS:
-            return None
-        return member_key(entry.archive, entry.member, info.CRC, info.file_size)
-    return None
-
-
-def _read(tree: WinTree, path: str) -> PEFacts | PEReadError:
-    entry = tree.entry(path)
-    if entry is None:
-        return PEReadError("the file disappeared while it was being checked")
-    if isinstance(entry, AssumedFile):
-        return PEReadError(f"{entry.origin} cannot be read")
-    try:
-        if isinstance(entry, HostFile):
-            return read_pe(entry.path)
-        if isinstance(entry, ZipMember):
-            with tree.archive(entry.archive).open(entry.member) as stream:
-                return read_pe_stream(stream, entry.size)
-        return read_pe(tree.read_entry(entry))
-    except PEReadError as exc:
-        return exc
-    except (*ZIP_ERRORS, MemoryError) as exc:
-        return PEReadError(f"cannot read the file: {exc}")
+    """PE facts of any path of ``tree``, each file read once (see :class:`Binaries`)."""
+    return Binaries(tree, persistent).facts
 
 
 def analyze(system: System, *, cwd: str | None = None) -> Report:
@@ -106,7 +45,8 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
     plan = plan_directories(system.tree, interpreter, torch, companions(dists), cwd=cwd)
     timings["plan"] = time.perf_counter() - start - sum(timings.values())
     persistent = FactsCache(cache_dir())
-    facts = facts_reader(system.tree, persistent)
+    binaries = Binaries(system.tree, persistent)
+    facts = binaries.facts
 
     def model(dirs: list[DllDirectory]) -> LoaderModel:
         return LoaderModel(
@@ -118,6 +58,7 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
             user_dirs=tuple(d.path for d in dirs),
             known_dlls=system.known_dlls,
             loaded={k.lower(): v for k, v in system.loaded.items()},
+            bindings=binaries,
         )
 
     ntfs = not system.live  # live: the order the file system really lists, as torch's glob

@@ -159,6 +159,11 @@ def render_finding(
         lines.append(f"{indent}  chain: {' -> '.join(finding.chain)}")
     if finding.path:
         lines.append(f"{indent}  file: {finding.path}")
+    if finding.symbols:
+        from torchguard._demangle import readable
+
+        names = ", ".join(dict.fromkeys(readable(name) for name in finding.symbols))
+        lines.append(f"{indent}  not exported: {names}")
     for hint in finding.hints:
         repeated = _same_fix(hint, shown)
         if repeated:

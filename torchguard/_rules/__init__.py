@@ -17,6 +17,7 @@ from torchguard._rules import (
     path_fallback,
     path_hazards,
     runtime_version,
+    symbols,
 )
 from torchguard._rules.context import CheckContext
 
@@ -24,6 +25,7 @@ Rule = Callable[[CheckContext], Iterable[Finding]]
 
 RULES: tuple[Rule, ...] = (
     closure.check,
+    symbols.check,
     dll_dirs.check,
     path_fallback.check,
     runtime_version.check,

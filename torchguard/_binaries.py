@@ -1,0 +1,283 @@
+"""The binaries of one analysis: each read at most once, and every binding judged.
+
+:class:`Binaries` hands the loader model two things:
+
+- **facts** of any file (machine, imported DLL names ...), from the persistent cache when the
+  file is unchanged, else read;
+- **gaps**: for an import edge (importer -> the copy of a DLL the loader binds to), the
+  imported names and ordinals that copy does not export, following export forwarders. Windows
+  fails such a load with WinError 127 (a name) or 182 (an ordinal).
+
+A file that has to be read is read once, facts and symbol tables together (a wheel member is
+inflated once). Edge verdicts are cached by both files' identities, so a warm analysis reads
+no binary at all and the cache stays small (no symbol lists are stored).
+"""
+
+from __future__ import annotations
+
+import ntpath
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Union
+
+from torchguard._cache import FactsCache, host_key, member_key
+from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, WinTree, ZipMember
+from torchguard._pe import PEFacts, PEImage, PEReadError, read_image, read_image_stream
+from torchguard._symbols import NotKept, Symbol, SymbolTables
+
+#: Missing symbols a finding lists by name (the count says how many there are in all).
+SHOWN = 8
+_MAX_FORWARDS = 8
+
+
+class Trusted:
+    """A DLL whose exports are taken on trust: an API set, or a Windows DLL assumed present."""
+
+
+TRUSTED = Trusted()
+
+#: How the loader resolves a DLL name for a forwarder: a path, TRUSTED, or None (missing).
+ForwardResolver = Callable[[str], Union[str, Trusted, None]]
+
+
+@dataclass(frozen=True)
+class Gap:
+    """What an importer takes from a DLL that the copy it binds to does not export."""
+
+    missing: tuple[str, ...]
+    """The first few missing symbols, in import order: names, or ``#12`` for ordinals."""
+    count: int
+    winerror: int
+    """127 when the first missing symbol is a name, 182 when it is an ordinal."""
+    forward_missing: str | None = None
+    """A DLL an export forwards to that cannot be found, if that is why."""
+
+
+def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
+    """Read one file of the tree, facts and symbol tables; damage becomes PEReadError."""
+    entry = tree.entry(path)
+    if entry is None:
+        return PEReadError("the file disappeared while it was being checked")
+    if isinstance(entry, AssumedFile):
+        return PEReadError(f"{entry.origin} cannot be read")
+    try:
+        if isinstance(entry, HostFile):
+            return read_image(entry.path, symbols=True)
+        if isinstance(entry, ZipMember):
+            try:
+                with tree.archive(entry.archive).open(entry.member) as stream:
+                    return read_image_stream(stream, entry.size, symbols=True)
+            except NotKept:  # a table in a code section: inflate the whole member
+                return read_image(tree.read_entry(entry), symbols=True)
+        return read_image(tree.read_entry(entry), symbols=True)
+    except PEReadError as exc:
+        return exc
+    except (*ZIP_ERRORS, MemoryError) as exc:
+        return PEReadError(f"cannot read the file: {exc}")
+
+
+class Binaries:
+    """Facts and bindings of the binaries of one tree; see the module docstring."""
+
+    def __init__(self, tree: WinTree, persistent: FactsCache | None = None) -> None:
+        self.tree = tree
+        self.persistent = persistent
+        self._facts: dict[str, PEFacts | PEReadError] = {}
+        self._symbols: dict[str, SymbolTables | PEReadError] = {}
+        self._identities: dict[str, str | None] = {}
+
+    # -- facts ----------------------------------------------------------------------------
+    def facts(self, path: str) -> PEFacts:
+        """PE facts of ``path``; raises PEReadError for a file the loader would reject."""
+        key = ntpath.normcase(path)
+        found = self._facts.get(key)
+        if found is None:
+            found = self._facts[key] = self._cached_facts(path)
+        if isinstance(found, PEReadError):
+            raise found
+        return found
+
+    def _cached_facts(self, path: str) -> PEFacts | PEReadError:
+        entry = self.tree.entry(path)
+        if entry is None or isinstance(entry, AssumedFile):
+            why = "the file disappeared" if entry is None else f"{entry.origin} has no file to read"
+            return PEReadError(why)
+        identity = self.identity(path)
+        if self.persistent is not None:
+            cached = self.persistent.get(identity)
+            if cached is not None:
+                return cached
+        found = self._load(path)
+        if self.persistent is not None:
+            self.persistent.put(identity, found)
+        return found
+
+    def _load(self, path: str) -> PEFacts | PEReadError:
+        """Read ``path`` once, keeping its symbol tables for the bindings judged later."""
+        image = _read(self.tree, path)
+        key = ntpath.normcase(path)
+        if isinstance(image, PEReadError):
+            self._symbols[key] = image
+            return image
+        if image.symbols is not None:
+            self._symbols[key] = image.symbols
+        return image.facts
+
+    def identity(self, path: str) -> str | None:
+        """What makes a file the same file next time (path, size, time, id; or wheel CRC)."""
+        key = ntpath.normcase(path)
+        if key not in self._identities:
+            self._identities[key] = _identity(self.tree, path)
+        return self._identities[key]
+
+    # -- bindings -------------------------------------------------------------------------
+    def checkable(self, path: str | None) -> bool:
+        """Whether ``path`` has export data to judge (not an API set or an assumed DLL)."""
+        if path is None:
+            return False
+        entry = self.tree.entry(path)
+        return entry is not None and not isinstance(entry, AssumedFile)
+
+    def gap(
+        self, importer: str, dll: str, exporter: str, delay: bool, resolve: ForwardResolver
+    ) -> Gap | None:
+        """What ``importer`` takes from ``dll`` that ``exporter`` (its bound copy) lacks."""
+        edge = self._edge_key(importer, dll, exporter, delay)
+        if edge is not None and self.persistent is not None:
+            cached = _gap_from(self.persistent.get_edge(edge))
+            if cached is not _UNKNOWN:
+                return cached  # type: ignore[return-value]
+        exporter_tables = self._tables(exporter)
+        if exporter_tables is None:
+            return None  # a damaged file: corrupt-dll says so, there is nothing to compare
+        importer_tables = self._tables(importer)
+        if importer_tables is None:
+            return None
+        table = importer_tables.delay_imports if delay else importer_tables.imports
+        imported = table.get(dll.lower(), ())
+        missing: list[Symbol] = []
+        forward_missing: str | None = None
+        followed_untrusted = False
+        for symbol in imported:
+            verdict = self._exported(exporter_tables, symbol, resolve, 0)
+            if verdict is True:
+                continue
+            if verdict is False:
+                missing.append(symbol)
+                continue
+            # a forwarder into a DLL that cannot be found, or judged through another file
+            kind, detail = verdict
+            if kind == "missing-dll":
+                missing.append(symbol)
+                forward_missing = forward_missing or detail
+            followed_untrusted = True
+        result = _gap(missing, forward_missing)
+        if edge is not None and self.persistent is not None and not followed_untrusted:
+            self.persistent.put_edge(edge, _gap_to(result))
+        return result
+
+    def _exported(
+        self, tables: SymbolTables, symbol: Symbol, resolve: ForwardResolver, depth: int
+    ) -> bool | tuple[str, str]:
+        """True, False, or (why, detail) when a forwarder decided it."""
+        if not tables.exports.has(symbol):
+            return False
+        target = tables.exports.forwarders.get(symbol)
+        if target is None:
+            return True
+        module, _, name = target.partition(b".")
+        dll = module.decode("ascii", "replace")
+        if "." not in dll:
+            dll += ".dll"
+        where = resolve(dll)
+        if isinstance(where, Trusted):
+            return True
+        if where is None:
+            return ("missing-dll", dll)
+        forwarded_tables = self._tables(where)
+        if forwarded_tables is None or depth >= _MAX_FORWARDS:
+            return ("followed", dll)
+        forwarded: Symbol = int(name[1:]) if name[:1] == b"#" and name[1:].isdigit() else name
+        verdict = self._exported(forwarded_tables, forwarded, resolve, depth + 1)
+        if verdict is False:
+            return ("missing-symbol", dll)
+        return verdict if isinstance(verdict, tuple) else ("followed", dll)
+
+    def _tables(self, path: str) -> SymbolTables | None:
+        key = ntpath.normcase(path)
+        found = self._symbols.get(key)
+        if found is None:
+            image = _read(self.tree, path)
+            found = self._symbols[key] = (
+                image if isinstance(image, PEReadError) else image.symbols or PEReadError("")
+            )
+        return None if isinstance(found, PEReadError) else found
+
+    def _edge_key(self, importer: str, dll: str, exporter: str, delay: bool) -> str | None:
+        first, second = self.identity(importer), self.identity(exporter)
+        if first is None or second is None:
+            return None
+        return f"{first}>{dll.lower()}{'~delay' if delay else ''}>{second}"
+
+
+def _identity(tree: WinTree, path: str) -> str | None:
+    entry = tree.entry(path)
+    if isinstance(entry, HostFile):
+        return host_key(entry.path)
+    if isinstance(entry, ZipMember):
+        try:
+            info = tree.archive(entry.archive).getinfo(entry.member)
+        except ZIP_ERRORS:
+            return None
+        return member_key(entry.archive, entry.member, info.CRC, info.file_size)
+    return None
+
+
+def _gap(missing: list[Symbol], forward_missing: str | None) -> Gap | None:
+    if not missing:
+        return None
+    return Gap(
+        missing=tuple(_display(symbol) for symbol in missing[:SHOWN]),
+        count=len(missing),
+        winerror=182 if isinstance(missing[0], int) else 127,
+        forward_missing=forward_missing,
+    )
+
+
+def _display(symbol: Symbol) -> str:
+    if isinstance(symbol, int):
+        return f"#{symbol}"
+    return symbol.decode("ascii", "replace")
+
+
+def _gap_to(gap: Gap | None) -> dict[str, object]:
+    if gap is None:
+        return {}
+    return {
+        "missing": list(gap.missing),
+        "count": gap.count,
+        "winerror": gap.winerror,
+        "forward_missing": gap.forward_missing,
+    }
+
+
+_UNKNOWN = object()
+
+
+def _gap_from(raw: object) -> Gap | object | None:
+    """The cached verdict: a Gap, None (the binding is sound), or _UNKNOWN (absent, damaged)."""
+    if not isinstance(raw, dict):
+        return _UNKNOWN
+    if not raw:
+        return None
+    missing = raw.get("missing")
+    count, winerror, forward = raw.get("count"), raw.get("winerror"), raw.get("forward_missing")
+    if (
+        not isinstance(missing, list)
+        or not all(isinstance(name, str) for name in missing)
+        or not isinstance(count, int)
+        or winerror not in (127, 182)
+        or not (forward is None or isinstance(forward, str))
+    ):
+        return _UNKNOWN
+    return Gap(tuple(missing), count, int(winerror), forward)

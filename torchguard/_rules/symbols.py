@@ -1,0 +1,144 @@
+"""missing-symbol: a DLL is found, but the copy that wins does not export what is imported.
+
+That is the "wrong build" family: another release's ``c10.dll`` left in ``torch\\lib``, an
+OpenMP or VC++ runtime that another package overwrote or shadows, an extension built for
+another torch. Windows fails the load with WinError 127 (a name) or 182 (an ordinal).
+"""
+
+from __future__ import annotations
+
+import ntpath
+from collections.abc import Iterator
+
+from torchguard import _hints
+from torchguard._findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._loader import SYMBOL, Failure, LoadResult
+from torchguard._rules.context import CheckContext
+
+RANK = 35
+
+
+def check(context: CheckContext) -> Iterator[Finding]:
+    seen: set[tuple[str, str]] = set()
+    for load in context.guarded.loads:
+        for failure in load.failures:
+            if failure.kind != SYMBOL or failure.gap is None:
+                continue
+            importer = failure.chain[-2] if len(failure.chain) > 1 else failure.chain[0]
+            identity = (importer.lower(), failure.leaf.lower())
+            if identity in seen:
+                continue
+            seen.add(identity)
+            yield _finding(context, load, failure, importer)
+
+
+def _finding(context: CheckContext, load: LoadResult, failure: Failure, importer: str) -> Finding:
+    assert failure.gap is not None
+    gap = failure.gap
+    exporter = failure.leaf
+    root = ntpath.basename(load.root)
+    origin = context.system.tree.origin(failure.path) if failure.path else None
+    kind = "ordinal" if gap.winerror == 182 else "name"
+    noun = f"{kind}s" if gap.count != 1 else kind
+    why = (
+        f" (forwarded to {gap.forward_missing}, which cannot be found)"
+        if gap.forward_missing
+        else ""
+    )
+    if failure.delay:
+        consequence = "torch imports, and the feature that needs it fails when first used"
+    else:
+        consequence = f"loading {root} fails with WinError {gap.winerror}"
+    message = (
+        f"{exporter} does not export {gap.count} {noun} that {importer} imports from it{why}: "
+        f"it is another build than the one {importer} was linked against, so {consequence}"
+    )
+    importer_path = _path_of(load, importer)
+    return Finding(
+        code="missing-symbol",
+        severity=WARNING if failure.delay else ERROR,
+        message=message,
+        dll=root,
+        missing=exporter,
+        chain=failure.chain,
+        path=origin,
+        symbols=gap.missing,
+        hints=_hints_for(context, exporter, failure.path, importer, importer_path),
+        rank=RANK + (30 if failure.delay else 0),
+    )
+
+
+def _path_of(load: LoadResult, name: str) -> str | None:
+    resolution = load.modules.get(name.lower())
+    return resolution.path if resolution is not None else None
+
+
+def _hints_for(
+    context: CheckContext,
+    exporter: str,
+    exporter_path: str | None,
+    importer: str,
+    importer_path: str | None,
+) -> tuple[RepairHint, ...]:
+    ctx = context.hints
+    lowered = exporter.lower()
+    exporter_owner = context.owner_of(exporter_path)
+    importer_owner = context.owner_of(importer_path)
+    if lowered in _hints.VC_RUNTIME:
+        return (_hints.vc_redist(ctx, lowered),)
+    if exporter_owner is None and exporter_path is not None:
+        origin = context.system.tree.origin(exporter_path)
+        stray = RepairHint(
+            f"{origin} belongs to no installed package and shadows the {exporter} that "
+            f"{importer} was built with; remove or rename that copy (or the folder that puts "
+            "it first: PATH, or a program that loaded it earlier)",
+        )
+        return (stray, *_reinstall_owner(context, importer_owner, importer))
+    if _name(exporter_owner) == "torch" and _name(importer_owner) in (None, "torch"):
+        return (
+            _hints.reinstall_torch(
+                ctx,
+                f"torch's own DLLs come from different releases ({exporter} does not match "
+                f"{importer}): a partial upgrade or an overwritten file; reinstall torch",
+            ),
+        )
+    if _name(exporter_owner) == "torch":
+        return _reinstall_owner(context, importer_owner, importer)
+    return (
+        RepairHint(
+            f"{exporter} comes from {exporter_owner}, which is not the build {importer} needs; "
+            "reinstall the version the package that imports it requires",
+            (
+                ctx.pip(
+                    "install",
+                    "--force-reinstall",
+                    "--no-deps",
+                    "--no-cache-dir",
+                    str(exporter_owner),
+                ),
+            ),
+        ),
+        *_reinstall_owner(context, importer_owner, importer),
+    )
+
+
+def _reinstall_owner(
+    context: CheckContext, owner: str | None, binary: str
+) -> tuple[RepairHint, ...]:
+    """Reinstall the package that owns the importing binary, matched to this torch."""
+    ctx = context.hints
+    name = _name(owner)
+    if name is None or name == "torch":
+        return (_hints.reinstall_torch(ctx, f"reinstall torch so that {binary} matches"),)
+    torch_pin = f"torch=={ctx.base_version}" if ctx.base_version else "torch"
+    return (
+        RepairHint(
+            f"{binary} belongs to {owner}, built for another torch than {ctx.torch_version}; "
+            "install the release built for this torch, together with it",
+            (ctx.pip("install", "--force-reinstall", name, torch_pin),),
+        ),
+    )
+
+
+def _name(owner: str | None) -> str | None:
+    return owner.split("==")[0] if owner else None

@@ -1,0 +1,337 @@
+"""Read the symbol tables of a PE image: what it exports, and what it imports from each DLL.
+
+pefile cannot be trusted here with its defaults: it reads at most 8,192 exports (torch_cpu.dll
+2.4.1 exports 57,772 names), stops at its first "invalid" name, truncates names at 512 bytes
+(torch's longest is 3,199) and drops whole import descriptors past 8,192 symbols. This reader
+walks the export name table and the import lookup tables itself, with ``struct`` over the
+mapped file: lossless, and about 15 times faster than pefile with its caps lifted.
+
+Names stay ``bytes`` (exactly what the loader compares); nothing here decodes them.
+A structurally impossible import table raises :class:`~torchguard._pe.PEReadError` (the loader
+refuses such an image); a damaged export table is read as far as it is sound, and says so.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from torchguard._pe import PEReadError
+
+#: An imported or exported symbol: a name, or an ordinal number.
+Symbol = Union[bytes, int]
+#: A mapped file or its bytes.
+Buffer = Union[bytes, mmap.mmap]
+
+_MAX_NAME = 16384  # torch's longest mangled name is 3,199 bytes
+_MAX_DESCRIPTORS = 4096
+_MAX_THUNKS = 1 << 20
+_MAX_EXPORTS = 1 << 16  # ordinals are 16-bit: no export table can hold more
+_EXECUTE = 0x20000000
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+class NotKept(Exception):
+    """An RVA falls in a part of the file that a streaming read did not keep."""
+
+
+@dataclass(frozen=True)
+class Exports:
+    """What a DLL exports: names, ordinals, and which of them forward to another DLL."""
+
+    names: frozenset[bytes] = frozenset()
+    ordinals: frozenset[int] = frozenset()
+    forwarders: Mapping[Symbol, bytes] = field(default_factory=dict)
+    """Export name or ordinal -> ``b"TARGET.Name"`` or ``b"TARGET.#12"``."""
+    damaged: str | None = None
+    """Why the table could not be read completely, or None."""
+
+    def has(self, symbol: Symbol) -> bool:
+        if isinstance(symbol, int):
+            return symbol in self.ordinals
+        return symbol in self.names
+
+
+@dataclass(frozen=True)
+class SymbolTables:
+    """A binary's imports per DLL (lower-case name -> symbols in thunk order) and exports."""
+
+    imports: Mapping[str, tuple[Symbol, ...]]
+    delay_imports: Mapping[str, tuple[Symbol, ...]]
+    exports: Exports
+
+
+@dataclass(frozen=True)
+class _Section:
+    rva: int
+    virtual_size: int
+    raw_pointer: int
+    raw_size: int
+
+
+class _Image:
+    """RVA-addressed, bounds-checked reads over a mapped file (or part of one)."""
+
+    def __init__(self, data: Buffer, kept: Sequence[tuple[int, int]] | None = None) -> None:
+        self.data = data
+        self.kept = kept
+        try:
+            (e_lfanew,) = _U32.unpack_from(data, 0x3C)
+            if bytes(data[e_lfanew : e_lfanew + 4]) != b"PE\0\0":
+                raise PEReadError("not a PE image (no PE signature)")
+            count, optional_size = struct.unpack_from("<H12xH", data, e_lfanew + 6)
+            optional = e_lfanew + 24
+            (magic,) = _U16.unpack_from(data, optional)
+            if magic not in (0x10B, 0x20B):
+                raise PEReadError(f"unknown optional header magic {magic:#x}")
+            self.pe32plus = magic == 0x20B
+            self.image_base = (
+                _U64.unpack_from(data, optional + 24)[0]
+                if self.pe32plus
+                else _U32.unpack_from(data, optional + 28)[0]
+            )
+            (self.header_size,) = _U32.unpack_from(data, optional + 60)
+            first = optional + (108 if self.pe32plus else 92)
+            (directory_count,) = _U32.unpack_from(data, first)
+            self.directories = [
+                struct.unpack_from("<II", data, first + 4 + 8 * index)
+                if index < directory_count
+                else (0, 0)
+                for index in range(16)
+            ]
+            table = optional + optional_size
+            self.sections = []
+            for index in range(count):
+                fields = struct.unpack_from("<8sIIII", data, table + 40 * index)
+                self.sections.append(_Section(fields[2], fields[1], fields[4], fields[3]))
+        except struct.error:
+            raise PEReadError("truncated: the PE headers are incomplete") from None
+
+    def offset(self, rva: int, length: int) -> int:
+        """The file offset of ``length`` bytes at ``rva``; raises when they are not in the file."""
+        for section in self.sections:
+            span = max(section.virtual_size, section.raw_size)
+            if section.rva <= rva < section.rva + span:
+                delta = rva - section.rva
+                if delta + length > section.raw_size:
+                    raise PEReadError(f"RVA {rva:#x} points past the data of its section")
+                start = section.raw_pointer + delta
+                break
+        else:
+            if rva + length > self.header_size:
+                raise PEReadError(f"RVA {rva:#x} lies in no section")
+            start = rva
+        if start + length > len(self.data):
+            raise PEReadError(f"RVA {rva:#x} points past the end of the file")
+        if self.kept is not None and not any(
+            low <= start and start + length <= high for low, high in self.kept
+        ):
+            raise NotKept(rva)
+        return start
+
+    def u16(self, rva: int) -> int:
+        return int(_U16.unpack_from(self.data, self.offset(rva, 2))[0])
+
+    def u32(self, rva: int) -> int:
+        return int(_U32.unpack_from(self.data, self.offset(rva, 4))[0])
+
+    def cstring(self, rva: int) -> bytes:
+        """A NUL-terminated string at ``rva`` (at most ``_MAX_NAME`` bytes)."""
+        start = self.offset(rva, 1)
+        section_end = len(self.data)
+        for section in self.sections:
+            if section.raw_pointer <= start < section.raw_pointer + section.raw_size:
+                section_end = section.raw_pointer + section.raw_size
+                break
+        limit = min(start + _MAX_NAME, section_end, len(self.data))
+        found = self.data.find(b"\0", start, limit)
+        if found < 0:
+            raise PEReadError(f"unterminated name at RVA {rva:#x}")
+        result = bytes(self.data[start:found])
+        if self.kept is not None:
+            self.offset(rva, len(result) + 1)
+        return result
+
+
+def kept_ranges(head: bytes, size: int) -> list[tuple[int, int]] | None:
+    """File ranges a streaming read must keep: headers and every non-code section.
+
+    Import, delay-import and export tables and their names live in data sections
+    (``.rdata``, ``.idata``, ``.edata``); code is never needed. None for a layout that cannot
+    be judged from ``head`` (the caller then reads everything).
+    """
+    try:
+        image = _Image(head)
+    except PEReadError:
+        return None
+    wanted = [image.directories[index][0] for index in (0, 1, 2, 13)]
+    ranges = [(0, min(len(head), size))]
+    try:
+        e_lfanew = _U32.unpack_from(head, 0x3C)[0]
+        count, optional_size = struct.unpack_from("<H12xH", head, e_lfanew + 6)
+        table = e_lfanew + 24 + optional_size
+        characteristics = [
+            _U32.unpack_from(head, table + 40 * index + 36)[0] for index in range(count)
+        ]
+    except struct.error:
+        return None
+    for section, flags in zip(image.sections, characteristics):
+        span = max(section.virtual_size, section.raw_size)
+        holds_table = any(rva and section.rva <= rva < section.rva + span for rva in wanted)
+        if holds_table or not flags & _EXECUTE:
+            ranges.append((section.raw_pointer, min(section.raw_pointer + section.raw_size, size)))
+    return ranges
+
+
+def read_symbols(data: Buffer, kept: Sequence[tuple[int, int]] | None = None) -> SymbolTables:
+    """The symbol tables of the image in ``data``.
+
+    ``kept``: the file ranges actually present (a streaming read); an RVA outside them raises
+    :class:`NotKept`, and the caller reads the whole file instead.
+    """
+    image = _Image(data, kept)
+    return SymbolTables(
+        imports=_imports(image),
+        delay_imports=_delay_imports(image),
+        exports=_exports(image),
+    )
+
+
+def _thunks(image: _Image, rva: int, what: str) -> tuple[Symbol, ...]:
+    """The symbols of one import lookup table: names, or ordinals (high bit set)."""
+    width = 8 if image.pe32plus else 4
+    flag = 1 << (width * 8 - 1)
+    unpack = _U64.unpack_from if image.pe32plus else _U32.unpack_from
+    symbols: list[Symbol] = []
+    for _ in range(_MAX_THUNKS):
+        (value,) = unpack(image.data, image.offset(rva, width))
+        if not value:
+            return tuple(symbols)
+        if value & flag:
+            symbols.append(int(value & 0xFFFF))
+        else:
+            symbols.append(image.cstring((value & 0x7FFFFFFF) + 2))
+        rva += width
+    raise PEReadError(f"the import lookup table of {what} does not end")
+
+
+def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
+    rva, size = image.directories[1]
+    found: dict[str, tuple[Symbol, ...]] = {}
+    if not rva or not size:
+        return found
+    for index in range(_MAX_DESCRIPTORS):
+        descriptor = rva + 20 * index
+        lookup, name_rva, first_thunk = (
+            image.u32(descriptor),
+            image.u32(descriptor + 12),
+            image.u32(descriptor + 16),
+        )
+        if not name_rva and not first_thunk:
+            return found
+        name = image.cstring(name_rva).decode("ascii", "replace").lower()
+        symbols = _thunks(image, lookup or first_thunk, name)
+        found[name] = found.get(name, ()) + symbols
+    raise PEReadError("the import directory does not end")
+
+
+def _delay_imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
+    rva, _ = image.directories[13]
+    found: dict[str, tuple[Symbol, ...]] = {}
+    if not rva:
+        return found
+    for index in range(_MAX_DESCRIPTORS):
+        descriptor = rva + 32 * index
+        attributes, name_rva = image.u32(descriptor), image.u32(descriptor + 4)
+        lookup = image.u32(descriptor + 16)
+        if not name_rva:
+            return found
+        if not attributes & 1 and not image.pe32plus:  # pre-VC7 descriptors hold VAs
+            name_rva -= image.image_base
+            lookup -= image.image_base
+        name = image.cstring(name_rva).decode("ascii", "replace").lower()
+        found[name] = found.get(name, ()) + _thunks(image, lookup, name)
+    raise PEReadError("the delay-import directory does not end")
+
+
+def _exports(image: _Image) -> Exports:
+    """Names, ordinals and forwarders; a table that lies about its counts is read as far as
+    it is sound (the loader itself only ever looks up entries)."""
+    rva, size = image.directories[0]
+    if not rva:
+        return Exports()
+    try:
+        base = image.u32(rva + 16)
+        functions, names = image.u32(rva + 20), image.u32(rva + 24)
+        functions_rva, names_rva, ordinals_rva = (
+            image.u32(rva + 28),
+            image.u32(rva + 32),
+            image.u32(rva + 36),
+        )
+    except PEReadError as exc:
+        return Exports(damaged=f"the export directory cannot be read: {exc}")
+    damaged: str | None = None
+    if functions > _MAX_EXPORTS or names > functions:
+        damaged = f"the export directory claims {functions} functions and {names} names"
+        functions, names = min(functions, _MAX_EXPORTS), min(names, functions, _MAX_EXPORTS)
+    addresses = _table(image, functions_rva, functions, 4)
+    if len(addresses) < functions:
+        damaged = damaged or "the export address table is cut short"
+    forwarders: dict[Symbol, bytes] = {}
+    ordinals: set[int] = set()
+    forwarded_index: dict[int, bytes] = {}
+    for index, address in enumerate(addresses):
+        if not address:
+            continue
+        ordinals.add(base + index)
+        if rva <= address < rva + size:
+            try:
+                target = image.cstring(address)
+            except PEReadError:
+                continue
+            forwarded_index[index] = target
+            forwarders[base + index] = target
+    name_pointers = _table(image, names_rva, names, 4)
+    name_ordinals = _table(image, ordinals_rva, len(name_pointers), 2)
+    if len(name_pointers) < names or len(name_ordinals) < len(name_pointers):
+        damaged = damaged or "the export name table is cut short"
+    exported: set[bytes] = set()
+    for pointer, index in zip(name_pointers, name_ordinals):
+        if index >= len(addresses) or not addresses[index]:
+            continue
+        try:
+            name = image.cstring(pointer)
+        except PEReadError:
+            damaged = damaged or "an export name cannot be read"
+            continue
+        exported.add(name)
+        if index in forwarded_index:
+            forwarders[name] = forwarded_index[index]
+    return Exports(frozenset(exported), frozenset(ordinals), forwarders, damaged)
+
+
+def _table(image: _Image, rva: int, count: int, width: int) -> list[int]:
+    """``count`` little-endian integers at ``rva``, or as many as the file really holds."""
+    if not count:
+        return []
+    try:
+        start = image.offset(rva, width)
+    except PEReadError:
+        return []
+    available = min(count, (len(image.data) - start) // width)
+    while available:
+        try:
+            image.offset(rva, available * width)
+            break
+        except PEReadError:
+            available //= 2
+    if not available:
+        return []
+    fmt = f"<{available}{'I' if width == 4 else 'H'}"
+    return list(struct.unpack_from(fmt, image.data, start))
