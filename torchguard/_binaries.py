@@ -168,8 +168,9 @@ class Binaries:
             # a forwarder into a DLL that cannot be found, or judged through another file
             kind, detail = verdict
             if kind == "missing-dll":
-                missing.append(symbol)
                 forward_missing = forward_missing or detail
+            if kind != "followed":
+                missing.append(symbol)
             followed_untrusted = True
         result = _gap(missing, forward_missing)
         if edge is not None and self.persistent is not None and not followed_untrusted:

@@ -71,6 +71,10 @@ class RuntimeTooOldError(TorchDllError):
     """The Visual C++ runtime torch binds to is older than torch's toolset (WinError 1114)."""
 
 
+class MissingSymbolError(TorchDllError):
+    """A DLL is found but does not export what is imported from it (WinError 127/182)."""
+
+
 class TorchNotFoundError(TorchDllError):
     """torch is not installed where this interpreter would import it from."""
 
@@ -80,6 +84,7 @@ _BY_CODE: dict[str, type[TorchDllError]] = {
     "corrupt-dll": CorruptDllError,
     "arch-mismatch": ArchitectureMismatchError,
     "runtime-too-old": RuntimeTooOldError,
+    "missing-symbol": MissingSymbolError,
     "torch-not-found": TorchNotFoundError,
 }
 

@@ -98,6 +98,8 @@ class LoadResult:
     root: str
     failures: list[Failure] = field(default_factory=list)
     modules: dict[str, Resolution] = field(default_factory=dict)
+    retry: LoadResult | None = None
+    """torch's retry through PATH after WinError 126, when that retry failed too."""
 
     @property
     def ok(self) -> bool:
@@ -107,9 +109,15 @@ class LoadResult:
     def winerror(self) -> int | None:
         """The error the real loader reports: the first hard failure met in load order,
         failures to find or map a DLL before failures to bind a symbol."""
+        if self.retry is not None:
+            return self.retry.winerror  # what torch raises in the end
         hard = [f for f in self.failures if not f.delay]
         hard.sort(key=lambda failure: failure.kind not in _MAPPING)
         return hard[0].winerror if hard else None
+
+    def all_failures(self) -> list[Failure]:
+        """The failures of this load and of torch's retry through PATH."""
+        return self.failures + (self.retry.failures if self.retry is not None else [])
 
 
 def is_api_set(name: str) -> bool:

@@ -67,6 +67,8 @@ def simulate_import(
                 retry = model.load(root)
                 if retry.ok:
                     simulation.fallbacks[root] = found
+                else:
+                    result.retry = retry
         simulation.loads.append(result)
     for extension in extensions:
         simulation.loads.append(model.load(extension))

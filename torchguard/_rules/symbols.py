@@ -21,7 +21,7 @@ RANK = 35
 def check(context: CheckContext) -> Iterator[Finding]:
     seen: set[tuple[str, str]] = set()
     for load in context.guarded.loads:
-        for failure in load.failures:
+        for failure in load.all_failures():
             if failure.kind != SYMBOL or failure.gap is None:
                 continue
             importer = failure.chain[-2] if len(failure.chain) > 1 else failure.chain[0]
