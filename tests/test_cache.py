@@ -141,3 +141,108 @@ def test_a_warm_scan_does_not_even_import_pefile(
 
     assert run().stdout.split() == ["True", "True"]
     assert run().stdout.split() == ["True", "False"]
+
+
+def _planted_lie(site: Path) -> dict[str, object]:
+    """A cache document that calls every DLL of ``site`` corrupt, as a buggy release might."""
+    from torchguard._cache import host_key
+
+    facts = {
+        str(host_key(str(dll))): {"error": "planted: not a valid PE image"}
+        for dll in (site / "torch" / "lib").iterdir()
+    }
+    return {"schema": SCHEMA, "facts": facts, "edges": {}}
+
+
+def test_a_cache_written_by_another_version_is_ignored_and_replaced(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    from torchguard._cache import writer
+
+    site = fake_torch.write(tmp_path / "site")
+    path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lie = _planted_lie(site)
+    path.write_text(json.dumps({**lie, "writer": "torchguard 0.0.1, reader 1"}))
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+    assert json.loads(path.read_text())["writer"] == writer()
+    # the same lie, stamped with this version, is believed: the stamp is what protects
+    path.write_text(json.dumps({**lie, "writer": writer()}))
+    assert not torchguard.scan([site], system32=[runtime_dir]).ok
+
+
+def test_an_internal_error_is_never_cached(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug inside the reader propagates; it is not remembered as a fact about the file."""
+    from torchguard import _pe
+
+    site = fake_torch.write(tmp_path / "site")
+    original = _pe._facts
+
+    def broken(pe: object) -> object:
+        raise TypeError("planted bug")
+
+    monkeypatch.setattr(_pe, "_facts", broken)
+    with pytest.raises(Exception) as raised:  # the wrapper type is issue 8's InternalError
+        torchguard.scan([site], system32=[runtime_dir])
+    chain = [raised.value, raised.value.__cause__]
+    assert any(isinstance(exc, TypeError) for exc in chain)
+    assert not isinstance(raised.value, torchguard.TorchDllError)
+    monkeypatch.setattr(_pe, "_facts", original)
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+
+
+def test_a_symlinked_cache_file_never_touches_its_target(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    cache = Path(os.environ["TORCHGUARD_CACHE_DIR"])
+    cache.mkdir(parents=True, exist_ok=True)
+    precious = tmp_path / "precious.json"
+    precious.write_text('{"mine": true}')
+    (cache / FILE_NAME).symlink_to(precious)
+    assert torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir]).ok
+    assert precious.read_text() == '{"mine": true}'
+    assert not (cache / FILE_NAME).is_symlink()
+
+
+def test_a_huge_cache_file_is_not_parsed(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, reads: list[str]
+) -> None:
+    from torchguard._cache import MAX_BYTES
+
+    path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:  # sparse: costs no disk
+        handle.truncate(MAX_BYTES + 1)
+    assert torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir]).ok
+    assert "c10.dll" in reads
+    assert path.stat().st_size < MAX_BYTES
+
+
+def test_many_processes_at_once_lose_nothing(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """Concurrent cold scans of two trees: same verdicts, one valid cache holding both."""
+    import subprocess
+    import sys
+
+    sites = [fake_torch.write(tmp_path / "a"), FakeTorch(version="2.4.0+cpu").write(tmp_path / "b")]
+    code = (
+        "import sys, torchguard\n"
+        "r = torchguard.scan([sys.argv[1]], system32=[sys.argv[2]])\n"
+        "print(r.ok)\n"
+    )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(sites[index % 2]), str(runtime_dir)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(6)
+    ]
+    outputs = [process.communicate(timeout=120)[0].split() for process in processes]
+    assert outputs == [["True"]] * 6
+    data = json.loads((Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME).read_text())
+    cached = " ".join(data["facts"])
+    assert str(sites[0]) in cached and str(sites[1]) in cached

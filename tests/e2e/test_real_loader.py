@@ -14,12 +14,14 @@ import contextlib
 import hashlib
 import json
 import subprocess
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import ROWS
+from realwheels import wheel
 from wine import WineEnv, failed_module
 
 pytestmark = pytest.mark.e2e
@@ -116,6 +118,19 @@ def truncated(name: str) -> Sabotage:
     return sabotage
 
 
+def from_release(name: str, version: str) -> Sabotage:
+    """torch\\lib\\NAME replaced by the same file of another torch release (a stale leftover)."""
+
+    @contextlib.contextmanager
+    def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+        with zipfile.ZipFile(wheel("torch", version)) as archive:
+            data = archive.read(f"torch/lib/{name}")
+        (site / "torch" / "lib" / name).write_bytes(data)
+        yield ()
+
+    return sabotage
+
+
 @contextlib.contextmanager
 def no_vc_runtime(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
     with env.hide_system_dll("msvcp140.dll"):
@@ -158,6 +173,7 @@ SCENARIOS: dict[str, Sabotage] = {
     "libiomp5md.dll in a pip --target intel-openmp": openmp_in_pip_target,
     "healthy, under a [bracketed] path": healthy,
     "uv.dll removed, under a [bracketed] path": removed("uv.dll"),
+    "c10.dll from torch 2.15.0": from_release("c10.dll", "2.15.0"),
 }
 
 
@@ -207,6 +223,10 @@ FOLDERS = {
 #: The DLL torch names and the module the loader blames are still compared.
 WINE_DIVERGENCES = {
     "libiomp5md.dll truncated": "Wine reports 126 for a damaged dependency; Windows reports 193",
+    "c10.dll from torch 2.15.0": (
+        "Wine binds missing imports to stubs and fails later; Windows fails the load with "
+        "WinError 127, as the binaries' own tables say"
+    ),
 }
 
 
