@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import mmap
 import struct
-from itertools import accumulate
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Union
 
 from torchguard._pe import PEReadError
