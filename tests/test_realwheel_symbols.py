@@ -103,6 +103,8 @@ def test_another_releases_c10_is_a_missing_symbol(
     assert (report.import_torch.winerror, report.import_torch.dll) == (127, "shm.dll")
     text = report.render_text()
     assert "c10::TensorImpl::_generic_strides" in text
+    assert "c10.dll is not the file torch==2.4.1 installed" in by_importer["torch_cpu.dll"].message
+    assert "torch_cpu.dll is not the file" not in by_importer["torch_cpu.dll"].message
     commands = [c for f in report.errors for h in f.hints for c in h.commands]
     assert any("--force-reinstall" in c and "torch==2.4.1" in c for c in commands)
 

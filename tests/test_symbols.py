@@ -280,6 +280,18 @@ def test_scan_reports_missing_symbol(tmp_path: Path, runtime_dir: Path) -> None:
     assert error.to_dict()["symbols"] == list(error.symbols)
 
 
+def test_a_file_replaced_after_install_is_named(tmp_path: Path, runtime_dir: Path) -> None:
+    """c10.dll overwritten after pip wrote RECORD: the finding says which file is foreign."""
+    site = FakeTorch().write(tmp_path / "site")
+    (site / "torch" / "lib" / "c10.dll").write_bytes(build_pe(KERNEL, exports=["other"]))
+    report = torchguard.scan([site], system32=[runtime_dir])
+    messages = [f.message for f in report.errors if f.code == "missing-symbol"]
+    assert messages and all(
+        "c10.dll is not the file torch==2.4.1+cpu installed" in m for m in messages
+    )
+    assert not any("torch_cpu.dll is not the file" in m for m in messages)
+
+
 def test_ensure_raises_for_a_missing_symbol(tmp_path: Path, runtime_dir: Path) -> None:
     from torchguard._errors import error_for
 

@@ -99,11 +99,19 @@ class InstalledDist:
         Parsed here rather than through ``Distribution.files``, which on Python 3.12+ (and
         importlib-metadata 6+) drops entries it cannot find on the *host* file system.
         """
+        return [path for path, _ in self.record_rows()]
+
+    def record_rows(self) -> list[tuple[str, str]]:
+        """(site-relative path, ``sha256=...`` or "") for each file its RECORD lists."""
         text = self.distribution.read_text("RECORD")
         if not text:
             return []
         try:
-            return [row[0] for row in csv.reader(io.StringIO(text)) if row and row[0]]
+            return [
+                (row[0], row[1] if len(row) > 1 else "")
+                for row in csv.reader(io.StringIO(text))
+                if row and row[0]
+            ]
         except csv.Error:  # a broken RECORD is a finding elsewhere, not a crash here
             return []
 

@@ -54,6 +54,14 @@ def _finding(context: CheckContext, load: LoadResult, failure: Failure, importer
         f"it is another build than the one {importer} was linked against, so {consequence}"
     )
     importer_path = _path_of(load, importer)
+    replaced = [
+        f"{name} is not the file {context.owner_of(path)} installed (its SHA-256 differs "
+        "from the package's RECORD)"
+        for name, path in ((exporter, failure.path), (importer, importer_path))
+        if context.replaced_since_install(path)
+    ]
+    if replaced:
+        message += "; " + "; ".join(replaced)
     return Finding(
         code="missing-symbol",
         severity=WARNING if failure.delay else ERROR,
