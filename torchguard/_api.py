@@ -46,12 +46,13 @@ def _non_windows() -> Report:
 
 
 def _live_report() -> Report:
+    from torchguard._cache import user_cache
     from torchguard._live import live_windows
     from torchguard._pipeline import analyze
 
     system = live_windows()
     try:
-        return analyze(system, cwd=os.getcwd())
+        return analyze(system, cwd=os.getcwd(), cache=user_cache())
     finally:
         system.close()
 
@@ -117,6 +118,7 @@ def scan(
         raise ValueError("scan() needs at least one target")
     if not all(isinstance(p, str) for p in paths):
         raise TypeError("scan() targets must be str or os.PathLike[str]")
+    from torchguard._cache import user_cache
     from torchguard._pipeline import analyze
     from torchguard._system import offline_windows
 
@@ -126,7 +128,7 @@ def scan(
         python_dir=os.fspath(python_dir) if python_dir is not None else None,
     )
     try:
-        return analyze(system)
+        return analyze(system, cache=user_cache())
     finally:
         system.close()
 

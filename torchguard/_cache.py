@@ -52,6 +52,11 @@ def cache_dir() -> Path | None:
     return Path(platformdirs.user_cache_dir("torchguard", appauthor=False))
 
 
+def user_cache() -> FactsCache:
+    """The cache of this user (or of ``TORCHGUARD_CACHE_DIR``); a no-op one when disabled."""
+    return FactsCache(cache_dir())
+
+
 def host_key(path: str) -> str | None:
     """The identity of a file on disk, or None when it cannot be stat-ed."""
     try:

@@ -6,18 +6,18 @@ import time
 from collections.abc import Callable
 
 from torchguard._binaries import Binaries
-from torchguard._cache import FactsCache, cache_dir
+from torchguard._cache import FactsCache
 from torchguard._dists import find_dists
 from torchguard._findings import ERROR, Finding
 from torchguard._fs import WinTree
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
-from torchguard._locate import companions, locate_torch, related
+from torchguard._locate import TorchInstall, companions, locate_torch, related
 from torchguard._pe import PEFacts
 from torchguard._plan import plan_directories
 from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
-from torchguard._simulate import simulate_import
+from torchguard._simulate import ImportSimulation, simulate_import
 from torchguard._system import System
 
 
@@ -26,32 +26,72 @@ def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callabl
     return Binaries(tree, persistent).facts
 
 
-def analyze(system: System, *, cwd: str | None = None) -> Report:
-    """The whole analysis; never raises for bad input, which becomes findings."""
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
+class _Clock:
+    """Seconds spent in each stage, and in all."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = now - self.last
+        self.last = now
+
+    def done(self) -> dict[str, float]:
+        self.timings["total"] = time.perf_counter() - self.start
+        return self.timings
+
+
+def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None = None) -> Report:
+    """The whole analysis; bad input becomes findings. ``cache``: facts kept across runs."""
+    clock = _Clock()
     interpreter = system.interpreter
-    python = {
-        "version": f"{interpreter.version[0]}.{interpreter.version[1]}",
-        "executable": interpreter.executable,
-        "app_dir": interpreter.app_dir,
-    }
-    hint_base = HintContext(python_cmd=system.python_cmd, python_version=interpreter.version)
     if system.torch_package_dir is None:
-        return Report(findings=(torch_not_found(hint_base),), mode=_mode(system), python=python)
+        hints = HintContext(python_cmd=system.python_cmd, python_version=interpreter.version)
+        return Report(
+            findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
+        )
     dists = find_dists(system.tree, interpreter.site_dirs)
     torch = locate_torch(system.tree, system.torch_package_dir, dists)
-    timings["locate"] = time.perf_counter() - start
+    clock.lap("locate")
     plan = plan_directories(system.tree, interpreter, torch, companions(dists), cwd=cwd)
-    timings["plan"] = time.perf_counter() - start - sum(timings.values())
-    persistent = FactsCache(cache_dir())
-    binaries = Binaries(system.tree, persistent)
-    facts = binaries.facts
+    clock.lap("plan")
+    binaries = Binaries(system.tree, cache)
+    guarded, unguarded = _replay(system, torch, plan, binaries)
+    clock.lap("resolve")
+    context = CheckContext(
+        system, torch, plan, guarded, unguarded, _hints(system, torch), binaries.facts, dists
+    )
+    findings = run_rules(context)
+    if cache is not None:
+        cache.save()
+    clock.lap("check")
+    return Report(
+        findings=tuple(findings),
+        torch=TorchSummary(torch.version, torch.origin, torch.variant, torch.cuda),
+        mode=_mode(system),
+        python=_python(system),
+        dll_directories=tuple(plan),
+        distributions=tuple(DistSummary(d.name, d.version) for d in related(dists)),
+        import_torch=guarded.outcome(),
+        import_torch_without_torchguard=unguarded.outcome(),
+        modules=_modules(system, guarded),
+        timings=clock.done(),
+    )
+
+
+def _replay(
+    system: System, torch: TorchInstall, plan: list[DllDirectory], binaries: Binaries
+) -> tuple[ImportSimulation, ImportSimulation]:
+    """``import torch`` replayed twice: after ``ensure()`` (every planned folder registered),
+    and plain (only the folders torch registers itself)."""
+    interpreter = system.interpreter
 
     def model(dirs: list[DllDirectory]) -> LoaderModel:
         return LoaderModel(
             tree=system.tree,
-            facts=facts,
+            facts=binaries.facts,
             machine=interpreter.machine,
             app_dir=interpreter.app_dir,
             system32=system.system32,
@@ -62,54 +102,47 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         )
 
     ntfs = not system.live  # live: the order the file system really lists, as torch's glob
-    guarded = simulate_import(
-        model(plan), torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
-    )
-    unguarded = simulate_import(
-        model([d for d in plan if d.by_torch]),
-        torch.lib_dir,
-        torch.extensions,
-        interpreter.path_dirs,
-        ntfs_order=ntfs,
-    )
-    timings["resolve"] = time.perf_counter() - start - sum(timings.values())
+
+    def replay(dirs: list[DllDirectory]) -> ImportSimulation:
+        return simulate_import(
+            model(dirs), torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
+        )
+
+    return replay(plan), replay([d for d in plan if d.by_torch])
+
+
+def _hints(system: System, torch: TorchInstall) -> HintContext:
     installer = torch.installer()
-    hints = HintContext(
+    interpreter = system.interpreter
+    return HintContext(
         python_cmd=system.python_cmd,
         torch_version=torch.version,
         cuda=torch.cuda,
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
     )
-    context = CheckContext(system, torch, plan, guarded, unguarded, hints, facts, dists)
-    findings = run_rules(context)
-    persistent.save()
-    timings["check"] = time.perf_counter() - start - sum(timings.values())
+
+
+def _python(system: System) -> dict[str, str]:
+    interpreter = system.interpreter
+    return {
+        "version": f"{interpreter.version[0]}.{interpreter.version[1]}",
+        "executable": interpreter.executable,
+        "app_dir": interpreter.app_dir,
+    }
+
+
+def _modules(system: System, simulation: ImportSimulation) -> tuple[ModuleRecord, ...]:
+    """Each module the import loads, where from and by which loader step (first seen)."""
     modules: dict[str, ModuleRecord] = {}
-    for load in guarded.loads:
+    for load in simulation.loads:
         for name, resolution in load.modules.items():
-            if name not in modules:
-                path = resolution.path
-                modules[name] = ModuleRecord(
-                    resolution.name,
-                    system.tree.origin(path)
-                    if path and resolution.via not in ("apiset",)
-                    else path,
-                    resolution.via,
-                )
-    timings["total"] = time.perf_counter() - start
-    return Report(
-        findings=tuple(findings),
-        torch=TorchSummary(torch.version, torch.origin, torch.variant, torch.cuda),
-        mode=_mode(system),
-        python=python,
-        dll_directories=tuple(plan),
-        distributions=tuple(DistSummary(d.name, d.version) for d in related(dists)),
-        import_torch=guarded.outcome(),
-        import_torch_without_torchguard=unguarded.outcome(),
-        modules=tuple(modules.values()),
-        timings=timings,
-    )
+            if name in modules:
+                continue
+            path = resolution.path
+            where = system.tree.origin(path) if path and resolution.via != "apiset" else path
+            modules[name] = ModuleRecord(resolution.name, where, resolution.via)
+    return tuple(modules.values())
 
 
 def torch_not_found(hints: HintContext) -> Finding:
