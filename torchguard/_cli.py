@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hook.add_argument("action", choices=("install", "uninstall", "status"))
     hook.add_argument("--user", action="store_true", help="use the user site-packages")
+    explain = commands.add_parser("explain", help="what a finding code means and how to fix it")
+    explain.add_argument("code", nargs="?", metavar="CODE", help="a finding code, e.g. missing-dll")
     return parser
 
 
@@ -59,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "hook":
         return _hook(args.action, args.user)
+    if args.command == "explain":
+        from torchguard._explain import explain
+
+        return explain(args.code)
     if args.command == "doctor":
         from torchguard._api import diagnose
 
