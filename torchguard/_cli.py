@@ -53,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _emit(report: Report, as_json: bool) -> int:
-    print(report.to_json() if as_json else report.render_text())
+    if as_json:
+        print(report.to_json())
+    else:
+        from torchguard._colour import wanted
+
+        print(report.render_text(colour=wanted(sys.stdout)))
     return EXIT_OK if report.ok else EXIT_ERRORS
 
 
