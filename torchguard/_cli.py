@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     doctor = commands.add_parser("doctor", help="diagnose this Python environment")
-    doctor.add_argument("--json", action="store_true", help="print one JSON document")
+    _output_options(doctor)
     scan = commands.add_parser(
         "scan", help="diagnose a Windows install or wheels offline, from any OS"
     )
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--python-dir", metavar="DIR", help="a folder standing for python.exe's folder"
     )
-    scan.add_argument("--json", action="store_true", help="print one JSON document")
+    _output_options(scan)
     hook = commands.add_parser(
         "hook", help="protect every `import torch` of this environment (a start-up .pth file)"
     )
@@ -52,13 +52,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _emit(report: Report, as_json: bool) -> int:
-    if as_json:
-        print(report.to_json())
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    formats = parser.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help="print one JSON document")
+    formats.add_argument(
+        "--markdown", action="store_true", help="print a report to paste into a GitHub issue"
+    )
+    parser.add_argument(
+        "--redact", action="store_true", help="replace your home folder and user name in paths"
+    )
+
+
+def _emit(report: Report, args: argparse.Namespace, notes: Sequence[str] = ()) -> int:
+    from torchguard._markdown import redact, render_markdown
+
+    if args.json:
+        text = report.to_json()
+    elif args.markdown:
+        text = render_markdown(report, notes=notes).rstrip("\n")
     else:
         from torchguard._colour import wanted
 
-        print(report.render_text(colour=wanted(sys.stdout)))
+        text = "\n".join([report.render_text(colour=wanted(sys.stdout)), *notes])
+    print(redact(text) if args.redact else text)
     return EXIT_OK if report.ok else EXIT_ERRORS
 
 
@@ -73,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":
         from torchguard._api import diagnose
 
-        return _emit(diagnose(), args.json)
+        return _emit(diagnose(), args)
     from torchguard._api import scan
 
     try:
@@ -81,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return _emit(report, args.json)
+    return _emit(report, args)
 
 
 def _hook(action: str, user: bool) -> int:
