@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from torchguard._report import Report
 
@@ -47,6 +49,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hook.add_argument("action", choices=("install", "uninstall", "status"))
     hook.add_argument("--user", action="store_true", help="use the user site-packages")
+    check = commands.add_parser(
+        "check", help="will `pip install REQUIREMENT...` work on Windows x64? (from any OS)"
+    )
+    check.add_argument("requirements", nargs="+", metavar="REQUIREMENT", help="as for pip")
+    check.add_argument(
+        "--python", metavar="X.Y", help="the Windows CPython version (default: this Python's)"
+    )
+    check.add_argument(
+        "--index-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="package index (repeatable: the first replaces pip's, the others are extra)",
+    )
+    check.add_argument(
+        "--clean-windows",
+        action="store_true",
+        help="assume no Visual C++ redistributable (default: the current one is installed)",
+    )
+    check.add_argument("--cache-dir", metavar="DIR", help="where wheels are downloaded and reused")
+    _output_options(check)
     explain = commands.add_parser("explain", help="what a finding code means and how to fix it")
     explain.add_argument("code", nargs="?", metavar="CODE", help="a finding code, e.g. missing-dll")
     return parser
@@ -63,11 +86,16 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _emit(report: Report, args: argparse.Namespace, notes: Sequence[str] = ()) -> int:
+def _emit(
+    report: Report,
+    args: argparse.Namespace,
+    notes: Sequence[str] = (),
+    extra: dict[str, Any] | None = None,
+) -> int:
     from torchguard._markdown import redact, render_markdown
 
     if args.json:
-        text = report.to_json()
+        text = json.dumps({**report.to_dict(), **(extra or {})}, indent=2)
     elif args.markdown:
         text = render_markdown(report, notes=notes).rstrip("\n")
     else:
@@ -90,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torchguard._api import diagnose
 
         return _emit(diagnose(), args)
+    if args.command == "check":
+        return _check(args)
     from torchguard._api import scan
 
     try:
@@ -98,6 +128,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return _emit(report, args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from torchguard._check import CheckError, check
+
+    try:
+        result = check(
+            args.requirements,
+            python=args.python,
+            index_urls=args.index_url,
+            clean_windows=args.clean_windows,
+            cache=args.cache_dir,
+            progress=sys.stderr if sys.stderr.isatty() else None,
+        )
+    except CheckError as exc:
+        print(f"torchguard: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return _emit(result.report, args, result.notes, {"check": result.to_dict()})
 
 
 def _hook(action: str, user: bool) -> int:
