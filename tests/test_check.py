@@ -151,6 +151,33 @@ def test_unresolvable_requirement_is_exit_2_in_one_line(index: str, tmp_path: Pa
     assert "torch==9.9" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_requirements_file_after_a_double_dash(index: str, tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.4.1\n")
+    result = run(
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--",
+        "-r",
+        str(requirements),
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"checked: pip install -r {requirements} for python.org CPython 3.11" in result.stdout
+
+
+def test_requirements_without_torch_are_exit_2(index: str, tmp_path: Path) -> None:
+    result = run("winhelper", "--index-url", index, "--cache-dir", str(tmp_path / "c"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "torchguard: error: these requirements install no torch "
+        "(pip resolved winhelper-1.0-py3-none-any.whl)\n"
+    )
+
+
 def test_unreachable_index_is_exit_2_with_the_reason(tmp_path: Path) -> None:
     result = run(
         "torch",

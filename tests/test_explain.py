@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._explain import first_sentence, parse, reference_text, references
+from torchguard._explain import _HEADING, first_sentence, parse, reference_text, references
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +29,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_readme_reference_is_the_bundled_reference_code_by_code() -> None:
     readme, bundled = parse(readme_section()), references()
-    source = "torchguard/_data/finding_codes.md"
+    source = "torchguard/_data/finding_codes.md (`python tests/test_explain.py` copies README's)"
     missing = [code for code in bundled if code not in readme]
     extra = [code for code in readme if code not in bundled]
     assert not missing, f"README lacks the sections of {missing}; copy them from {source}"
@@ -38,6 +38,17 @@ def test_readme_reference_is_the_bundled_reference_code_by_code() -> None:
     assert not differ, f"README and {source} differ for {differ}"
     assert list(readme) == list(bundled), "the codes are in another order in the README"
     assert readme_section().strip() == reference_text().strip(), "the introductions differ"
+
+
+def test_every_subsection_heading_is_a_code_heading() -> None:
+    odd = [
+        line
+        for line in readme_section().splitlines()
+        if line.startswith("###") and not _HEADING.match(line)
+    ]
+    assert not odd, (
+        f"headings explain cannot read (expected ### `code` or ### `code` (warning)): {odd}"
+    )
 
 
 def test_every_code_the_package_emits_is_documented() -> None:
@@ -97,3 +108,10 @@ def test_unknown_code_exits_2_with_the_list() -> None:
     assert result.returncode == 2 and result.stdout == ""
     assert "unknown finding code 'missing-dl'" in result.stderr
     assert "missing-dll" in result.stderr and "Traceback" not in result.stderr
+
+
+if __name__ == "__main__":
+    # After a merge that edited the README's reference: make it the bundled reference again.
+    target = ROOT / "torchguard" / "_data" / "finding_codes.md"
+    target.write_text(readme_section().strip() + "\n", "utf-8")
+    print(f"wrote {target}")

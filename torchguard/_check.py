@@ -100,7 +100,6 @@ def resolve(
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
-            cwd=cache,
         )
     except OSError as exc:
         raise CheckError(f"cannot run pip: {exc}") from None
@@ -113,7 +112,7 @@ def resolve(
             lines.append(line)
             found = _wheel_of(line)
             if found:
-                wheels.append(os.path.join(cache, found))
+                wheels.append(os.path.abspath(found))  # pip shows it relative to the cwd
             _show(progress, line)
     status = process.wait()
     _show(progress, None)
@@ -201,6 +200,9 @@ def check(
         cache=wheel_cache(cache),
         progress=progress,
     )
+    if not any(os.path.basename(w).lower().startswith("torch-") for w in wheels):
+        names = ", ".join(os.path.basename(w) for w in wheels) or "nothing"
+        raise CheckError(f"these requirements install no torch (pip resolved {names})")
     if progress is not None:
         progress.write(f"reading {len(wheels)} wheel(s)...")
         progress.flush()
