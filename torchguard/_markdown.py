@@ -114,11 +114,11 @@ def redact(text: str, home: str | None = None, user: str | None = None) -> str:
     if home and home not in ("/", "~"):
         variants = {home, home.replace("\\", "/"), home.replace("/", "\\")}
         for variant in sorted(variants, key=len, reverse=True):
-            text = re.sub(re.escape(variant) + r"(?=[\\/`'\"\s|)]|$)", "~", text, flags=re.I)
+            text = re.sub(re.escape(variant) + r"(?=[\\/`'\"\s|)\x1b]|$)", "~", text, flags=re.I)
     text = re.sub(r"(?i)\b([a-z]:[\\/]+Users[\\/]+)[^\\/`'\"\s|]+", r"\1<user>", text)
     text = re.sub(r"(?<![\w.])(/home/|/Users/)[^/`'\"\s|]+", r"\1<user>", text)
     if user and len(user) > 1:
-        boundary = r"(?<=[\\/])" + re.escape(user) + r"(?=[\\/`'\"\s|]|$)"
+        boundary = r"(?<=[\\/])" + re.escape(user) + r"(?=[\\/`'\"\s|\x1b]|$)"
         text = re.sub(boundary, "<user>", text, flags=re.I)
     return text
 
