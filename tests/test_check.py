@@ -276,3 +276,18 @@ class TestRealIndex:
         assert "\r\x1b[KCollecting torch==2.4.1" in shown
         assert "reading " in shown and shown.endswith("\r\x1b[K")
         assert "\x1b[" not in stdout and "no problems found" in stdout
+
+
+def test_a_python_without_pip_is_one_error_line() -> None:
+    code = (
+        "import runpy, sys; sys.modules['pip'] = None; sys.argv = ['x', '3.11', 'download', 'torch']; "
+        "runpy.run_module('torchguard._pip_windows', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert (
+        pip_reason(result.stdout.splitlines())
+        == f"{sys.executable} has no pip (install it with: -m ensurepip)"
+    )

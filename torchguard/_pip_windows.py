@@ -32,7 +32,11 @@ def windows_markers(python: str) -> dict[str, str]:
 
 def main(argv: list[str]) -> None:
     python, args = argv[0], argv[1:]
-    from pip._vendor.packaging import markers  # type: ignore[import-not-found, unused-ignore]
+    try:
+        from pip._vendor.packaging import markers  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        print(f"ERROR: {sys.executable} has no pip (install it with: -m ensurepip)")
+        raise SystemExit(1) from None
 
     environment = windows_markers(python)
     markers.default_environment = lambda: dict(environment)
