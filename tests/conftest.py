@@ -31,6 +31,12 @@ def _private_cache(
 
 
 @pytest.fixture(autouse=True)
+def _no_forced_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text assertions read plain output even where CI sets FORCE_COLOR."""
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_ensure() -> Iterator[None]:
     from torchguard import _api
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from torchguard._report import Report
 
@@ -24,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     doctor = commands.add_parser("doctor", help="diagnose this Python environment")
-    doctor.add_argument("--json", action="store_true", help="print one JSON document")
+    _output_options(doctor)
     scan = commands.add_parser(
         "scan", help="diagnose a Windows install or wheels offline, from any OS"
     )
@@ -41,17 +43,66 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--python-dir", metavar="DIR", help="a folder standing for python.exe's folder"
     )
-    scan.add_argument("--json", action="store_true", help="print one JSON document")
+    _output_options(scan)
     hook = commands.add_parser(
         "hook", help="protect every `import torch` of this environment (a start-up .pth file)"
     )
     hook.add_argument("action", choices=("install", "uninstall", "status"))
     hook.add_argument("--user", action="store_true", help="use the user site-packages")
+    check = commands.add_parser(
+        "check", help="will `pip install REQUIREMENT...` work on Windows x64? (from any OS)"
+    )
+    check.add_argument("requirements", nargs="+", metavar="REQUIREMENT", help="as for pip")
+    check.add_argument(
+        "--python", metavar="X.Y", help="the Windows CPython version (default: this Python's)"
+    )
+    check.add_argument(
+        "--index-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="package index (repeatable: the first replaces pip's, the others are extra)",
+    )
+    check.add_argument(
+        "--clean-windows",
+        action="store_true",
+        help="assume no Visual C++ redistributable (default: the current one is installed)",
+    )
+    check.add_argument("--cache-dir", metavar="DIR", help="where wheels are downloaded and reused")
+    _output_options(check)
+    explain = commands.add_parser("explain", help="what a finding code means and how to fix it")
+    explain.add_argument("code", nargs="?", metavar="CODE", help="a finding code, e.g. missing-dll")
     return parser
 
 
-def _emit(report: Report, as_json: bool) -> int:
-    print(report.to_json() if as_json else report.render_text())
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    formats = parser.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help="print one JSON document")
+    formats.add_argument(
+        "--markdown", action="store_true", help="print a report to paste into a GitHub issue"
+    )
+    parser.add_argument(
+        "--redact", action="store_true", help="replace your home folder and user name in paths"
+    )
+
+
+def _emit(
+    report: Report,
+    args: argparse.Namespace,
+    notes: Sequence[str] = (),
+    extra: dict[str, Any] | None = None,
+) -> int:
+    from torchguard._markdown import redact, render_markdown
+
+    if args.json:
+        text = json.dumps({**report.to_dict(), **(extra or {})}, indent=2)
+    elif args.markdown:
+        text = render_markdown(report, notes=notes).rstrip("\n")
+    else:
+        from torchguard._colour import wanted
+
+        text = "\n".join([report.render_text(colour=wanted(sys.stdout)), *notes])
+    print(redact(text) if args.redact else text)
     return EXIT_OK if report.ok else EXIT_ERRORS
 
 
@@ -59,10 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "hook":
         return _hook(args.action, args.user)
+    if args.command == "explain":
+        from torchguard._explain import explain
+
+        return explain(args.code)
     if args.command == "doctor":
         from torchguard._api import diagnose
 
-        return _emit(diagnose(), args.json)
+        return _emit(diagnose(), args)
+    if args.command == "check":
+        return _check(args)
     from torchguard._api import scan
 
     try:
@@ -70,7 +127,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return _emit(report, args.json)
+    return _emit(report, args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from torchguard._check import CheckError, check
+
+    try:
+        result = check(
+            args.requirements,
+            python=args.python,
+            index_urls=args.index_url,
+            clean_windows=args.clean_windows,
+            cache=args.cache_dir,
+            progress=sys.stderr if sys.stderr.isatty() else None,
+        )
+    except CheckError as exc:
+        print(f"torchguard: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return _emit(result.report, args, result.notes, {"check": result.to_dict()})
 
 
 def _hook(action: str, user: bool) -> int:

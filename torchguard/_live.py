@@ -11,6 +11,7 @@ import os
 import site
 import sys
 import sysconfig
+from typing import IO
 
 from torchguard._fs import WinTree
 from torchguard._system import AMD64, Interpreter, System
@@ -173,3 +174,30 @@ def live_windows() -> System:
         torch_package_dir=torch_package_dir(),
         python_cmd=f'"{executable}"' if " " in executable else executable,
     )
+
+
+def enable_ansi(stream: IO[str]) -> bool:
+    """Turn on ANSI sequences for the console behind ``stream`` (stdout or stderr); False if
+    it is not a console or refuses (consoles before Windows 10)."""
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+    from ctypes import wintypes
+
+    try:
+        fileno = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    std = {1: -11, 2: -12}.get(fileno)
+    if std is None:
+        return False
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.GetStdHandle.restype = wintypes.HANDLE
+    handle = kernel32.GetStdHandle(std)
+    mode = wintypes.DWORD()
+    if not kernel32.GetConsoleMode(handle, ctypes.byref(mode)):
+        return False
+    virtual_terminal_processing = 0x0004
+    if mode.value & virtual_terminal_processing:
+        return True
+    return bool(kernel32.SetConsoleMode(handle, mode.value | virtual_terminal_processing))

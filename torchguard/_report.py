@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchguard._colour import PLAIN, Paint
 from torchguard._findings import ERROR, WARNING, Finding, RepairHint
 
 SCHEMA_VERSION = 1
@@ -138,9 +139,9 @@ class Report:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
-    def render_text(self) -> str:
-        """The human diagnosis printed by the CLI."""
-        return render_text(self)
+    def render_text(self, *, colour: bool = False) -> str:
+        """The human diagnosis printed by the CLI (with ANSI colour when ``colour``)."""
+        return render_text(self, Paint(colour))
 
 
 def _outcome(outcome: ImportOutcome | None) -> dict[str, Any] | None:
@@ -148,15 +149,22 @@ def _outcome(outcome: ImportOutcome | None) -> dict[str, Any] | None:
 
 
 def render_finding(
-    finding: Finding, *, indent: str = "", shown: set[RepairHint] | None = None
+    finding: Finding,
+    *,
+    indent: str = "",
+    shown: set[RepairHint] | None = None,
+    paint: Paint = PLAIN,
 ) -> str:
     """One finding as text: headline, chain, and each hint with its commands.
 
     Commands of a hint already in ``shown`` (printed for an earlier finding) are not repeated.
+    ``paint`` colours the severity, the missing DLL and the commands to copy.
     """
-    lines = [f"{indent}{finding.severity}[{finding.code}]: {finding.message}"]
+    label = paint.severity(finding.severity, f"{finding.severity}[{finding.code}]")
+    lines = [f"{indent}{label}: {paint.mark(finding.message, finding.missing)}"]
     if len(finding.chain) > 1:
-        lines.append(f"{indent}  chain: {' -> '.join(finding.chain)}")
+        chain = [*finding.chain[:-1], paint("dll", finding.chain[-1])]
+        lines.append(f"{indent}  chain: {' -> '.join(chain)}")
     if finding.path:
         lines.append(f"{indent}  file: {finding.path}")
     if finding.symbols:
@@ -167,12 +175,12 @@ def render_finding(
     for hint in finding.hints:
         repeated = _same_fix(hint, shown)
         if repeated:
-            lines.append(f"{indent}  fix: the same as above ({repeated})")
+            lines.append(f"{indent}  fix: the same as above ({paint('command', repeated)})")
             continue
         if shown is not None:
             shown.add(hint)
         lines.append(f"{indent}  fix: {hint.summary}")
-        lines.extend(f"{indent}      {command}" for command in hint.commands)
+        lines.extend(f"{indent}      {paint('command', command)}" for command in hint.commands)
         if hint.url:
             lines.append(f"{indent}      see {hint.url}")
     return "\n".join(lines)
@@ -186,7 +194,7 @@ def _same_fix(hint: RepairHint, shown: set[RepairHint] | None) -> str | None:
     return None
 
 
-def render_text(report: Report) -> str:
+def render_text(report: Report, paint: Paint = PLAIN) -> str:
     lines: list[str] = []
     if report.torch is not None:
         variant = f" ({report.torch.variant})" if report.torch.variant else ""
@@ -207,7 +215,7 @@ def render_text(report: Report) -> str:
         lines.append(f"dll directory: {directory.path}  [{directory.provenance}]")
     outcome = report.import_torch
     if outcome is not None and not outcome.ok:
-        lines.append(f"import torch {outcome.describe()}")
+        lines.append(paint("error", f"import torch {outcome.describe()}"))
     plain = report.import_torch_without_torchguard
     if plain is not None and not plain.ok and outcome is not None and outcome.ok:
         lines.append(
@@ -215,10 +223,11 @@ def render_text(report: Report) -> str:
         )
     shown: set[RepairHint] = set()
     for finding in report.findings:
-        lines.append(render_finding(finding, shown=shown))
+        lines.append(render_finding(finding, shown=shown, paint=paint))
     if not report.findings:
-        lines.append("no problems found")
+        lines.append(paint("ok", "no problems found"))
     else:
         errors, warnings = len(report.errors), len(report.warnings)
-        lines.append(f"{errors} error(s), {warnings} warning(s)")
+        summary = f"{errors} error(s), {warnings} warning(s)"
+        lines.append(paint("error" if errors else "warning", summary))
     return "\n".join(lines)

@@ -83,13 +83,15 @@ def offline_windows(
     *,
     system32_dirs: Sequence[str] = (),
     python_dir: str | None = None,
+    assumed_system32: Sequence[tuple[str, Iterable[str]]] = (),
 ) -> System:
     """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
 
     Targets overlay as one site-packages. Without ``python_dir`` python.exe's folder is a
     python.org layout for the wheel's Python (``python3XY.dll``, ``vcruntime140.dll`` and
     ``vcruntime140_1.dll``, no ``msvcp140.dll``). System32 holds the DLLs every Windows 10/11
-    x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs``.
+    x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs`` and the
+    names of ``assumed_system32`` (``(source, names)`` pairs: present, without a file to read).
     Raises :class:`TargetError` for a target or folder that cannot be read.
     """
     from torchguard._locate import find_torch_package
@@ -103,6 +105,8 @@ def offline_windows(
         _assume(
             tree, OFFLINE_SYSTEM32, bundled_names("system32_x64.txt"), "every Windows 10/11 x64"
         )
+        for source, names in assumed_system32:
+            _assume(tree, OFFLINE_SYSTEM32, names, source)
         package_dir = find_torch_package(tree, [site_dir])
         version = _python_version(tree, package_dir, tags)
         python_dll = f"python{version[0]}{version[1]}.dll"

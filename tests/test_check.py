@@ -1,0 +1,293 @@
+"""`torchguard check`: pip's resolver for a Windows CPython, then the offline scan.
+
+The first tests run real pip against a local ``file://`` index of fake wheels (no network);
+the ``realwheel`` ones resolve against PyPI and reuse the real-wheel tier's cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakes import FakeTorch, companion, write_wheel
+from packaging.markers import Marker
+
+from torchguard._check import _wheel_of, pip_reason
+from torchguard._pip_windows import windows_markers
+
+WINDOWS_ONLY = 'platform_system == "Windows"'
+LINUX_ONLY = 'platform_system == "Linux" and platform_machine == "x86_64"'
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torchguard", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull, **(env or {})},
+    )
+
+
+def test_windows_markers_are_windows() -> None:
+    env = windows_markers("3.12")
+    assert Marker(WINDOWS_ONLY).evaluate(env)
+    assert not Marker(LINUX_ONLY).evaluate(env)
+    assert Marker('python_version >= "3.12" and sys_platform == "win32"').evaluate(env)
+    assert not Marker('python_version < "3.12"').evaluate(env)
+
+
+def test_pip_reason_is_one_line() -> None:
+    unresolvable = [
+        "ERROR: Ignored the following versions that require a different python version: 3.7",
+        "ERROR: Could not find a version that satisfies the requirement torch==1.0 (from versions: 2.0.0)",
+        "ERROR: No matching distribution found for torch==1.0",
+    ]
+    assert pip_reason(unresolvable) == (
+        "Could not find a version that satisfies the requirement torch==1.0 (from versions: 2.0.0)"
+    )
+    unreachable = [
+        "Looking in indexes: https://127.0.0.1:9/simple",
+        "WARNING: Retrying (Retry(total=0, connect=None)) after connection broken by "
+        "'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f>: "
+        "Failed to establish a new connection: [Errno 111] Connection refused')': /simple/torch/",
+        "ERROR: Could not find a version that satisfies the requirement torch (from versions: none)",
+    ]
+    assert pip_reason(unreachable) == (
+        "cannot reach the package index https://127.0.0.1:9/simple: "
+        "Failed to establish a new connection: [Errno 111] Connection refused"
+    )
+    assert pip_reason([]) == "pip failed without a message"
+
+
+def test_wheel_lines() -> None:
+    assert _wheel_of("Saved /c/torch-2.4.1-cp311-cp311-win_amd64.whl") == (
+        "/c/torch-2.4.1-cp311-cp311-win_amd64.whl"
+    )
+    assert _wheel_of("  File was already downloaded ./a-1-py3-none-any.whl") == (
+        "./a-1-py3-none-any.whl"
+    )
+    assert _wheel_of("Successfully downloaded torch") is None
+
+
+def local_index(root: Path, fake: FakeTorch) -> str:
+    """A PEP 503 ``file://`` index: a fake torch needing ``winhelper`` on Windows only and
+    ``linuxonly`` (absent from the index) on Linux, as torch needs triton."""
+    files = fake.files()
+    info = f"torch-{fake.version}.dist-info"
+    files[f"{info}/METADATA"] += (
+        f"Requires-Dist: winhelper; {WINDOWS_ONLY}\nRequires-Dist: linuxonly; {LINUX_ONLY}\n"
+    ).encode()
+    helper = companion("winhelper", "1.0", {"winhelper/__init__.py": b""}, {})
+    helper["winhelper-1.0.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nTag: py3-none-any\n"
+    wheels = {
+        "torch": (f"torch-{fake.version}-cp311-cp311-win_amd64.whl", files),
+        "winhelper": ("winhelper-1.0-py3-none-any.whl", helper),
+    }
+    for project, (name, content) in wheels.items():
+        folder = root / "simple" / project
+        folder.mkdir(parents=True)
+        write_wheel(folder / name, content)
+        (folder / "index.html").write_text(f'<a href="{name}">{name}</a>\n')
+    return (root / "simple").as_uri()
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> str:
+    return local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+
+
+def test_resolves_for_windows_and_finds_the_missing_runtime(index: str, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    args = ["torch==2.4.1", "--python", "3.11", "--index-url", index, "--cache-dir", str(cache)]
+    result = run(*args, "--clean-windows", "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert sorted(data["check"]["wheels"]) == [
+        "torch-2.4.1-cp311-cp311-win_amd64.whl",
+        "winhelper-1.0-py3-none-any.whl",  # a Windows-only dependency; none for Linux
+    ]
+    assert data["check"]["python"] == "3.11" and data["check"]["vc_redist"] is False
+    assert data["findings"][0]["missing"] == "msvcp140.dll"
+    assert sorted(p.name for p in cache.iterdir()) == sorted(data["check"]["wheels"])
+
+    default = run(*args)  # the current VC++ redistributable is assumed
+    assert default.returncode == 0, default.stdout + default.stderr
+    assert "no problems found" in default.stdout
+    assert "assumed: Windows 10/11 x64 with the Visual C++ 2015-2022 Redistributable" in (
+        default.stdout
+    )
+    assert default.stderr == ""  # no progress when stderr is not a terminal
+
+
+def test_markdown_carries_what_was_checked(index: str, tmp_path: Path) -> None:
+    result = run(
+        "torch",
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--markdown",
+        "--clean-windows",
+    )
+    assert result.returncode == 1
+    assert result.stdout.startswith("### torchguard report")
+    assert "> checked: pip install torch for python.org CPython 3.11, win_amd64 (2 wheel(s))" in (
+        result.stdout
+    )
+    assert "#### error `missing-dll`" in result.stdout
+
+
+def test_unresolvable_requirement_is_exit_2_in_one_line(index: str, tmp_path: Path) -> None:
+    result = run("torch==9.9", "--index-url", index, "--cache-dir", str(tmp_path / "c"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert "torch==9.9" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_requirements_file_after_a_double_dash(index: str, tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.4.1\n")
+    result = run(
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--",
+        "-r",
+        str(requirements),
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"checked: pip install -r {requirements} for python.org CPython 3.11" in result.stdout
+
+
+def test_requirements_without_torch_are_exit_2(index: str, tmp_path: Path) -> None:
+    result = run("winhelper", "--index-url", index, "--cache-dir", str(tmp_path / "c"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "torchguard: error: these requirements install no torch "
+        "(pip resolved winhelper-1.0-py3-none-any.whl)\n"
+    )
+
+
+def test_unreachable_index_is_exit_2_with_the_reason(tmp_path: Path) -> None:
+    result = run(
+        "torch",
+        "--index-url",
+        "https://127.0.0.1:9/simple",
+        "--cache-dir",
+        str(tmp_path / "c"),
+        env={"PIP_RETRIES": "1"},
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        "torchguard: error: cannot reach the package index https://127.0.0.1:9/simple: "
+        "Failed to establish a new connection: [Errno 111] Connection refused\n"
+    )
+
+
+def test_bad_python_version_is_exit_2() -> None:
+    result = run("torch", "--python", "2.7")
+    assert result.returncode == 2 and "expected a CPython version" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def cache() -> Path:
+    from realwheels import CACHE, wheel
+
+    wheel("torch", "2.4.0")  # the real-wheel tier's own downloads, reused by check
+    wheel("torch", "2.4.1")
+    return CACHE
+
+
+@pytest.mark.realwheel
+class TestRealIndex:
+    """Against PyPI; torch wheels come from (and stay in) the real-wheel tier's cache."""
+
+    def test_torch_240_is_broken_even_with_the_redistributable(self, cache: Path) -> None:
+        result = run("torch==2.4.0", "--python", "3.11", "--cache-dir", str(cache), "--json")
+        assert result.returncode == 1, result.stderr
+        data = json.loads(result.stdout)
+        assert data["findings"][0]["missing"] == "libomp140.x86_64.dll"
+        wheels = data["check"]["wheels"]
+        assert "torch-2.4.0-cp311-cp311-win_amd64.whl" in wheels
+        assert any(w.startswith("filelock-") for w in wheels)
+        assert not any(w.startswith(("triton", "nvidia")) for w in wheels)
+
+    def test_torch_241_reuses_the_cache_and_is_clean(self, cache: Path) -> None:
+        torch = cache / "torch-2.4.1-cp311-cp311-win_amd64.whl"
+        before = torch.stat().st_mtime_ns
+        result = run("torch==2.4.1", "--python", "3.11", "--cache-dir", str(cache))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert torch.stat().st_mtime_ns == before
+        clean = run(
+            "torch==2.4.1", "--python", "3.11", "--cache-dir", str(cache), "--clean-windows"
+        )
+        assert clean.returncode == 1 and "error[missing-dll]: MSVCP140.dll" in clean.stdout
+
+    def test_unknown_version_is_exit_2(self, cache: Path) -> None:
+        result = run("torch==1.0", "--python", "3.11", "--cache-dir", str(cache))
+        assert result.returncode == 2 and result.stderr.count("\n") == 1
+        assert "torch==1.0" in result.stderr and "2.4.1" in result.stderr
+
+    @pytest.mark.skipif(sys.platform == "win32", reason="pty")
+    def test_progress_on_a_terminal_stderr(self, cache: Path) -> None:
+        import pty
+
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torchguard",
+                "check",
+                "torch==2.4.1",
+                "--python",
+                "3.11",
+                "--cache-dir",
+                str(cache),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
+        )
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(master)
+        stdout = proc.stdout.read().decode() if proc.stdout else ""
+        assert proc.wait(timeout=600) == 0
+        shown = b"".join(chunks).decode()
+        assert "\r\x1b[KCollecting torch==2.4.1" in shown
+        assert "reading " in shown and shown.endswith("\r\x1b[K")
+        assert "\x1b[" not in stdout and "no problems found" in stdout
+
+
+def test_a_python_without_pip_is_one_error_line() -> None:
+    code = (
+        "import runpy, sys; sys.modules['pip'] = None; sys.argv = ['x', '3.11', 'download', 'torch']; "
+        "runpy.run_module('torchguard._pip_windows', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert (
+        pip_reason(result.stdout.splitlines())
+        == f"{sys.executable} has no pip (install it with: -m ensurepip)"
+    )
