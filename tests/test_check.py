@@ -142,6 +142,8 @@ def test_markdown_carries_what_was_checked(index: str, tmp_path: Path) -> None:
         result.stdout
     )
     assert "#### error `missing-dll`" in result.stdout
+    wheels = result.stdout[result.stdout.index("<details><summary>wheels pip would install (2)") :]
+    assert "- `torch-2.4.1-cp311-cp311-win_amd64.whl`\n- `winhelper-1.0-py3-none-any.whl`" in wheels
 
 
 def test_unresolvable_requirement_is_exit_2_in_one_line(index: str, tmp_path: Path) -> None:

@@ -45,13 +45,17 @@ class Check:
     report: Report
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def wheel_names(self) -> list[str]:
+        return [os.path.basename(wheel) for wheel in self.wheels]
+
     def to_dict(self) -> dict[str, object]:
         return {
             "requirements": list(self.requirements),
             "python": self.python,
             "platform": "win_amd64",
             "vc_redist": not self.clean_windows,
-            "wheels": [os.path.basename(w) for w in self.wheels],
+            "wheels": self.wheel_names,
         }
 
 

@@ -91,13 +91,14 @@ def _emit(
     args: argparse.Namespace,
     notes: Sequence[str] = (),
     extra: dict[str, Any] | None = None,
+    folded: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> int:
     from torchguard._markdown import redact, render_markdown
 
     if args.json:
         text = json.dumps({**report.to_dict(), **(extra or {})}, indent=2)
     elif args.markdown:
-        text = render_markdown(report, notes=notes).rstrip("\n")
+        text = render_markdown(report, notes=notes, folded=folded).rstrip("\n")
     else:
         from torchguard._colour import wanted
 
@@ -145,7 +146,8 @@ def _check(args: argparse.Namespace) -> int:
     except CheckError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return _emit(result.report, args, result.notes, {"check": result.to_dict()})
+    folded = [("wheels pip would install", result.wheel_names)]
+    return _emit(result.report, args, result.notes, {"check": result.to_dict()}, folded)
 
 
 def _hook(action: str, user: bool) -> int:

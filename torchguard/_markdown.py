@@ -12,7 +12,6 @@ import ntpath
 import os
 import platform
 import re
-import sys
 from collections.abc import Sequence
 
 from torchguard._findings import Finding
@@ -20,9 +19,14 @@ from torchguard._report import Report
 
 
 def render_markdown(
-    report: Report, *, title: str = "torchguard report", notes: Sequence[str] = ()
+    report: Report,
+    *,
+    title: str = "torchguard report",
+    notes: Sequence[str] = (),
+    folded: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> str:
-    """The report as GitHub-flavoured markdown; ``notes`` are assumptions worth stating."""
+    """The report as GitHub-flavoured markdown; ``notes`` are assumptions worth stating,
+    ``folded`` extra ``(summary, lines)`` lists shown collapsed (e.g. the wheels checked)."""
     from torchguard import __version__
 
     rows = [("torchguard", __version__), ("analysis", _mode(report.mode))]
@@ -59,6 +63,10 @@ def render_markdown(
             f"| `{d.path}` | {'torch' if d.by_torch else 'torchguard'} | {_cell(d.provenance)} |"
             for d in report.dll_directories
         )
+        lines += ["", "</details>"]
+    for summary, items in folded:
+        lines += ["", f"<details><summary>{summary} ({len(items)})</summary>", ""]
+        lines.extend(f"- `{item}`" for item in items)
         lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
 
@@ -121,9 +129,3 @@ def redact(text: str, home: str | None = None, user: str | None = None) -> str:
         boundary = r"(?<=[\\/])" + re.escape(user) + r"(?=[\\/`'\"\s|\x1b]|$)"
         text = re.sub(boundary, "<user>", text, flags=re.I)
     return text
-
-
-def emit(report: Report, *, redacted: bool, notes: Sequence[str] = (), title: str = "") -> None:
-    """Print the markdown report (the CLI's ``--markdown``)."""
-    text = render_markdown(report, notes=notes, title=title or "torchguard report")
-    sys.stdout.write(redact(text) if redacted else text)
