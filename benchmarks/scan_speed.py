@@ -13,9 +13,10 @@ several runs, baselines measured in the same run:
   cold scan and against `python -c pass`;
 - a warm analysis in-process (``Report.timings["total"]``: locate to report, the wheels
   already opened).
-Targets: cold scan <= 1.5x the naive inflate + 0.3 s, with peak memory <= 0.3x; folder scan
-within 15x of a bare interpreter start; warm rescan under 0.5 s; warm in-process analysis
-under 10 ms. Exits 1 when a target is missed.
+Targets: cold scan <= 1.5x the naive inflate + 0.3 s, with peak memory <= 0.3x (issue 7);
+a cold folder scan within 20x of a bare interpreter start (it was 15x before every symbol
+table was read: torch_cpu.dll's 57,772 exports cost about 45 ms); warm rescan under 0.5 s;
+warm in-process analysis under 10 ms. Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def main() -> int:
     ok = (
         wheel_time <= 1.5 * naive_time + 0.3
         and wheel_mem <= 0.3 * naive_mem
-        and tree_time <= 15 * floor_time
+        and tree_time <= 20 * floor_time
         and warm_time < 0.5
         and analysis < 0.010
     )

@@ -300,8 +300,17 @@ def _exports(image: _Image) -> Exports:
     if len(name_pointers) < names or len(name_ordinals) < len(name_pointers):
         damaged = damaged or "the export name table is cut short"
     bulk = _strings_at(image, name_pointers)
-    exported: set[bytes] = set()
     count = len(addresses)
+    if (
+        not forwarded_index
+        and len(name_ordinals) == len(name_pointers)
+        and (not name_ordinals or max(name_ordinals) < count)
+        and all(map(addresses.__getitem__, name_ordinals))
+        and all(map(bulk.__contains__, name_pointers))
+    ):  # the common, sound table: one pass in C (torch_cpu.dll: 57,772 names)
+        names_found = frozenset(map(bulk.__getitem__, name_pointers))
+        return Exports(names_found, frozenset(ordinals), forwarders, damaged)
+    exported: set[bytes] = set()
     for pointer, index in zip(name_pointers, name_ordinals):
         if index >= count or not addresses[index]:
             continue
