@@ -87,7 +87,7 @@ def ensure() -> Report:
             from torchguard._register import register
 
             register(d.path for d in report.dll_directories)
-        errors = report.errors
+        errors = [e for e in report.errors if e.package is None]  # siblings never block torch
         if errors:
             first = errors[0]
             if first.code == "torch-not-found":

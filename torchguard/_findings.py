@@ -30,7 +30,8 @@ class Finding:
 
     ``code`` is a stable kebab-case identifier (documented in the README and never renamed);
     ``dll`` is the torch binary affected (the one torch's own error would name);
-    ``missing`` is what is absent or wrong; ``chain`` runs from ``dll`` down to ``missing``.
+    ``missing`` is what is absent or wrong; ``chain`` runs from ``dll`` down to ``missing``;
+    ``package`` is the torch sibling or extension whose import it breaks (None: torch itself).
     """
 
     code: str
@@ -41,6 +42,7 @@ class Finding:
     chain: tuple[str, ...] = ()
     hints: tuple[RepairHint, ...] = ()
     path: str | None = None
+    package: str | None = None
     rank: int = field(default=50, compare=False)
 
     @property
@@ -61,4 +63,5 @@ class Finding:
             "path": self.path,
             "message": self.message,
             "hints": [hint.to_dict() for hint in self.hints],
+            "package": self.package,
         }

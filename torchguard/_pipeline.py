@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from torchguard._cache import FactsCache, cache_dir, host_key, member_key
 from torchguard._dists import find_dists
+from torchguard._ecosystem import discover, outcome, simulate_packages
 from torchguard._findings import ERROR, Finding
 from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, WinTree, ZipMember
 from torchguard._hints import HintContext, for_not_found
@@ -121,8 +122,9 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         )
 
     ntfs = not system.live  # live: the order the file system really lists, as torch's glob
+    process = model(plan)
     guarded = simulate_import(
-        model(plan), torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
+        process, torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
     )
     unguarded = simulate_import(
         model([d for d in plan if d.by_torch]),
@@ -132,6 +134,8 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         ntfs_order=ntfs,
     )
     timings["resolve"] = time.perf_counter() - start - sum(timings.values())
+    packages = simulate_packages(process, discover(dists, facts), torch_ok=guarded.outcome().ok)
+    timings["packages"] = time.perf_counter() - start - sum(timings.values())
     installer = torch.installer()
     hints = HintContext(
         python_cmd=system.python_cmd,
@@ -140,7 +144,7 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
     )
-    context = CheckContext(system, torch, plan, guarded, unguarded, hints, facts, dists)
+    context = CheckContext(system, torch, plan, guarded, unguarded, hints, facts, dists, packages)
     findings = run_rules(context)
     persistent.save()
     timings["check"] = time.perf_counter() - start - sum(timings.values())
@@ -167,6 +171,7 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         import_torch=guarded.outcome(),
         import_torch_without_torchguard=unguarded.outcome(),
         modules=tuple(modules.values()),
+        packages=tuple(outcome(p) for p in packages),
         timings=timings,
     )
 

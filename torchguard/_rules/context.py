@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from torchguard._dists import InstalledDist
+from torchguard._ecosystem import PackageSimulation
 from torchguard._hints import HintContext
 from torchguard._locate import TorchInstall
 from torchguard._pe import PEFacts
@@ -29,6 +30,8 @@ class CheckContext:
     facts: Callable[[str], PEFacts]
     """PE facts of any path of the tree (cached); raises PEReadError."""
     dists: list[InstalledDist] = field(default_factory=list)
+    packages: list[PackageSimulation] = field(default_factory=list)
+    """torch's siblings and extensions, loaded after the guarded ``import torch``."""
 
     @cached_property
     def owners(self) -> dict[str, str]:
