@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from torchguard._dists import InstalledDist
 from torchguard._fs import join
-from torchguard._loader import LoaderModel, LoadResult
+from torchguard._loader import MISSING, Failure, LoaderModel, LoadResult
 from torchguard._pe import PEFacts, PEReadError
 from torchguard._report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
 
@@ -115,15 +115,12 @@ def is_torch_dll(name: str) -> bool:
 
 
 def binaries(dist: InstalledDist) -> list[str]:
-    """The ``.pyd``/``.dll`` files its RECORD lists that exist, in RECORD order."""
-    tree = dist.distribution.tree
-    found: list[str] = []
-    for relative in dist.record_paths():
-        if relative.lower().endswith((".pyd", ".dll")) and ".." not in relative.split("/"):
-            path = join(dist.site_dir, relative)
-            if tree.is_file(path):
-                found.append(path)
-    return found
+    """The ``.pyd``/``.dll`` files its RECORD lists (present or not), in RECORD order."""
+    return [
+        join(dist.site_dir, relative)
+        for relative in dist.record_paths()
+        if relative.lower().endswith((".pyd", ".dll")) and ".." not in relative.split("/")
+    ]
 
 
 def imports_torch(facts: Callable[[str], PEFacts], path: str) -> bool:
@@ -146,8 +143,9 @@ def discover(dists: Iterable[InstalledDist], facts: Callable[[str], PEFacts]) ->
         linked = [p for p in paths if imports_torch(facts, p)]
         if dist.name == "torchvision":
             plan = _torchvision(dist, paths, linked)
-        elif dist.name == "torchaudio":
-            plan = _torchaudio(dist, paths, linked)
+        elif dist.name == "torchaudio":  # it checks that each file exists before loading it
+            tree = dist.distribution.tree
+            plan = _torchaudio(dist, [p for p in paths if tree.is_file(p)], linked)
         elif linked:
             plan = _extension(dist, linked)
         else:
@@ -271,7 +269,7 @@ def simulate_packages(
             if skipped or (step.after and ntpath.normcase(step.after) in failed_paths):
                 simulation.results.append(StepResult(step, None))
                 continue
-            load = process.load(step.path)
+            load = _load(process, step.path, plan.import_name)
             simulation.results.append(StepResult(step, load))
             if not load.ok:
                 failed_paths.add(ntpath.normcase(step.path))
@@ -279,6 +277,14 @@ def simulate_packages(
                 loaded_groups.add(step.group)
         simulations.append(simulation)
     return simulations
+
+
+def _load(process: LoaderModel, path: str, importer: str) -> LoadResult:
+    """``process.load(path)``; a binary its RECORD lists but the folder lacks is WinError 126."""
+    if process.tree.is_file(path):
+        return process.load(path)
+    name = ntpath.basename(path)
+    return LoadResult(path, [Failure(MISSING, name, (importer, name))])
 
 
 def _under(path: str, folder: str) -> bool:
@@ -350,14 +356,14 @@ def _unavailable(simulation: PackageSimulation) -> tuple[str, ...]:
         if step.group is not None:
             if step.group not in groups and simulation.group_failed(step.group):
                 groups.append(step.group)
-                tried = [
-                    r.step.feature
-                    for r in simulation.results
-                    if r.step.group == step.group and r.load is not None
-                ]
+                tried = [r for r in simulation.results if r.step.group == step.group and r.load]
+                missing = next(
+                    (f.leaf for r in tried if r.load for f in r.load.failures if not f.delay), "?"
+                )
+                versions = ", ".join(dict.fromkeys(r.step.feature for r in tried))
                 notes.append(
-                    f"{', '.join(dict.fromkeys(tried))}: none loads; the package falls back "
-                    "quietly and the backend is unavailable"
+                    f"{versions}: none loads (first: {missing}); the backend is unavailable and "
+                    "the package says so only when it is used"
                 )
             continue
         if step.role != CORE and load is not None and not load.ok:

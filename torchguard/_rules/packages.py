@@ -42,16 +42,16 @@ def check(context: CheckContext) -> Iterator[Finding]:
 def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[Finding]:
     plan = simulation.plan
     owned = {ntpath.basename(p).lower() for p in plan.dist.record_paths()}
+    pin = f"{plan.name}=={plan.dist.version}"
+    command = (
+        context.hints.pip("install", "--force-reinstall", "--no-deps", pin)
+        if plan.sibling  # built per torch variant, on torch's own index
+        else f"{context.hints.python_cmd} -m pip install --force-reinstall --no-deps {pin}"
+    )
     reinstall = RepairHint(
-        f"reinstall {plan.name} {plan.dist.version}, matching torch {context.torch.version}",
-        (
-            context.hints.pip(
-                "install",
-                "--force-reinstall",
-                "--no-deps",
-                f"{plan.name}=={plan.dist.version}",
-            ),
-        ),
+        f"the file is part of {plan.name} {plan.dist.version}, whose install is damaged: "
+        "reinstall it",
+        (command,),
     )
     seen: set[tuple[str, str]] = set()
     for result in simulation.results:
@@ -66,9 +66,7 @@ def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[F
                 continue
             seen.add(identity)
             base = builder(context, root, failure)
-            hints = base.hints
-            if failure.leaf.lower() in owned or failure.kind != MISSING:
-                hints = (reinstall, *hints)
+            hints = (reinstall,) if failure.leaf.lower() in owned else base.hints
             yield replace(
                 base,
                 severity=WARNING if failure.delay else severity,
