@@ -119,7 +119,8 @@ def test_a_core_extension_that_cannot_load_is_an_error_for_its_package(tmp_path:
     vision = outcome(report, "torchvision")
     assert vision["status"] == "fails" and vision["dll"] == "_c.pyd"
     assert "operator torchvision::nms does not exist" in str(vision["message"])
-    assert report.findings[0].hints[0].commands  # the generic missing-DLL advice, not a reinstall
+    hint = report.findings[0].hints[0]  # not torchvision's file: the generic missing-DLL advice
+    assert "torchvision" not in " ".join(hint.commands)
 
 
 def test_a_recorded_core_extension_that_is_absent_fails_the_import(tmp_path: Path) -> None:
@@ -177,9 +178,11 @@ def test_an_extension_is_found_by_its_imports_alone(tmp_path: Path) -> None:
                 ["torch_cpu.dll", "c10.dll", "missing_helper.dll", *KERNEL]
             ),
             "torch_scatter/_version_cpu.pyd": build_pe(["c10.dll", *KERNEL]),
+            "torch_scatter/missing_helper.dll": build_pe(KERNEL),
         },
         {},
     )
+    del scatter["torch_scatter/missing_helper.dll"]  # in its RECORD, gone from the disk
     unrelated = companion(
         "numpy",
         "1.26.4",
@@ -201,10 +204,9 @@ def test_an_extension_is_found_by_its_imports_alone(tmp_path: Path) -> None:
     scatter_outcome = outcome(report, "torch-scatter")
     assert scatter_outcome["import"] == "torch_scatter"
     assert "DLL load failed while importing _scatter_cpu" in str(scatter_outcome["message"])
-    assert (
-        finding.hints[0].commands[0]
-        == "py -3.11 -m pip install --force-reinstall --no-deps torch-scatter==2.1.2"
-        or "pip" in finding.hints[0].commands[0]
+    # its own file (listed in its RECORD): reinstall it from PyPI, not from torch's index
+    assert finding.hints[0].commands == (
+        "py -3.11 -m pip install --force-reinstall --no-deps torch-scatter==2.1.2",
     )
 
 
