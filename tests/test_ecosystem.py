@@ -99,7 +99,7 @@ def test_a_missing_image_dependency_is_a_warning_for_torchvision(tmp_path: Path)
     assert "torchvision==0.19.1" in finding.hints[0].commands[0]
     vision = outcome(report, "torchvision")
     assert vision["status"] == "warns" and vision["dll"] == "image.pyd"
-    assert "Failed to load image Python extension" in str(vision["message"])
+    assert "Failed to load image Python extension: Could not find module" in str(vision["message"])
     data = json.loads(report.to_json())
     assert data["findings"][0]["package"] == "torchvision"
     assert data["packages"][0]["winerror"] == 126
@@ -232,7 +232,10 @@ def test_torchaudio_core_failure_is_an_error_and_ffmpeg_is_quiet(tmp_path: Path)
     )
     audio = outcome(report, "torchaudio")
     assert audio["status"] == "fails" and audio["dll"] == "libtorchaudio.pyd"
-    assert str(audio["message"]).startswith("fails: OSError [WinError 126]")
+    assert (
+        audio["message"]
+        == "fails: FileNotFoundError: Could not find module '...\\libtorchaudio.pyd' (or one of its dependencies)"
+    )
 
 
 def test_an_ffmpeg_build_found_makes_the_backend_available(tmp_path: Path) -> None:

@@ -335,16 +335,24 @@ def _core_message(step: Step, dll: str, winerror: int | None) -> str:
     if step.loader == IMPORT:
         module = step.feature.rsplit(".", 1)[-1]
         return f'fails: "DLL load failed while importing {module}" (WinError {winerror})'
-    return f'fails: OSError [WinError {winerror}] loading "...\\{dll}" (or one of its dependencies)'
+    kind = "FileNotFoundError" if winerror == 126 else "OSError"
+    return f"fails: {kind}: {_ctypes_error(dll, winerror)}"
 
 
 def _optional_message(step: Step, dll: str, winerror: int | None) -> str:
     if step.feature == "torchvision.io image":
         return (
             'succeeds with UserWarning "Failed to load image Python extension: '
-            f'[WinError {winerror}] ..."; decode_jpeg, read_image ... fail when used'
+            f'{_ctypes_error(dll, winerror)}"; decode_jpeg, read_image ... fail when used'
         )
-    return f"succeeds; {step.feature} fails when first used ([WinError {winerror}] on {dll})"
+    return f"succeeds; {step.feature} fails when first used ({_ctypes_error(dll, winerror)})"
+
+
+def _ctypes_error(dll: str, winerror: int | None) -> str:
+    """How ``ctypes.CDLL`` (under ``torch.ops.load_library``) words a failed load."""
+    if winerror == 126:
+        return f"Could not find module '...\\{dll}' (or one of its dependencies)"
+    return f"[WinError {winerror}] loading '...\\{dll}'"
 
 
 def _unavailable(simulation: PackageSimulation) -> tuple[str, ...]:
