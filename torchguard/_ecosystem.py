@@ -330,7 +330,7 @@ def _core_message(step: Step, dll: str, winerror: int | None) -> str:
     if step.feature == "torchvision._C":
         return (
             'fails: RuntimeError "operator torchvision::nms does not exist" (torchvision '
-            f"swallows the WinError {winerror} of loading {dll})"
+            f"hides why {dll} did not load: WinError {winerror})"
         )
     if step.loader == IMPORT:
         module = step.feature.rsplit(".", 1)[-1]
