@@ -40,6 +40,8 @@ def check(context: CheckContext) -> Iterator[Finding]:
 
 
 def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[Finding]:
+    if not any(r.load is not None and r.load.failures for r in simulation.results):
+        return  # the common case: nothing to word, so its RECORD is not even parsed
     plan = simulation.plan
     owned = {ntpath.basename(p).lower() for p in plan.dist.record_paths()}
     pin = f"{plan.name}=={plan.dist.version}"
