@@ -23,6 +23,7 @@ Every other binary of an extension that imports torch's DLLs is that package's c
 
 from __future__ import annotations
 
+import csv
 import ntpath
 import re
 from collections.abc import Callable, Iterable
@@ -33,6 +34,9 @@ from torchguard._fs import join
 from torchguard._loader import MISSING, Failure, LoaderModel, LoadResult
 from torchguard._pe import PEFacts, PEReadError
 from torchguard._report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
+
+#: A RECORD row of a binary: ``path.pyd,sha256=...,size`` (a quoted path ends ``.pyd",``).
+_BINARY_ROW = re.compile(r"\.(?:pyd|dll)\"?,", re.IGNORECASE)
 
 #: torch's own libraries: what an extension links against.
 _TORCH_DLL = re.compile(r"^(c10|torch)(_[a-z0-9_]+)?\.dll$", re.IGNORECASE)
@@ -115,10 +119,22 @@ def is_torch_dll(name: str) -> bool:
 
 
 def binaries(dist: InstalledDist) -> list[str]:
-    """The ``.pyd``/``.dll`` files its RECORD lists (present or not), in RECORD order."""
+    """The ``.pyd``/``.dll`` files its RECORD lists (present or not), in RECORD order.
+
+    Every analysis asks this of every installed distribution, so the RECORD text is searched
+    before it is parsed: most distributions hold no binary and cost one substring search.
+    """
+    text = dist.distribution.read_text("RECORD")
+    if not text or not _BINARY_ROW.search(text):
+        return []
+    rows = [line for line in text.splitlines() if _BINARY_ROW.search(line)]
+    try:
+        relatives = [row[0] for row in csv.reader(rows) if row and row[0]]
+    except csv.Error:  # a broken RECORD is not a torch extension we can check
+        return []
     return [
         join(dist.site_dir, relative)
-        for relative in dist.record_paths()
+        for relative in relatives
         if relative.lower().endswith((".pyd", ".dll")) and ".." not in relative.split("/")
     ]
 
