@@ -283,3 +283,40 @@ def test_a_warm_scan_reads_no_sibling_binary(
     warm = torchguard.scan([tmp_path / "site"], system32=[tmp_path / "s32"])
     assert warm.packages == cold.packages
     assert [s for s in seen if s.endswith(".pyd")] == []
+
+
+def test_a_new_failure_kind_flows_through_by_its_winerror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a later kind (the loader's missing-symbol WinError 127) gets without new code here."""
+    from torchguard import _loader
+    from torchguard._findings import ERROR, Finding
+    from torchguard._loader import Failure, LoaderModel, LoadResult
+
+    monkeypatch.setitem(_loader.WINERROR, "symbol", 127)
+    monkeypatch.setitem(
+        FAILURE_FINDINGS,
+        "symbol",
+        lambda context, root, failure: Finding(
+            "missing-symbol", ERROR, f"{failure.leaf} lacks a name", dll=root, rank=15
+        ),
+    )
+    real_load = LoaderModel.load
+
+    def load(self: LoaderModel, root: str) -> LoadResult:
+        result = real_load(self, root)
+        if root.lower().endswith("torchvision\\_c.pyd"):
+            result.failures.append(Failure("symbol", "c10.dll", ("_C.pyd", "c10.dll")))
+        return result
+
+    monkeypatch.setattr(LoaderModel, "load", load)
+    report = scan(tmp_path, torchvision())
+    (finding,) = report.findings
+    assert (finding.code, finding.package, finding.severity) == (
+        "missing-symbol",
+        "torchvision",
+        "error",
+    )
+    assert finding.message.startswith("`import torchvision` fails (torchvision._C does not load): ")
+    vision = outcome(report, "torchvision")
+    assert (vision["status"], vision["winerror"]) == ("fails", 127)
