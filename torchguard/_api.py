@@ -70,7 +70,10 @@ def ensure() -> Report:
 
     On Windows: find torch without importing it, register the DLL directories it needs
     (including the ones torch forgets), check the whole DLL closure, and raise the most
-    fundamental :class:`~torchguard.TorchDllError`. A successful result is remembered, so
+    fundamental :class:`~torchguard.TorchDllError`. Errors of torch's siblings and extensions
+    (a finding with ``package`` set) are in the returned report but never raised: ``import
+    torch`` works, and a program that never imports torchvision must not be stopped by it.
+    A successful result is remembered, so
     later calls in the process cost nothing. Elsewhere there is no DLL work: it returns the
     report, raising only when torch is not installed at all.
     """
