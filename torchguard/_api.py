@@ -73,9 +73,9 @@ def ensure() -> Report:
     fundamental :class:`~torchguard.TorchDllError`. Errors of torch's siblings and extensions
     (a finding with ``package`` set) are in the returned report but never raised: ``import
     torch`` works, and a program that never imports torchvision must not be stopped by it.
-    A successful result is remembered, so
-    later calls in the process cost nothing. Elsewhere there is no DLL work: it returns the
-    report, raising only when torch is not installed at all.
+    A successful result is remembered, so later calls in the process cost nothing. Elsewhere
+    there is no DLL work: it returns the report, raising only when torch is not installed at
+    all.
     """
     global _ensured
     if _ensured is not None:
