@@ -320,3 +320,34 @@ def test_a_new_failure_kind_flows_through_by_its_winerror(
     assert finding.message.startswith("`import torchvision` fails (torchvision._C does not load): ")
     vision = outcome(report, "torchvision")
     assert (vision["status"], vision["winerror"]) == ("fails", 127)
+
+
+def test_a_failing_video_reader_is_quiet_but_listed(tmp_path: Path) -> None:
+    """torchvision sets _HAS_VIDEO_OPT = False without a word: no finding, a note."""
+    reader = build_pe([*TORCH, "avcodec-58.dll", *KERNEL])
+    report = scan(tmp_path, torchvision(**{"torchvision/video_reader.pyd": reader}))
+    assert report.findings == ()
+    vision = outcome(report, "torchvision")
+    assert vision["status"] == "ok"
+    assert vision["unavailable"] == [
+        "torchvision.io video_reader backend (video_reader.pyd: WinError 126)"
+    ]
+
+
+def test_an_extension_dll_loaded_with_ctypes_reads_as_ctypes_fails(tmp_path: Path) -> None:
+    ops = companion(
+        "myops",
+        "1.0",
+        {"myops/lib/myops_kernels.dll": build_pe(["torch_cuda.dll", *KERNEL], machine=I386)},
+        {},
+    )
+    report = scan(tmp_path, ops)
+    (finding,) = report.findings
+    assert (finding.code, finding.package, finding.chain) == (
+        "arch-mismatch",
+        "myops",
+        ("myops_kernels.dll",),
+    )
+    mine = outcome(report, "myops")
+    assert (mine["import"], mine["winerror"]) == ("myops", 193)
+    assert mine["message"] == "fails: OSError: [WinError 193] loading '...\\myops_kernels.dll'"
