@@ -130,3 +130,14 @@ def test_torchaudio_without_the_openmp_runtime_fails_its_import(tmp_path: Path) 
     (error,) = report.errors
     assert (error.package, (error.missing or "").lower()) == ("torchaudio", "vcomp140.dll")
     assert error.hints[0].url == "https://aka.ms/vs/17/release/vc_redist.x64.exe"
+
+
+def test_a_broken_torch_blocks_its_siblings(vc_runtime: Path) -> None:
+    """torch 2.4.0 misses libomp140.x86_64.dll: torchvision 0.19.0 never gets to load."""
+    report = torchguard.scan(
+        [wheel("torch", "2.4.0"), *siblings("2.4.0", "torchvision")], system32=[vc_runtime]
+    )
+    assert report.import_torch is not None and not report.import_torch.ok
+    assert all(finding.package is None for finding in report.findings)
+    (vision,) = report.packages
+    assert (vision.name, vision.status) == ("torchvision", "blocked")
