@@ -267,16 +267,16 @@ def test_a_sibling_error_does_not_make_ensure_raise(
 def test_a_warm_scan_reads_no_sibling_binary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchguard import _pipeline
+    from torchguard import _binaries
 
     seen: list[str] = []
-    real = _pipeline._read
+    real = _binaries._read
 
     def counting(tree: object, path: str) -> object:
         seen.append(path.rsplit("\\", 1)[-1])
         return real(tree, path)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_pipeline, "_read", counting)
+    monkeypatch.setattr(_binaries, "_read", counting)
     cold = scan(tmp_path, torchvision(), torchaudio())
     assert "_C.pyd" in seen and "libtorio_ffmpeg6.pyd" in seen
     seen.clear()
