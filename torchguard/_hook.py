@@ -89,7 +89,9 @@ def run_guard() -> None:
     except TorchDllError:
         raise
     except Exception as exc:  # fail open: torchguard's own bugs never block import torch
-        _say(f"internal error ignored, import torch continues: {type(exc).__name__}: {exc}")
+        from torchguard._internal import describe
+
+        _say(f"internal error ignored, import torch continues: {describe(exc)}")
 
 
 def _write_report(data: dict[str, object]) -> None:

@@ -4,7 +4,9 @@ Only headers, import and delay-import DLL names, the linker version and (when pr
 FileVersion are read. A full pefile parse of torch_cpu.dll costs 10-20 s and 1 GB, and pefile's
 symbol-level import parsing silently drops DLL names past ``MAX_IMPORT_SYMBOLS``; so imports are
 read with ``import_dllnames_only=True`` and delay-import names straight from their descriptors.
-Every failure becomes :class:`PEReadError`, never an exception from inside pefile.
+What damaged data really causes (pefile's format error, a short read of a header:
+``struct.error``) becomes :class:`PEReadError`; any other exception is a fault of torchguard's
+own and propagates (``_api`` reports it as an internal error, never as a corrupt DLL).
 """
 
 from __future__ import annotations
@@ -85,13 +87,11 @@ def _parse(source: bytes | mmap.mmap) -> PEFacts:
         pe = pefile.PE(data=source, fast_load=True)
     except pefile.PEFormatError as exc:
         raise PEReadError(f"not a valid PE image: {exc.value}") from None
-    except Exception as exc:  # pefile raises bare Exception for I/O and mmap failures
-        raise PEReadError(f"cannot read the image: {exc}") from None
+    except struct.error as exc:
+        raise PEReadError(f"not a valid PE image: {exc}") from None
     try:
         return _facts(pe)
-    except PEReadError:
-        raise
-    except Exception as exc:
+    except (pefile.PEFormatError, struct.error) as exc:
         raise PEReadError(f"malformed image: {exc}") from None
 
 
@@ -111,7 +111,10 @@ def read_pe_stream(stream: IO[bytes], size: int) -> PEFacts:
     ranges = _needed_ranges(head, size)
     if ranges is None:  # an unusual layout: read everything
         return read_pe(head + stream.read())
-    buffer = mmap.mmap(-1, size)
+    try:
+        buffer = mmap.mmap(-1, size)
+    except (OSError, OverflowError, ValueError) as exc:  # a size no memory can hold
+        raise PEReadError(f"cannot hold {size} bytes: {exc}") from None
     try:
         buffer[: len(head)] = head
         position, end = len(head), max(stop for _, stop in ranges)
@@ -201,9 +204,15 @@ def _facts(pe: pefile.PE) -> PEFacts:
         directories=[entries["IMAGE_DIRECTORY_ENTRY_IMPORT"]], import_dllnames_only=True
     )
     imports = _unique(_decode(entry.dll) for entry in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()))
-    import_dir = pe.OPTIONAL_HEADER.DATA_DIRECTORY[entries["IMAGE_DIRECTORY_ENTRY_IMPORT"]]
+    import_dir = _directory(pe, entries["IMAGE_DIRECTORY_ENTRY_IMPORT"])
     unreadable = any("import" in warning.lower() for warning in pe.get_warnings())
-    if import_dir.VirtualAddress and not imports and import_dir.Size >= 20 and unreadable:
+    if (
+        import_dir
+        and import_dir.VirtualAddress
+        and not imports
+        and import_dir.Size >= 20
+        and unreadable
+    ):
         raise PEReadError("the import directory cannot be read")
     delay = _delay_import_names(pe)
     lowered = {name.lower() for name in imports}
@@ -222,9 +231,8 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
     """Delay-import DLL names read from the descriptors (pefile would parse every symbol)."""
     import pefile
 
-    index = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]
-    directory = pe.OPTIONAL_HEADER.DATA_DIRECTORY[index]
-    rva = int(directory.VirtualAddress)
+    directory = _directory(pe, pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"])
+    rva = int(directory.VirtualAddress) if directory else 0
     if not rva:
         return ()
     names: list[str] = []
@@ -243,7 +251,7 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
             name_rva -= int(pe.OPTIONAL_HEADER.ImageBase)  # pre-VC6 descriptors hold VAs
         try:
             name = pe.get_string_at_rva(name_rva, _MAX_NAME)
-        except Exception:
+        except (pefile.PEFormatError, struct.error):
             name = b""
         if name:
             names.append(_decode(name))
@@ -255,7 +263,8 @@ def _file_version(pe: pefile.PE) -> tuple[int, int, int, int] | None:
     import pefile
 
     index = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]
-    if not pe.OPTIONAL_HEADER.DATA_DIRECTORY[index].VirtualAddress:
+    directory = _directory(pe, index)
+    if not directory or not directory.VirtualAddress:
         return None
     try:
         pe.parse_data_directories(directories=[index])
@@ -264,9 +273,15 @@ def _file_version(pe: pefile.PE) -> tuple[int, int, int, int] | None:
             return None
         fixed = info[0]
         ms, ls = int(fixed.FileVersionMS), int(fixed.FileVersionLS)
-    except Exception:
+    except (pefile.PEFormatError, struct.error):
         return None
     return (ms >> 16, ms & 0xFFFF, ls >> 16, ls & 0xFFFF)
+
+
+def _directory(pe: pefile.PE, index: int) -> Any:
+    """Data directory ``index``, or None when the header declares fewer directories."""
+    table = pe.OPTIONAL_HEADER.DATA_DIRECTORY
+    return table[index] if index < len(table) else None
 
 
 def _decode(raw: bytes | str) -> str:

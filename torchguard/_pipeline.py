@@ -9,7 +9,7 @@ from collections.abc import Callable
 from torchguard._cache import FactsCache, cache_dir, host_key, member_key
 from torchguard._dists import find_dists
 from torchguard._findings import ERROR, Finding
-from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, WinTree, ZipMember
+from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, MemberStream, WinTree, ZipMember
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
 from torchguard._locate import companions, locate_torch, related
@@ -78,12 +78,16 @@ def _read(tree: WinTree, path: str) -> PEFacts | PEReadError:
         if isinstance(entry, HostFile):
             return read_pe(entry.path)
         if isinstance(entry, ZipMember):
-            with tree.archive(entry.archive).open(entry.member) as stream:
-                return read_pe_stream(stream, entry.size)
+            try:
+                archive = tree.archive(entry.archive)
+            except ZIP_ERRORS as exc:
+                return PEReadError(f"cannot read the file: {exc}")
+            with MemberStream(archive, entry.member) as stream:
+                return read_pe_stream(stream, entry.size)  # type: ignore[arg-type]
         return read_pe(tree.read_entry(entry))
     except PEReadError as exc:
         return exc
-    except (*ZIP_ERRORS, MemoryError) as exc:
+    except (OSError, MemoryError) as exc:  # I/O and zip damage only: see MemberStream
         return PEReadError(f"cannot read the file: {exc}")
 
 
