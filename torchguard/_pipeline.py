@@ -13,6 +13,7 @@ from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, MemberStream, WinT
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
 from torchguard._locate import companions, locate_torch, related
+from torchguard._machine import label
 from torchguard._pe import PEFacts, PEReadError, read_pe, read_pe_stream
 from torchguard._plan import plan_directories
 from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
@@ -100,8 +101,13 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         "version": f"{interpreter.version[0]}.{interpreter.version[1]}",
         "executable": interpreter.executable,
         "app_dir": interpreter.app_dir,
+        "machine": label(interpreter.machine),
     }
-    hint_base = HintContext(python_cmd=system.python_cmd, python_version=interpreter.version)
+    hint_base = HintContext(
+        python_cmd=system.python_cmd,
+        python_version=interpreter.version,
+        python_machine=interpreter.machine,
+    )
     if system.torch_package_dir is None:
         return Report(findings=(torch_not_found(hint_base),), mode=_mode(system), python=python)
     dists = find_dists(system.tree, interpreter.site_dirs)
@@ -143,6 +149,7 @@ def analyze(system: System, *, cwd: str | None = None) -> Report:
         cuda=torch.cuda,
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
+        python_machine=interpreter.machine,
     )
     context = CheckContext(system, torch, plan, guarded, unguarded, hints, facts, dists)
     findings = run_rules(context)
