@@ -248,3 +248,51 @@ def test_cli_install_refusal_message(
     err = capsys.readouterr().err
     assert "cannot change" in err and "--user" in err
     assert blocker.read_text() == "x"
+
+
+COUNT = "count = lambda: sum(type(f).__name__ == 'TorchImportWatcher' for f in sys.meta_path)\n"
+
+
+def test_install_hook_never_stacks_a_second_watcher_beside_the_pth_one(tmp_path: Path) -> None:
+    code = (
+        "import sys\n" + COUNT + "print(count())\n"
+        "import torchguard, torchguard._boot as boot\n"
+        "a = torchguard.install_hook(); b = torchguard.install_hook()\n"
+        "boot.activate()  # the .start entry point, had it run too\n"
+        "print(count(), a.watcher is b.watcher, type(a.watcher) is boot.TorchImportWatcher)\n"
+        "a.uninstall()\nprint(count(), a.installed)\n"
+        "c = torchguard.install_hook()\nprint(count(), c.installed)\n"
+    )
+    result = run(code, tmp_path)
+    # 1 from the .pth line; install_hook() adopts it (a class of its own, from the same
+    # source); after uninstalling, install_hook() adds exactly one.
+    assert result.stdout.split() == ["1", "1", "True", "False", "0", "False", "1", "True"], (
+        result.stderr
+    )
+
+
+def test_pth_watcher_is_boot_s_source_and_survives_a_removed_torchguard(tmp_path: Path) -> None:
+    """torchguard uninstalled, its .pth left behind: import torch works, silently."""
+    torch_root = stand_in_torch(tmp_path / "torch-root")
+    prelude = f"import site; site.addsitedir({str(hooked_site(tmp_path))!r})\n"
+    code = prelude + "import sys\n" + COUNT + "print(count())\nimport torch\nprint(count())\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHGUARD")}
+    env["PYTHONPATH"] = str(torch_root)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.stdout.split() == ["1", "stand-in", "torch", "imported", "0"], result.stderr
+    assert result.stderr == ""
+
+
+def test_boot_activate_honours_off_and_installs_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchguard import _boot
+
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setenv("TORCHGUARD", "off")
+    _boot.activate()
+    assert _boot.installed_watcher() is None
+    monkeypatch.setenv("TORCHGUARD", "strict")
+    _boot.activate()
+    _boot.activate()
+    assert sum(type(f).__name__ == "TorchImportWatcher" for f in sys.meta_path) == 1
