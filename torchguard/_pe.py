@@ -207,7 +207,7 @@ def _facts(pe: pefile.PE) -> PEFacts:
     import_dir = _directory(pe, entries["IMAGE_DIRECTORY_ENTRY_IMPORT"])
     unreadable = any("import" in warning.lower() for warning in pe.get_warnings())
     if (
-        import_dir
+        import_dir is not None
         and import_dir.VirtualAddress
         and not imports
         and import_dir.Size >= 20
@@ -232,7 +232,7 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
     import pefile
 
     directory = _directory(pe, pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"])
-    rva = int(directory.VirtualAddress) if directory else 0
+    rva = int(directory.VirtualAddress) if directory is not None else 0
     if not rva:
         return ()
     names: list[str] = []
@@ -264,7 +264,7 @@ def _file_version(pe: pefile.PE) -> tuple[int, int, int, int] | None:
 
     index = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]
     directory = _directory(pe, index)
-    if not directory or not directory.VirtualAddress:
+    if directory is None or not directory.VirtualAddress:
         return None
     try:
         pe.parse_data_directories(directories=[index])
