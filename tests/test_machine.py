@@ -110,3 +110,24 @@ def test_x86_python_is_told_torch_needs_64_bit(tmp_path: Path) -> None:
 def test_x64_python_hint_is_unchanged() -> None:
     (hint,) = for_arch("asmjit.dll", HintContext(python_version=(3, 11)), "x86")
     assert "64-bit x64 Python" in hint.summary and ARM64_INDEX not in " ".join(hint.commands)
+
+
+@pytest.mark.parametrize(("machine", "cpu"), [(AMD64, "x64"), (I386, "x86"), (ARM64, "arm64")])
+def test_vc_redist_hint_fits_the_python_cpu(machine: int, cpu: str) -> None:
+    from torchguard._hints import vc_redist
+
+    hint = vc_redist(HintContext(python_machine=machine), "vcruntime140_threads.dll")
+    assert f"Redistributable ({cpu})" in hint.summary
+    assert hint.commands == (
+        f"winget install --id Microsoft.VCRedist.2015+.{cpu} --exact",
+        f"winget upgrade --id Microsoft.VCRedist.2015+.{cpu} --exact",
+    )
+    assert hint.url == f"https://aka.ms/vs/17/release/vc_redist.{cpu}.exe"
+
+
+def test_arm64_scan_without_the_runtime_points_at_the_arm64_redistributable(
+    tmp_path: Path,
+) -> None:
+    report = torchguard.scan([FakeTorch(platform="win_arm64").write(tmp_path / "site")])
+    finding = next(f for f in report.errors if f.missing == "MSVCP140.dll")
+    assert finding.hints[0].commands[0].endswith("Microsoft.VCRedist.2015+.arm64 --exact")

@@ -13,7 +13,6 @@ from torchguard._findings import RepairHint
 from torchguard._locate import split_local
 from torchguard._machine import ARM64, X64, X86, label
 
-VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
 VC_RUNTIME = frozenset(
     {
         "msvcp140.dll",
@@ -82,19 +81,33 @@ def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
     )
 
 
+def redist_cpu(ctx: HintContext) -> str:
+    """The VC++ redistributable's CPU the running Python needs: x86, x64 or arm64."""
+    return {X86: "x86", ARM64: "arm64"}.get(ctx.python_machine, "x64")
+
+
+def redist_url(ctx: HintContext) -> str:
+    return f"https://aka.ms/vs/17/release/vc_redist.{redist_cpu(ctx)}.exe"
+
+
+def winget_redist(ctx: HintContext, verb: str) -> str:
+    return f"winget {verb} --id Microsoft.VCRedist.2015+.{redist_cpu(ctx)} --exact"
+
+
 def vc_redist(ctx: HintContext, name: str) -> RepairHint:
     newer = name in VC_RUNTIME_14_40
     summary = (
-        f"{name} ships with the Microsoft Visual C++ 2015-2022 Redistributable (x64)"
+        f"{name} ships with the Microsoft Visual C++ 2015-2022 Redistributable "
+        f"({redist_cpu(ctx)})"
         + (", version 14.40 or newer" if newer else "")
         + "; install or update it"
     )
-    commands = ["winget install --id Microsoft.VCRedist.2015+.x64 --exact"]
+    commands = [winget_redist(ctx, "install")]
     if newer:
-        commands.append("winget upgrade --id Microsoft.VCRedist.2015+.x64 --exact")
+        commands.append(winget_redist(ctx, "upgrade"))
     if ctx.conda:
         commands.append("conda install -c conda-forge vc14_runtime")
-    return RepairHint(summary, tuple(commands), VC_REDIST_URL)
+    return RepairHint(summary, tuple(commands), redist_url(ctx))
 
 
 def for_missing(name: str, ctx: HintContext, torch_owned: bool) -> tuple[RepairHint, ...]:
