@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from torchguard._cache import FactsCache, host_key, member_key
-from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, WinTree, ZipMember
+from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, MemberStream, WinTree, ZipMember
 from torchguard._pe import PEFacts, PEImage, PEReadError, read_image, read_image_stream
 from torchguard._symbols import NotKept, Symbol, SymbolTables
 
@@ -54,7 +54,11 @@ class Gap:
 
 
 def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
-    """Read one file of the tree, facts and symbol tables; damage becomes PEReadError."""
+    """Read one file of the tree, facts and symbol tables; damage becomes PEReadError.
+
+    Zip errors are caught only around zipfile's own calls (:class:`MemberStream`), so an
+    error of the readers themselves propagates as the bug it is.
+    """
     entry = tree.entry(path)
     if entry is None:
         return PEReadError("the file disappeared while it was being checked")
@@ -65,14 +69,18 @@ def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
             return read_image(entry.path, symbols=True)
         if isinstance(entry, ZipMember):
             try:
-                with tree.archive(entry.archive).open(entry.member) as stream:
-                    return read_image_stream(stream, entry.size, symbols=True)
+                archive = tree.archive(entry.archive)
+            except ZIP_ERRORS as exc:
+                return PEReadError(f"cannot read the file: {exc}")
+            try:
+                with MemberStream(archive, entry.member) as stream:
+                    return read_image_stream(stream, entry.size, symbols=True)  # type: ignore[arg-type]
             except NotKept:  # a table in a code section: inflate the whole member
                 return read_image(tree.read_entry(entry), symbols=True)
         return read_image(tree.read_entry(entry), symbols=True)
     except PEReadError as exc:
         return exc
-    except (*ZIP_ERRORS, MemoryError) as exc:
+    except (OSError, MemoryError) as exc:  # I/O and zip damage only: see MemberStream
         return PEReadError(f"cannot read the file: {exc}")
 
 

@@ -14,16 +14,32 @@ import sysconfig
 from typing import IO
 
 from torchguard._fs import WinTree
-from torchguard._system import AMD64, Interpreter, System
-
-_MACHINES = {"AMD64": AMD64, "X86": 0x14C, "ARM64": 0xAA64, "x86_64": AMD64}
-
+from torchguard._machine import interpreter_machine
+from torchguard._system import Interpreter, System
 
 _ONLY_WINDOWS = "only available on Windows"
 
 
 def process_image_dir() -> str:
     """python.exe's real folder (the base interpreter's in a venv): the loader's app dir."""
+    return ntpath.dirname(process_image())
+
+
+def python_machine() -> int:
+    """The CPU this interpreter is built for: its own image's PE header, never the host's.
+
+    The process image (the base python.exe, even in a venv) first, then ``sys.executable``,
+    then ``sysconfig.get_platform()``. ``platform.machine()`` is not asked: it names the host
+    CPU, so an x64 Python on Windows on ARM would read as ARM64.
+    """
+    images = [sys.executable] if sys.executable else []
+    if sys.platform == "win32":
+        images.insert(0, process_image())
+    return interpreter_machine(images, sysconfig.get_platform())
+
+
+def process_image() -> str:
+    """The running process's image file (python.exe, or an embedding program)."""
     if sys.platform != "win32":
         raise NotImplementedError(_ONLY_WINDOWS)
     import ctypes
@@ -36,7 +52,7 @@ def process_image_dir() -> str:
     length = kernel32.GetModuleFileNameW(None, buffer, size)
     if not length:
         raise ctypes.WinError(ctypes.get_last_error())
-    return ntpath.dirname(buffer.value)
+    return buffer.value
 
 
 def system_directory() -> str:
@@ -143,13 +159,11 @@ def live_windows() -> System:
     """The running process as a :class:`System` (Windows only)."""
     if sys.platform != "win32":
         raise NotImplementedError(_ONLY_WINDOWS)
-    import platform
-
     app_dir = process_image_dir()
     version = sys.version_info
     interpreter = Interpreter(
         version=(version[0], version[1]),
-        machine=_MACHINES.get(platform.machine(), AMD64),
+        machine=python_machine(),
         executable=sys.executable,
         prefix=sys.prefix,
         exec_prefix=sys.exec_prefix,

@@ -5,7 +5,8 @@ from pefile with ``fast_load`` and DLL names only: a full parse of torch_cpu.dll
 and 1 GB, and pefile's symbol-level parsing silently drops DLL names past
 ``MAX_IMPORT_SYMBOLS``. Symbol tables (every imported and exported name) come from
 :mod:`torchguard._symbols`, from the same bytes. Only what a damaged file really causes
-becomes :class:`PEReadError`; any other exception is a bug of torchguard's and propagates.
+becomes :class:`PEReadError`; any other exception is a fault of torchguard's own and propagates
+(``_api`` reports it as an internal error, never as a corrupt DLL).
 """
 
 from __future__ import annotations
@@ -146,7 +147,10 @@ def read_image_stream(stream: IO[bytes], size: int, *, symbols: bool = False) ->
     ranges = kept_ranges(head, size)
     if ranges is None:  # an unusual layout: read everything
         return read_image(head + stream.read(), symbols=symbols)
-    buffer = mmap.mmap(-1, size)
+    try:
+        buffer = mmap.mmap(-1, size)
+    except (OSError, OverflowError, ValueError) as exc:  # a size no memory can hold
+        raise PEReadError(f"cannot hold {size} bytes: {exc}") from None
     try:
         buffer[: len(head)] = head
         position, end = len(head), max(stop for _, stop in ranges)
@@ -253,7 +257,7 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
             name_rva -= int(pe.OPTIONAL_HEADER.ImageBase)  # pre-VC6 descriptors hold VAs
         try:
             name = pe.get_string_at_rva(name_rva, _MAX_NAME)
-        except pefile.PEFormatError:
+        except (pefile.PEFormatError, struct.error):
             name = b""
         if name:
             names.append(_decode(name))

@@ -14,6 +14,7 @@ from torchguard._fs import WinTree
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
 from torchguard._locate import TorchInstall, companions, locate_torch, related
+from torchguard._machine import label
 from torchguard._pe import PEFacts
 from torchguard._plan import plan_directories
 from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
@@ -49,7 +50,11 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     clock = _Clock()
     interpreter = system.interpreter
     if system.torch_package_dir is None:
-        hints = HintContext(python_cmd=system.python_cmd, python_version=interpreter.version)
+        hints = HintContext(
+            python_cmd=system.python_cmd,
+            python_version=interpreter.version,
+            python_machine=interpreter.machine,
+        )
         return Report(
             findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
         )
@@ -135,6 +140,7 @@ def _hints(system: System, torch: TorchInstall) -> HintContext:
         cuda=torch.cuda,
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
+        python_machine=interpreter.machine,
     )
 
 
@@ -144,6 +150,7 @@ def _python(system: System) -> dict[str, str]:
         "version": f"{interpreter.version[0]}.{interpreter.version[1]}",
         "executable": interpreter.executable,
         "app_dir": interpreter.app_dir,
+        "machine": label(interpreter.machine),
     }
 
 

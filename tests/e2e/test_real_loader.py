@@ -13,6 +13,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import ntpath
 import subprocess
 import zipfile
 from collections.abc import Callable, Iterator
@@ -368,3 +369,65 @@ def test_doctor_json_on_windows(wine_env: WineEnv) -> None:
     assert data["import_torch"] == {"ok": False, "winerror": 126, "dll": "shm.dll"}
     assert data["python"]["app_dir"].lower().endswith("python311")
     assert any(d["path"].lower().endswith("torch\\lib") for d in data["dll_directories"])
+
+
+_PYTHON_DIR = "python311"
+LIVE = """
+import json, ntpath, os, platform, sys
+import torchguard
+from torchguard import _live, _register
+from torchguard._machine import file_machine
+image = _live.process_image()
+loaded = _live.loaded_modules()
+report = torchguard.ensure()
+system = _live.live_windows()
+system.close()
+print("TG-JSON " + json.dumps({
+    "image": image, "image_machine": file_machine(image), "python_machine": _live.python_machine(),
+    "host": platform.machine(), "interpreter_machine": system.interpreter.machine,
+    "report_machine": report.python.get("machine"),
+    "python_dll": loaded.get("python311.dll"), "kernel32": loaded.get("kernel32.dll"),
+    "known": sorted(_live.known_dlls()), "system32": _live.system_directory(),
+    "app_dir": _live.process_image_dir(), "registered": _register.registered(),
+    "torch_dir": _live.torch_package_dir(),
+}))
+"""
+
+
+def test_live_facts_come_from_the_running_windows_process(wine_env: WineEnv) -> None:
+    """_live for real: the interpreter's CPU from its own image, loaded modules, directories."""
+    site = wine_env.make_scenario_site("live-facts")
+    data = parse(wine_env.run(LIVE, site))
+    image = str(data["image"]).lower()
+    assert image.endswith("python.exe") and _PYTHON_DIR in image
+    assert data["image_machine"] == data["python_machine"] == 0x8664  # x64 embeddable CPython
+    assert data["interpreter_machine"] == 0x8664 and data["report_machine"] == "x64"
+    assert str(data["python_dll"]).lower().startswith(str(data["app_dir"]).lower())
+    assert str(data["kernel32"]).lower().startswith(str(data["system32"]).lower())
+    assert "ntdll.dll" in data["known"]  # type: ignore[operator]
+    torch_lib = ntpath.join(str(data["torch_dir"]), "lib")
+    registered = [ntpath.normcase(p) for p in data["registered"]]  # type: ignore[attr-defined]
+    assert ntpath.normcase(torch_lib) in registered
+
+
+PLANTED_HOOK = """
+import json, pefile
+def boom(*args, **kwargs):
+    raise TypeError("planted fault")
+pefile.PE.parse_data_directories = boom
+import torch
+print("TG-JSON " + json.dumps({"ok": bool((torch.ones(2) * 2).sum() == 4)}))
+"""
+
+
+def test_hook_fails_open_on_a_planted_fault_in_real_windows(wine_env: WineEnv) -> None:
+    """A fault inside pefile, met by the real ensure() in a real Windows process."""
+    from torchguard._hook import write_hook_files
+
+    site = wine_env.make_scenario_site("hook-planted-fault")
+    write_hook_files(site)
+    result = wine_env.run(PLANTED_HOOK, site, env={"TORCHGUARD_CACHE": "off"})  # read every DLL
+    assert parse(result) == {"ok": True}
+    lines = [line for line in result.stderr.splitlines() if line.startswith("torchguard:")]
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert "internal error ignored" in lines[0] and "planted fault" in lines[0]

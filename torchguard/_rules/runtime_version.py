@@ -128,14 +128,12 @@ def _repair(
 ) -> tuple[RepairHint, ...]:
     name = resolution.name.lower()
     path = resolution.path or ""
+    ctx = context.hints
     redist = RepairHint(
-        f"install the latest Microsoft Visual C++ Redistributable (x64), {toolset[0]}."
-        f"{toolset[1] // 10 * 10} or newer",
-        (
-            "winget upgrade --id Microsoft.VCRedist.2015+.x64 --exact",
-            "winget install --id Microsoft.VCRedist.2015+.x64 --exact",
-        ),
-        _hints.VC_REDIST_URL,
+        f"install the latest Microsoft Visual C++ Redistributable ({_hints.redist_cpu(ctx)}), "
+        f"{toolset[0]}.{toolset[1] // 10 * 10} or newer",
+        (_hints.winget_redist(ctx, "upgrade"), _hints.winget_redist(ctx, "install")),
+        _hints.redist_url(ctx),
     )
     source = _source(context, resolution)
     if source == SYSTEM32:
