@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from torchguard._findings import Finding
 from torchguard._rules import (
     closure,
+    cpu_build,
     cuda_driver,
     dll_dirs,
     pairing,
@@ -28,6 +29,7 @@ RULES: tuple[Rule, ...] = (
     path_fallback.check,
     runtime_version.check,
     cuda_driver.check,
+    cpu_build.check,
     path_hazards.check,
     pairing.check,
 )
