@@ -130,13 +130,13 @@ def test_driver_too_old_for_every_build_of_the_release(tmp_path: Path) -> None:
 
 
 def test_release_newer_than_the_table_uses_the_newest_row(tmp_path: Path) -> None:
-    report = scan(tmp_path, "9.1.0", (32, 0, 15, 8157))  # 581.57
+    report = scan(tmp_path, "2.15.0", (32, 0, 15, 8157))  # 581.57; no source covers 2.15 yet
     (finding,) = report.findings
     assert "table ends at" in finding.hints[0].summary
     assert (
         finding.hints[0]
         .commands[0]
-        .endswith("torch==9.1.0 --index-url https://download.pytorch.org/whl/cu130")
+        .endswith("torch==2.15.0 --index-url https://download.pytorch.org/whl/cu132")
     )
 
 

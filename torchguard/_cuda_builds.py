@@ -3,9 +3,10 @@
 Kept as data, one row per release series with where it comes from. Every patch release of a
 series was published for the same variants. The Windows rows come from PyTorch's "previous
 versions" page (pytorch.org/get-started/previous-versions, whose commands are under "Linux and
-Windows"), the 2.10 row from PyTorch's wheel-variants announcement, and the 2.11 row from the
-release compatibility matrix in pytorch/pytorch's RELEASE.md (all platforms: Windows wheels
-there are not confirmed separately). Official conda packages (``-c pytorch -c nvidia``,
+Windows"), the 2.10 row from PyTorch's wheel-variants announcement, the 2.11 to 2.14 rows from
+the release compatibility matrix in pytorch/pytorch's RELEASE.md (stable and experimental CUDA
+of each release; for 2.12 to 2.14 its CUDA support matrix names them "for Linux x86 and Windows
+builds"). No source seen covers 2.15 yet. Official conda packages (``-c pytorch -c nvidia``,
 ``pytorch-cuda=X.Y``) stop after 2.5 (pytorch/pytorch#138506).
 """
 
@@ -15,11 +16,17 @@ from dataclasses import dataclass
 
 PREVIOUS_VERSIONS_URL = "https://pytorch.org/get-started/previous-versions/"
 _PREVIOUS = "pytorch.org/get-started/previous-versions, v{} (Linux and Windows wheels)"
+_MATRIX = (
+    "pytorch/pytorch RELEASE.md (2026), compatibility matrix row {}: stable + experimental CUDA"
+)
+_WINDOWS = "; its CUDA support matrix for 2.12-2.14 names 12.6.3, 13.0.2, 13.2.1 for Windows builds"
 
 Cuda = tuple[int, int]
 Driver = tuple[int, int]
 
-#: CUDA (major, minor) -> minimum Windows x86_64 driver (major, minor), GA releases.
+#: CUDA (major, minor) -> minimum Windows x86_64 driver (major, minor), GA releases: NVIDIA's CUDA
+#: toolkit release notes, table 3 (CUDA 13.2 Update 2 edition). CUDA 13 lists no Windows value,
+#: so 13.x takes the r580 floor of NVIDIA's minor-version compatibility table.
 MINIMUM_DRIVER: dict[tuple[int, int], tuple[int, int]] = {
     (11, 0): (451, 48),
     (11, 1): (456, 38),
@@ -40,6 +47,8 @@ MINIMUM_DRIVER: dict[tuple[int, int], tuple[int, int]] = {
     (12, 8): (570, 65),
     (12, 9): (576, 2),
     (13, 0): (580, 0),
+    (13, 1): (580, 0),
+    (13, 2): (580, 0),
 }
 
 
@@ -88,12 +97,23 @@ RELEASES: tuple[Release, ...] = (
         "dev-discuss.pytorch.org 'Wheel variants for PyTorch release 2.10 published': "
         "CUDA 12.6, 12.8 and 13.0 for Windows x86",
     ),
+    Release((2, 11), ("2.11.0",), ((12, 6), (12, 8), (13, 0)), False, _MATRIX.format("2.11")),
     Release(
-        (2, 11),
-        ("2.11.0",),
-        ((12, 6), (12, 8), (13, 0)),
+        (2, 12),
+        ("2.12.0", "2.12.1"),
+        ((12, 6), (13, 0), (13, 2)),
         False,
-        "pytorch/pytorch RELEASE.md, release compatibility matrix row 2.11 (all platforms)",
+        _MATRIX.format("2.12") + _WINDOWS,
+    ),
+    Release(
+        (2, 13), ("2.13.0",), ((12, 6), (13, 0), (13, 2)), False, _MATRIX.format("2.13") + _WINDOWS
+    ),
+    Release(
+        (2, 14),
+        ("2.14.0", "2.14.1"),
+        ((12, 6), (13, 0), (13, 2)),
+        False,
+        _MATRIX.format("2.14") + _WINDOWS,
     ),
 )
 
