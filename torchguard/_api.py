@@ -102,12 +102,14 @@ def scan(
     *,
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
+    gpus: Iterable[str] = (),
 ) -> Report:
     """Diagnose a Windows install offline, from any OS.
 
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
-    ``python_dir`` stands for python.exe's folder. Raises :class:`ValueError` (a
+    ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
+    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``). Raises :class:`ValueError` (a
     ``TargetError``) when a target cannot be read.
     """
     if isinstance(targets, (str, bytes, os.PathLike)):
@@ -124,6 +126,7 @@ def scan(
         paths,
         system32_dirs=[os.fspath(d) for d in system32],
         python_dir=os.fspath(python_dir) if python_dir is not None else None,
+        gpus=[str(g) for g in gpus],
     )
     try:
         return analyze(system)

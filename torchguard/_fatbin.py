@@ -54,7 +54,11 @@ class FatbinArchs:
 
 def parse_fatbin(data: bytes | memoryview) -> FatbinArchs:
     """The architectures in a run of fatbin containers (an ``.nv_fatb`` section's bytes)."""
-    view = memoryview(data)
+    with memoryview(data) as view:
+        return _parse(view)
+
+
+def _parse(view: memoryview) -> FatbinArchs:
     size = len(view)
     sass: set[int] = set()
     ptx: set[int] = set()
@@ -123,7 +127,10 @@ def read_dll_archs(path: str) -> FatbinArchs | None:
             handle.seek(0, 2)
             if offset + size > handle.tell():
                 raise FatbinError(f"truncated: .nv_fatb ends past the end of {path}")
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError as exc:  # e.g. a file that cannot be mapped
+                raise FatbinError(f"cannot map {path}: {exc}") from exc
             with mapped, memoryview(mapped) as view, view[offset : offset + size] as section:
                 return parse_fatbin(section)
     except OSError as exc:

@@ -13,6 +13,7 @@ import sys
 import sysconfig
 
 from torchguard._fs import WinTree
+from torchguard._gpus import DisplayAdapter
 from torchguard._system import AMD64, Interpreter, System
 
 _MACHINES = {"AMD64": AMD64, "X86": 0x14C, "ARM64": 0xAA64, "x86_64": AMD64}
@@ -117,6 +118,57 @@ def loaded_modules() -> dict[str, str]:
     return found
 
 
+#: The display adapter device class; each numbered subkey is one installed adapter.
+_DISPLAY_CLASS = r"SYSTEM\CurrentControlSet\Control\Class\{4d36e968-e325-11ce-bfc1-08002be10318}"
+
+
+def display_adapters() -> tuple[DisplayAdapter, ...]:
+    """The display adapters' driver descriptions and PCI hardware ids, from the registry.
+
+    Reads the device class key only: no CUDA initialisation, no driver DLL loaded.
+    """
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import winreg
+
+    found: list[DisplayAdapter] = []
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _DISPLAY_CLASS) as key:
+            index = 0
+            while True:
+                try:
+                    sub = winreg.EnumKey(key, index)
+                except OSError:
+                    break
+                index += 1
+                if not sub.isdigit():
+                    continue  # "Properties" and the like
+                try:
+                    with winreg.OpenKey(key, sub) as adapter:
+                        name = _reg_string(adapter, "DriverDesc")
+                        hardware = _reg_string(adapter, "MatchingDeviceId")
+                except OSError:
+                    continue
+                if name or hardware:
+                    found.append(DisplayAdapter(name, hardware))
+    except OSError:
+        return ()
+    return tuple(found)
+
+
+def _reg_string(key: object, name: str) -> str:
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import winreg
+
+    assert isinstance(key, winreg.HKEYType)
+    try:
+        value, kind = winreg.QueryValueEx(key, name)
+    except OSError:
+        return ""
+    return value if kind == winreg.REG_SZ and isinstance(value, str) else ""
+
+
 def _site_dirs() -> tuple[str, ...]:
     seen: dict[str, str] = {}
     for entry in sys.path:
@@ -172,4 +224,5 @@ def live_windows() -> System:
         live=True,
         torch_package_dir=torch_package_dir(),
         python_cmd=f'"{executable}"' if " " in executable else executable,
+        display_adapters=display_adapters(),
     )

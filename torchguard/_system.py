@@ -16,6 +16,7 @@ from functools import cache
 from importlib import resources
 
 from torchguard._fs import AssumedFile, WinTree, join
+from torchguard._gpus import DisplayAdapter
 from torchguard._wheel import WheelError, mount_wheel, wheel_python_tag
 
 AMD64 = 0x8664
@@ -58,6 +59,8 @@ class System:
     live: bool
     torch_package_dir: str | None
     python_cmd: str = "python"
+    display_adapters: tuple[DisplayAdapter, ...] = ()
+    """The machine's display adapters (live: the registry; offline: as given)."""
 
     def close(self) -> None:
         self.tree.close()
@@ -83,6 +86,7 @@ def offline_windows(
     *,
     system32_dirs: Sequence[str] = (),
     python_dir: str | None = None,
+    gpus: Sequence[str] = (),
 ) -> System:
     """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
 
@@ -90,6 +94,7 @@ def offline_windows(
     python.org layout for the wheel's Python (``python3XY.dll``, ``vcruntime140.dll`` and
     ``vcruntime140_1.dll``, no ``msvcp140.dll``). System32 holds the DLLs every Windows 10/11
     x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs``.
+    ``gpus`` names the machine's display adapters (``"NVIDIA GeForce RTX 5090"``).
     Raises :class:`TargetError` for a target or folder that cannot be read.
     """
     from torchguard._locate import find_torch_package
@@ -145,6 +150,7 @@ def offline_windows(
         live=False,
         torch_package_dir=package_dir,
         python_cmd=f"py -{version[0]}.{version[1]}",
+        display_adapters=tuple(DisplayAdapter(name) for name in gpus),
     )
 
 

@@ -14,6 +14,7 @@ from torchguard._rules import (
     cpu_build,
     cuda_driver,
     dll_dirs,
+    gpu_arch,
     pairing,
     path_fallback,
     path_hazards,
@@ -30,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     runtime_version.check,
     cuda_driver.check,
     cpu_build.check,
+    gpu_arch.check,
     path_hazards.check,
     pairing.check,
 )
