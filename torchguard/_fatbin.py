@@ -94,22 +94,15 @@ def _parse(view: memoryview) -> FatbinArchs:
 
 def nv_fatb_span(head: bytes) -> tuple[int, int] | None:
     """(file offset, size) of the ``.nv_fatb`` section from a PE's first bytes; None if absent."""
+    from torchguard._sections import SectionTableError, section_table
+
     try:
-        if head[:2] != b"MZ":
-            raise FatbinError("not a PE image (no MZ signature)")
-        (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
-        if head[e_lfanew : e_lfanew + 4] != b"PE\0\0":
-            raise FatbinError("not a PE image (no PE signature)")
-        sections, optional_size = struct.unpack_from("<H12xH", head, e_lfanew + 6)
-        table = e_lfanew + 24 + optional_size
-        for index in range(sections):
-            name, _vsize, _rva, raw_size, raw_pointer = struct.unpack_from(
-                "<8sIIII", head, table + 40 * index
-            )
-            if name.rstrip(b"\0") == b".nv_fatb":
-                return raw_pointer, raw_size
-    except struct.error as exc:
-        raise FatbinError("truncated PE headers") from exc
+        sections = section_table(head)
+    except SectionTableError as exc:
+        raise FatbinError(str(exc)) from exc
+    for section in sections:
+        if section.name == ".nv_fatb":
+            return section.raw_pointer, section.raw_size
     return None
 
 

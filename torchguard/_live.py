@@ -118,6 +118,45 @@ def loaded_modules() -> dict[str, str]:
     return found
 
 
+def commit_status() -> tuple[int, int]:
+    """(commit limit, commit available) in bytes, from GlobalMemoryStatusEx.
+
+    ``ullTotalPageFile`` and ``ullAvailPageFile`` are, despite their names, the system commit
+    limit (RAM plus page files) and what is left of it.
+    """
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+    from ctypes import wintypes
+
+    class MemoryStatusEx(ctypes.Structure):
+        _fields_ = [
+            ("dwLength", wintypes.DWORD),
+            ("dwMemoryLoad", wintypes.DWORD),
+            ("ullTotalPhys", ctypes.c_ulonglong),
+            ("ullAvailPhys", ctypes.c_ulonglong),
+            ("ullTotalPageFile", ctypes.c_ulonglong),
+            ("ullAvailPageFile", ctypes.c_ulonglong),
+            ("ullTotalVirtual", ctypes.c_ulonglong),
+            ("ullAvailVirtual", ctypes.c_ulonglong),
+            ("ullAvailExtendedVirtual", ctypes.c_ulonglong),
+        ]
+
+    status = MemoryStatusEx()
+    status.dwLength = ctypes.sizeof(MemoryStatusEx)
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    if not kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+        raise ctypes.WinError(ctypes.get_last_error())
+    return int(status.ullTotalPageFile), int(status.ullAvailPageFile)
+
+
+def _commit_or_none() -> tuple[int, int] | None:
+    try:
+        return commit_status()
+    except OSError:
+        return None
+
+
 #: The display adapter device class; each numbered subkey is one installed adapter.
 _DISPLAY_CLASS = r"SYSTEM\CurrentControlSet\Control\Class\{4d36e968-e325-11ce-bfc1-08002be10318}"
 
@@ -225,4 +264,5 @@ def live_windows() -> System:
         torch_package_dir=torch_package_dir(),
         python_cmd=f'"{executable}"' if " " in executable else executable,
         display_adapters=display_adapters(),
+        commit=_commit_or_none(),
     )

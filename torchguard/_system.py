@@ -61,6 +61,8 @@ class System:
     python_cmd: str = "python"
     display_adapters: tuple[DisplayAdapter, ...] = ()
     """The machine's display adapters (live: the registry; offline: as given)."""
+    commit: tuple[int, int] | None = None
+    """(commit limit, commit available) in bytes; live only."""
 
     def close(self) -> None:
         self.tree.close()

@@ -346,3 +346,22 @@ def test_doctor_json_on_windows(wine_env: WineEnv) -> None:
     assert data["import_torch"] == {"ok": False, "winerror": 126, "dll": "shm.dll"}
     assert data["python"]["app_dir"].lower().endswith("python311")
     assert any(d["path"].lower().endswith("torch\\lib") for d in data["dll_directories"])
+
+
+LIVE_GPU_FACTS = """
+from torchguard._live import commit_status, display_adapters
+limit, available = commit_status()
+print("COMMIT", limit, available)
+print("ADAPTERS", len(display_adapters()))
+"""
+
+
+def test_commit_status_and_display_adapters_read_live(wine_env: WineEnv) -> None:
+    """GlobalMemoryStatusEx and the display-class registry key, read by a real Windows Python."""
+    site = wine_env.make_scenario_site("live-gpu-facts")
+    result = wine_env.run(LIVE_GPU_FACTS, site)
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    assert "COMMIT" in lines, result.stderr[-2000:]
+    limit, available = (int(x) for x in lines["COMMIT"].split())
+    assert limit >= available > 0
+    assert int(lines["ADAPTERS"]) >= 0

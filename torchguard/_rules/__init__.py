@@ -15,6 +15,7 @@ from torchguard._rules import (
     cuda_driver,
     dll_dirs,
     gpu_arch,
+    page_file,
     pairing,
     path_fallback,
     path_hazards,
@@ -32,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     cuda_driver.check,
     cpu_build.check,
     gpu_arch.check,
+    page_file.check,
     path_hazards.check,
     pairing.check,
 )
