@@ -20,6 +20,7 @@ from torchguard._rules import (
     path_fallback,
     path_hazards,
     runtime_version,
+    xpu_driver,
 )
 from torchguard._rules.context import CheckContext
 
@@ -32,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     runtime_version.check,
     cuda_driver.check,
     cpu_build.check,
+    xpu_driver.check,
     gpu_arch.check,
     page_file.check,
     path_hazards.check,
