@@ -150,3 +150,16 @@ def test_display_adapter_ids() -> None:
     intel = DisplayAdapter("Intel(R) UHD Graphics", r"PCI\VEN_8086&DEV_4680")
     assert not intel.is_nvidia
     assert DisplayAdapter("NVIDIA GeForce RTX 4090").is_nvidia  # offline: the name alone
+
+
+def test_a_warm_scan_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = scan(tmp_path, "NVIDIA GeForce RTX 5090")
+    import torchguard._rules.gpu_arch as rule
+
+    def fail(path: str) -> None:
+        raise AssertionError(f"read {path} again")
+
+    monkeypatch.setattr(rule, "read_dll_archs", fail)
+    site = tmp_path / "site"
+    again = torchguard.scan([site], system32=[tmp_path / "s32"], gpus=["NVIDIA GeForce RTX 5090"])
+    assert [f.message for f in again.findings] == [f.message for f in first.findings]

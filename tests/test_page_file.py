@@ -120,3 +120,22 @@ def test_real_binaries_cuda_11_and_12() -> None:
     )
     share = dll_commit("onnxruntime_providers_cuda.dll", ort)
     assert share.writable_fatbin > 300 * MIB
+
+
+def test_a_warm_estimate_reads_no_dll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"torch/lib/cudnn_cnn_infer64_8.dll": fat_dll(900 * MIB, WRITABLE_DATA)}
+    first = run(tmp_path, (16 << 30, 600 * MIB), extra)
+    import torchguard._rules.page_file as rule
+
+    def fail(context: object, path: str) -> None:
+        raise AssertionError(f"read {path} again")
+
+    monkeypatch.setattr(rule, "_head", fail)
+    site = tmp_path / "site"
+    system = offline_windows([str(site)], system32_dirs=[str(tmp_path / "s32")])
+    system.commit = (16 << 30, 600 * MIB)
+    try:
+        again = analyze(system)
+    finally:
+        system.close()
+    assert codes(again) == codes(first) == ["page-file-too-small"]

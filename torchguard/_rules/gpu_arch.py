@@ -67,7 +67,10 @@ def check(context: CheckContext) -> Iterator[Finding]:
 
 def _torch_archs(context: CheckContext) -> FatbinArchs | None:
     """The union of the architectures in torch's kernel DLLs; None if none can be read."""
+    from torchguard._gpu_cache import GpuFactsCache
+
     tree = context.system.tree
+    cache = GpuFactsCache()
     sass: set[int] = set()
     ptx: set[int] = set()
     found = False
@@ -75,15 +78,24 @@ def _torch_archs(context: CheckContext) -> FatbinArchs | None:
         hit = tree.lookup(context.torch.lib_dir, name)
         if hit is None or not isinstance(hit[1], HostFile):
             continue  # in a wheel (not mapped in place) or absent
+        key = cache.key("fatbin", hit[1].path)
+        cached = cache.get(key)
         try:
-            archs = read_dll_archs(hit[1].path)
-        except FatbinError:
+            if isinstance(cached, list) and len(cached) == 2:
+                archs: FatbinArchs | None = FatbinArchs(
+                    frozenset(int(a) for a in cached[0]), frozenset(int(a) for a in cached[1]), 0, 0
+                )
+            else:
+                archs = read_dll_archs(hit[1].path)
+                cache.put(key, [sorted(archs.sass), sorted(archs.ptx)] if archs else [[], []])
+        except (FatbinError, TypeError, ValueError):
             continue
-        if archs is None:
+        if archs is None or not (archs.sass or archs.ptx):
             continue
         found = True
         sass.update(archs.sass)
         ptx.update(archs.ptx)
+    cache.save()
     if not found:
         return None
     return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)

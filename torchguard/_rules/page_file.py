@@ -40,9 +40,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     if fits >= 1 + workers:
         return
     largest = ", ".join(f"{d.name} {mib(d.writable)}" for d in estimate.largest())
-    fatbin = (
-        f", {mib(estimate.fatbin)} of it writable .nv_fatb GPU code" if estimate.fatbin else ""
-    )
+    fatbin = f", {mib(estimate.fatbin)} of it writable .nv_fatb GPU code" if estimate.fatbin else ""
     if fits == 0:
         what = "import torch itself would fail with WinError 1455"
     else:
@@ -72,15 +70,30 @@ def estimate_commit(context: CheckContext) -> CommitEstimate:
         for name, resolution in load.modules.items():
             if resolution.path and resolution.via not in _SKIP:
                 paths.setdefault(name.lower(), resolution.path)
+    from torchguard._gpu_cache import GpuFactsCache
+
+    cache = GpuFactsCache()
     dlls: list[DllCommit] = []
     for name, path in sorted(paths.items()):
+        entry = context.system.tree.entry(path)
+        key = cache.key("commit", entry.path) if isinstance(entry, HostFile) else None
+        cached = cache.get(key)
+        if isinstance(cached, list) and len(cached) == 2:
+            try:
+                dlls.append(DllCommit(name, int(cached[0]), int(cached[1])))
+                continue
+            except (TypeError, ValueError):
+                pass  # a damaged entry is read again
         head = _head(context, path)
         if head is None:
             continue
         try:
-            dlls.append(dll_commit(name, section_table(head)))
+            share = dll_commit(name, section_table(head))
         except SectionTableError:
             continue
+        cache.put(key, [share.writable, share.writable_fatbin])
+        dlls.append(share)
+    cache.save()
     return CommitEstimate(tuple(dlls))
 
 
