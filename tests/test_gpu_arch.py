@@ -163,3 +163,14 @@ def test_a_warm_scan_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyP
     site = tmp_path / "site"
     again = torchguard.scan([site], system32=[tmp_path / "s32"], gpus=["NVIDIA GeForce RTX 5090"])
     assert [f.message for f in again.findings] == [f.message for f in first.findings]
+
+
+def test_cli_gpu_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from torchguard._cli import main
+
+    scan(tmp_path, "NVIDIA GeForce RTX 5090")  # writes the site and System32
+    argv = ["scan", str(tmp_path / "site"), "--system32", str(tmp_path / "s32"), "--json"]
+    assert main([*argv, "--gpu", "NVIDIA GeForce RTX 5090"]) == 0
+    assert '"gpu-arch-unsupported"' in capsys.readouterr().out
+    assert main(argv) == 0
+    assert '"gpu-arch-unsupported"' not in capsys.readouterr().out
