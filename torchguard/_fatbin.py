@@ -138,8 +138,4 @@ def _skip_zeros(view: memoryview, start: int, limit: int) -> int | None:
     return None
 
 
-def arch_name(arch: int) -> str:
-    return f"sm_{arch}"
-
-
 __all__ = ["FatbinArchs", "FatbinError", "nv_fatb_span", "parse_fatbin", "read_dll_archs"]

@@ -13,6 +13,8 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -147,6 +149,31 @@ def openmp_in_pip_target(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]
     yield (target,)
 
 
+def cuda_dlls(without: str | None = None) -> Sabotage:
+    """Genuine NVIDIA CUDA 12.4 DLLs (cudart, cuSPARSE 12.3.1, nvJitLink) added to torch\\lib.
+
+    Only NVIDIA's own files (no built stand-ins, which import functions no real DLL exports):
+    torch preloads every torch\\lib\\*.dll, so the real loader judges cusparse64_12.dll's
+    import of nvJitLink_120_0.dll. Nothing here initialises CUDA or loads a driver DLL.
+    """
+
+    @contextlib.contextmanager
+    def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+        from gpuwheels import VARIANTS, nvidia_dlls
+
+        lib = site / "torch" / "lib"
+        for project, version in VARIANTS["cu124"].wheels:
+            for name, path in nvidia_dlls(project, version).items():
+                if name != without:
+                    try:
+                        os.link(path, lib / name)
+                    except OSError:
+                        shutil.copyfile(path, lib / name)
+        yield ()
+
+    return sabotage
+
+
 SCENARIOS: dict[str, Sabotage] = {
     "healthy": healthy,
     "libiomp5md.dll removed": removed("libiomp5md.dll"),
@@ -158,6 +185,8 @@ SCENARIOS: dict[str, Sabotage] = {
     "libiomp5md.dll in a pip --target intel-openmp": openmp_in_pip_target,
     "healthy, under a [bracketed] path": healthy,
     "uv.dll removed, under a [bracketed] path": removed("uv.dll"),
+    "NVIDIA CUDA 12.4 DLLs added (cudart, cuSPARSE, nvJitLink)": cuda_dlls(),
+    "NVIDIA CUDA 12.4 DLLs added, nvJitLink_120_0.dll missing": cuda_dlls("nvJitLink_120_0.dll"),
 }
 
 
@@ -188,6 +217,7 @@ PRELUDES: dict[str, Callable[[WineEnv, Path], str]] = {
 #: Scenarios in which the real `import torch` is expected to work (the rest must break it).
 IMPORT_WORKS = {
     "healthy",
+    "NVIDIA CUDA 12.4 DLLs added (cudart, cuSPARSE, nvJitLink)",
     "healthy, under a [bracketed] path",
     "another libiomp5md.dll loaded first",
 }
