@@ -3,7 +3,7 @@
 No torch CUDA wheel is downloaded (2-3 GB each). The torch side is the real CPU wheel's DLLs
 with ``version.py`` set to a CUDA build, plus ``c10_cuda.dll`` and ``torch_cuda.dll`` built with
 ``pe_builder`` from the import lists in shared/gpu-facts.md section 2a, restricted to the NVIDIA
-DLLs downloaded here. Every NVIDIA DLL is the real file, so its imports (the chains under test)
+DLLs downloaded here, and for cu118 the ``zlibwapi.dll`` torch bundles beside cuDNN 8. Every NVIDIA DLL is the real file, so its imports (the chains under test)
 are NVIDIA's. The smallest set that shows the chains (about 1.2 GB of wheels):
 
 - cu118: cudart64_110 and the cuDNN 8.9.4 set (sub-libraries import each other);
@@ -134,6 +134,7 @@ def cuda_layout(site: Path, variant: Variant, *, without: tuple[str, ...] = ()) 
                 _place(path, lib / name)
     built = {
         "c10_cuda.dll": ("c10.dll", variant.cudart, *RUNTIME),
+        **({"zlibwapi.dll": ("KERNEL32.dll",)} if variant.tag == "cu118" else {}),
         "torch_cuda.dll": (
             "c10.dll",
             "c10_cuda.dll",

@@ -113,3 +113,16 @@ def test_real_cpu_wheel_on_driver_560_94_gets_the_cu124_command(
         .commands[0]
         .endswith("torch==2.4.1 --index-url https://download.pytorch.org/whl/cu124")
     )
+
+
+def test_cudnn_8_without_zlibwapi_imports_then_fails_at_first_use(
+    tmp_path: Path, runtime: Path
+) -> None:
+    """cuDNN 8.9.4 loads zlibwapi.dll by name: its absence is a warning, not an import error."""
+    report = scan(tmp_path, runtime, "cu118", minimum("cu118"), without=("zlibwapi.dll",))
+    assert report.ok, report.render_text()
+    (finding,) = report.findings
+    assert (finding.code, finding.missing) == ("cudnn-zlib-missing", "zlibwapi.dll")
+    assert "cudnn64_8.dll" in finding.message
+    # the cuDNN 8 sub-libraries in the layout are NVIDIA's own, and none imports zlibwapi.dll
+    assert report.import_torch is not None and report.import_torch.ok
