@@ -35,17 +35,17 @@ def check(context: CheckContext) -> Iterator[Finding]:
     cuda = parse_cuda(context.torch.cuda)
     if cuda is None:
         return
-    gpus = [
-        (adapter.name, capability)
+    gpus = {  # by name: two cards of one model are one finding
+        adapter.name: capability
         for adapter in context.system.display_adapters
         if adapter.is_nvidia and (capability := compute_capability(adapter.name)) is not None
-    ]
+    }
     if not gpus:
         return
     archs = _torch_archs(context)
     if archs is None:
         return
-    for name, capability in gpus:
+    for name, capability in gpus.items():
         if archs.runs_on(capability):
             continue
         arch = capability[0] * 10 + capability[1]
