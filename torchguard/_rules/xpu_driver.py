@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 
-INTEL_DRIVER_URL = (
-    "https://www.intel.com/content/www/us/en/download/785597/intel-arc-iris-xe-graphics-windows.html"
-)
+INTEL_DRIVER_URL = "https://www.intel.com/content/www/us/en/download/785597/intel-arc-iris-xe-graphics-windows.html"
 LOADER = "ze_loader.dll"
 
 
