@@ -117,13 +117,15 @@ def scan(
     *,
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
+    gpus: Iterable[str] = (),
 ) -> Report:
     """Diagnose a Windows install offline, from any OS.
 
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
-    ``python_dir`` stands for python.exe's folder. Raises :class:`ValueError` (a
-    ``TargetError``) when a target cannot be read, :class:`~torchguard.InternalError` for a
+    ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
+    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``). Raises :class:`ValueError`
+    (a ``TargetError``) when a target cannot be read, :class:`~torchguard.InternalError` for a
     fault of torchguard's own.
     """
     if isinstance(targets, (str, bytes, os.PathLike)):
@@ -139,9 +141,12 @@ def scan(
 
     system32_dirs = [os.fspath(d) for d in system32]
     python_folder = os.fspath(python_dir) if python_dir is not None else None
+    adapters = [str(g) for g in gpus]
 
     def run() -> Report:
-        system = offline_windows(paths, system32_dirs=system32_dirs, python_dir=python_folder)
+        system = offline_windows(
+            paths, system32_dirs=system32_dirs, python_dir=python_folder, gpus=adapters
+        )
         try:
             return analyze(system, cache=user_cache())
         finally:

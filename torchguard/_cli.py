@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--python-dir", metavar="DIR", help="a folder standing for python.exe's folder"
     )
+    scan.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help='a display adapter of the machine, e.g. "NVIDIA GeForce RTX 5090" (repeatable)',
+    )
     _output_options(scan)
     hook = commands.add_parser(
         "hook", help="protect every `import torch` of this environment (a start-up .pth file)"
@@ -152,7 +159,9 @@ def _main(argv: Sequence[str] | None) -> int:
     from torchguard._api import scan
 
     try:
-        report = scan(args.targets, system32=args.system32, python_dir=args.python_dir)
+        report = scan(
+            args.targets, system32=args.system32, python_dir=args.python_dir, gpus=args.gpu
+        )
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -80,6 +80,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         binaries.facts,
         dists,
         packages,
+        cache=cache,
     )
     findings = run_rules(context)
     if cache is not None:

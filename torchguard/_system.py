@@ -16,6 +16,7 @@ from functools import cache
 from importlib import resources
 
 from torchguard._fs import AssumedFile, WinTree, join
+from torchguard._gpus import DisplayAdapter
 from torchguard._machine import X64, X86, platform_machine
 from torchguard._wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
 
@@ -59,6 +60,10 @@ class System:
     live: bool
     torch_package_dir: str | None
     python_cmd: str = "python"
+    display_adapters: tuple[DisplayAdapter, ...] = ()
+    """The machine's display adapters (live: the registry; offline: as given)."""
+    commit: tuple[int, int] | None = None
+    """(commit limit, commit available) in bytes; live only."""
 
     def close(self) -> None:
         self.tree.close()
@@ -85,6 +90,7 @@ def offline_windows(
     system32_dirs: Sequence[str] = (),
     python_dir: str | None = None,
     assumed_system32: Sequence[tuple[str, Iterable[str]]] = (),
+    gpus: Sequence[str] = (),
 ) -> System:
     """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
 
@@ -94,7 +100,8 @@ def offline_windows(
     x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs`` and the
     names of ``assumed_system32`` (``(source, names)`` pairs: present, without a file to read).
     The interpreter's CPU is the platform tag of torch's ``_C`` extension, else of the first
-    Windows wheel (``win_amd64``, ``win32``, ``win_arm64``), else x64.
+    Windows wheel (``win_amd64``, ``win32``, ``win_arm64``), else x64. ``gpus`` names the
+    machine's display adapters (``"NVIDIA GeForce RTX 5090"``).
     Raises :class:`TargetError` for a target or folder that cannot be read.
     """
     from torchguard._locate import find_torch_package
@@ -150,6 +157,7 @@ def offline_windows(
         live=False,
         torch_package_dir=package_dir,
         python_cmd=f"py -{version[0]}.{version[1]}",
+        display_adapters=tuple(DisplayAdapter(name) for name in gpus),
     )
 
 

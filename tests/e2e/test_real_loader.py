@@ -14,6 +14,8 @@ import contextlib
 import hashlib
 import json
 import ntpath
+import os
+import shutil
 import subprocess
 import zipfile
 from collections.abc import Callable, Iterator
@@ -165,6 +167,31 @@ def openmp_in_pip_target(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]
     yield (target,)
 
 
+def cuda_dlls(without: str | None = None) -> Sabotage:
+    """Genuine NVIDIA CUDA 12.4 DLLs (cudart, cuSPARSE 12.3.1, nvJitLink) added to torch\\lib.
+
+    Only NVIDIA's own files (no built stand-ins, which import functions no real DLL exports):
+    torch preloads every torch\\lib\\*.dll, so the real loader judges cusparse64_12.dll's
+    import of nvJitLink_120_0.dll. Nothing here initialises CUDA or loads a driver DLL.
+    """
+
+    @contextlib.contextmanager
+    def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+        from gpuwheels import VARIANTS, nvidia_dlls
+
+        lib = site / "torch" / "lib"
+        for project, version in VARIANTS["cu124"].wheels:
+            for name, path in nvidia_dlls(project, version).items():
+                if name != without:
+                    try:
+                        os.link(path, lib / name)
+                    except OSError:
+                        shutil.copyfile(path, lib / name)
+        yield ()
+
+    return sabotage
+
+
 SCENARIOS: dict[str, Sabotage] = {
     "healthy": healthy,
     "libiomp5md.dll removed": removed("libiomp5md.dll"),
@@ -177,6 +204,8 @@ SCENARIOS: dict[str, Sabotage] = {
     "healthy, under a [bracketed] path": healthy,
     "uv.dll removed, under a [bracketed] path": removed("uv.dll"),
     "c10.dll from torch 2.15.0": from_release("c10.dll", "2.15.0"),
+    "NVIDIA CUDA 12.4 DLLs added (cudart, cuSPARSE, nvJitLink)": cuda_dlls(),
+    "NVIDIA CUDA 12.4 DLLs added, nvJitLink_120_0.dll missing": cuda_dlls("nvJitLink_120_0.dll"),
 }
 
 
@@ -207,6 +236,7 @@ PRELUDES: dict[str, Callable[[WineEnv, Path], str]] = {
 #: Scenarios in which the real `import torch` is expected to work (the rest must break it).
 IMPORT_WORKS = {
     "healthy",
+    "NVIDIA CUDA 12.4 DLLs added (cudart, cuSPARSE, nvJitLink)",
     "healthy, under a [bracketed] path",
     "another libiomp5md.dll loaded first",
 }
@@ -431,3 +461,22 @@ def test_hook_fails_open_on_a_planted_fault_in_real_windows(wine_env: WineEnv) -
     lines = [line for line in result.stderr.splitlines() if line.startswith("torchguard:")]
     assert len(lines) == 1, result.stderr[-2000:]
     assert "internal error ignored" in lines[0] and "planted fault" in lines[0]
+
+
+LIVE_GPU_FACTS = """
+from torchguard._live import commit_status, display_adapters
+limit, available = commit_status()
+print("COMMIT", limit, available)
+print("ADAPTERS", len(display_adapters()))
+"""
+
+
+def test_commit_status_and_display_adapters_read_live(wine_env: WineEnv) -> None:
+    """GlobalMemoryStatusEx and the display-class registry key, read by a real Windows Python."""
+    site = wine_env.make_scenario_site("live-gpu-facts")
+    result = wine_env.run(LIVE_GPU_FACTS, site)
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    assert "COMMIT" in lines, result.stderr[-2000:]
+    limit, available = (int(x) for x in lines["COMMIT"].split())
+    assert limit >= available > 0
+    assert int(lines["ADAPTERS"]) >= 0
