@@ -11,6 +11,7 @@ from torchguard._errors import TorchDllError, TorchNotFoundError, error_for
 from torchguard._findings import WARNING, Finding
 from torchguard._internal import guarded
 from torchguard._report import Report, TorchSummary
+from torchguard._vocab import Code
 
 _ensure_lock = threading.Lock()
 _ensured: Report | None = None
@@ -18,7 +19,7 @@ _ensured: Report | None = None
 
 def _already_imported() -> Report:
     finding = Finding(
-        code="torch-already-imported",
+        code=Code.TORCH_ALREADY_IMPORTED,
         severity=WARNING,
         message=(
             "torch was imported before torchguard.ensure() ran, so there is nothing left to "

@@ -83,7 +83,8 @@ def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
 
 def redist_cpu(ctx: HintContext) -> str:
     """The VC++ redistributable's CPU the running Python needs: x86, x64 or arm64."""
-    return {X86: "x86", ARM64: "arm64"}.get(ctx.python_machine, "x64")
+    cpus: dict[int, str] = {X86: "x86", ARM64: "arm64"}
+    return cpus.get(ctx.python_machine, "x64")
 
 
 def redist_url(ctx: HintContext) -> str:

@@ -20,10 +20,11 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from torchguard._boot import TorchImportWatcher, installed_watcher
+from torchguard._vocab import Code, Mode
 
 __all__ = ["HookHandle", "install_hook", "installed_watcher", "pth_line", "run_guard"]
 
-MODES = ("strict", "warn", "off")
+MODES = tuple(str(m) for m in Mode)
 HOOK_NAME = "torchguard-hook"
 START_LINE = "torchguard._boot:activate\n"
 
@@ -55,12 +56,12 @@ def pth_line() -> str:
     return f"import os; exec({source!r}, {{'__name__': 'torchguard._boot'}})\n"
 
 
-def mode() -> str:
-    value = os.environ.get("TORCHGUARD", "").strip().lower() or "strict"
+def mode() -> Mode:
+    value = os.environ.get("TORCHGUARD", "").strip().lower() or Mode.STRICT
     if value not in MODES:
         _say(f"unknown TORCHGUARD={value!r}; using strict (choose one of {', '.join(MODES)})")
-        return "strict"
-    return value
+        return Mode.STRICT
+    return Mode(value)
 
 
 def _say(message: str) -> None:
@@ -80,16 +81,16 @@ def run_guard() -> None:
     from torchguard._errors import TorchDllError
 
     current = mode()
-    if current == "off":
+    if current == Mode.OFF:
         return
     try:
         try:
             report = _api.ensure()
         except TorchDllError as exc:
             _write_report(exc.report.to_dict())
-            if exc.code == "torch-not-found":
+            if exc.code == Code.TORCH_NOT_FOUND:
                 return  # let Python raise its own ModuleNotFoundError
-            if current == "strict":
+            if current == Mode.STRICT:
                 raise
             _say(f"{exc}\n(TORCHGUARD=warn: import torch continues)")
             return

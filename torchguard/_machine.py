@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import struct
 
-X86 = 0x14C
-X64 = 0x8664
-ARM64 = 0xAA64
+from torchguard._vocab import Machine
+
+X86 = Machine.X86
+X64 = Machine.X64
+ARM64 = Machine.ARM64
 
 #: sysconfig platforms and wheel platform tags -> machine.
-_PLATFORMS = {
+_PLATFORMS: dict[str, int] = {
     "win32": X86,
     "win-amd64": X64,
     "win_amd64": X64,
@@ -25,7 +27,7 @@ _PLATFORMS = {
 }
 
 #: The CPU names users see (winget's --architecture values).
-_LABELS = {X86: "x86", X64: "x64", ARM64: "arm64"}
+_LABELS: dict[int, str] = {X86: "x86", X64: "x64", ARM64: "arm64"}
 
 
 def label(machine: int) -> str:

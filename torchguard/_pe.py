@@ -16,6 +16,8 @@ import struct
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from torchguard._vocab import Machine
+
 if TYPE_CHECKING:
     import pefile
 
@@ -24,12 +26,12 @@ if TYPE_CHECKING:
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
 READER_VERSION = 2
 
-MACHINE_NAMES = {
-    0x14C: "x86",
-    0x8664: "x64",
-    0xAA64: "arm64",
-    0x1C4: "arm",
-    0xA641: "arm64ec",
+MACHINE_NAMES: dict[int, str] = {
+    Machine.X86: "x86",
+    Machine.X64: "x64",
+    Machine.ARM64: "arm64",
+    Machine.ARM: "arm",
+    Machine.ARM64EC: "arm64ec",
 }
 
 _IMAGE_FILE_DLL = 0x2000
@@ -253,7 +255,7 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
         if not any(fields):
             break
         attributes, name_rva = fields[0], fields[1]
-        if attributes & 1 == 0 and pe.FILE_HEADER.Machine == 0x14C:
+        if attributes & 1 == 0 and pe.FILE_HEADER.Machine == Machine.X86:
             name_rva -= int(pe.OPTIONAL_HEADER.ImageBase)  # pre-VC6 descriptors hold VAs
         try:
             name = pe.get_string_at_rva(name_rva, _MAX_NAME)

@@ -21,6 +21,7 @@ from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, 
 from torchguard._rules import CheckContext, run_rules
 from torchguard._simulate import ImportSimulation, simulate_import
 from torchguard._system import System
+from torchguard._vocab import Code
 
 
 def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
@@ -170,7 +171,7 @@ def _modules(system: System, simulation: ImportSimulation) -> tuple[ModuleRecord
 
 def torch_not_found(hints: HintContext) -> Finding:
     return Finding(
-        code="torch-not-found",
+        code=Code.TORCH_NOT_FOUND,
         severity=ERROR,
         message="torch is not installed where this Python imports packages from",
         hints=for_not_found(hints),

@@ -21,6 +21,7 @@ from torchguard._cuda_builds import (
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
+from torchguard._vocab import Code
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
@@ -82,7 +83,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
             )
         )
     yield Finding(
-        code="cpu-build-on-gpu",
+        code=Code.CPU_BUILD_ON_GPU,
         severity=WARNING,
         message=(
             f"torch {torch.version} is a CPU build but this machine has {shown} "

@@ -27,6 +27,7 @@ from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._fs import join
 from torchguard._pe import PEReadError
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 DRIVERS_URL = "https://www.nvidia.com/drivers"
 
@@ -62,7 +63,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     torch_name = f"torch {context.torch.version} (CUDA {cuda[0]}.{cuda[1]})"
     if installed is None:
         yield Finding(
-            code="cuda-driver-missing",
+            code=Code.CUDA_DRIVER_MISSING,
             severity=WARNING,
             message=(
                 f"{torch_name} is a CUDA build but no NVIDIA driver is installed (no "
@@ -77,7 +78,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     if driver is None or required is None or driver >= required:
         return
     yield Finding(
-        code="cuda-driver-too-old",
+        code=Code.CUDA_DRIVER_TOO_OLD,
         severity=WARNING,
         message=(
             f"the NVIDIA driver {format_driver(driver)} is older than {format_driver(required)}"

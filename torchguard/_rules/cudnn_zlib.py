@@ -17,6 +17,7 @@ from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._fs import join
 from torchguard._hints import reinstall_torch
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 ZLIB = "zlibwapi.dll"
 DISPATCHERS = ("cudnn64_8.dll", "cudnn64_9.dll")
@@ -32,7 +33,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     if _findable(context):
         return
     yield Finding(
-        code="cudnn-zlib-missing",
+        code=Code.CUDNN_ZLIB_MISSING,
         severity=WARNING,
         message=(
             f"torch's cuDNN ({dispatcher}) loads {ZLIB} by name when it first runs, and no "

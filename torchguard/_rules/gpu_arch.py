@@ -27,6 +27,7 @@ from torchguard._fs import HostFile
 from torchguard._gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
+from torchguard._vocab import Code
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")
@@ -51,7 +52,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
             continue
         arch = capability[0] * 10 + capability[1]
         yield Finding(
-            code="gpu-arch-unsupported",
+            code=Code.GPU_ARCH_UNSUPPORTED,
             severity=WARNING,
             message=(
                 f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) "

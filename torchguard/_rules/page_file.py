@@ -18,6 +18,7 @@ from torchguard._fs import ZIP_ERRORS, HostFile, ZipMember
 from torchguard._loader import APISET, KNOWNDLL, LOADED, SYSTEM32
 from torchguard._rules.context import CheckContext
 from torchguard._sections import HEAD_BYTES, SectionTableError, section_table
+from torchguard._vocab import Code
 
 #: The DataLoader workers a typical training script starts (override: TORCHGUARD_WORKERS).
 TYPICAL_WORKERS = 4
@@ -52,7 +53,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
         )
     needed = estimate.per_process * (1 + workers) - available
     yield Finding(
-        code="page-file-too-small",
+        code=Code.PAGE_FILE_TOO_SMALL,
         severity=WARNING,
         message=(
             f"mapping torch's DLLs charges about {mib(estimate.per_process)} of commit per "

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 INTEL_DRIVER_URL = "https://www.intel.com/content/www/us/en/download/785597/intel-arc-iris-xe-graphics-windows.html"
 LOADER = "ze_loader.dll"
@@ -28,7 +29,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     version = context.torch.base_version
     pin = f"=={version}" if version[:1].isdigit() else ""
     yield Finding(
-        code="xpu-driver-missing",
+        code=Code.XPU_DRIVER_MISSING,
         severity=WARNING,
         message=(
             f"torch {context.torch.version} is an XPU (Intel GPU) build but the Intel graphics "
