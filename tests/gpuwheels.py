@@ -145,7 +145,11 @@ def cuda_layout(site: Path, variant: Variant, *, without: tuple[str, ...] = ()) 
     }
     for name, imports in built.items():
         if name not in without:
-            (lib / name).write_bytes(build_pe(imports))
+            # A stand-in names what it imports from genuine DLLs without naming symbols: which
+            # of their exports a real torch_cuda.dll takes is not known here, so the symbol
+            # level judges only the bindings between stand-ins.
+            genuine = {dll: [] for dll in imports if dll.lower() not in built}
+            (lib / name).write_bytes(build_pe(imports, symbols=genuine))
     (site / "torch" / "version.py").write_text(
         f"__version__ = '{variant.torch}+{variant.tag}'\ncuda: 'Optional[str]' = '{variant.cuda}'\n"
     )
