@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from torchguard._dists import InstalledDist
-from torchguard._fs import join
+from torchguard._fs import PathKey, is_within, join, path_key, same_path
 from torchguard._loader import MISSING, Failure, LoaderModel, LoadResult
 from torchguard._pe import PEFacts, PEReadError
 from torchguard._report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
@@ -181,8 +181,7 @@ def _torchvision(dist: InstalledDist, paths: list[str], linked: list[str]) -> Pa
     own = {
         _stem(p).lower(): p
         for p in paths
-        if ntpath.normcase(ntpath.dirname(p)) == ntpath.normcase(package_dir)
-        and p.lower().endswith(".pyd")
+        if same_path(ntpath.dirname(p), package_dir) and p.lower().endswith(".pyd")
     }
     steps: list[Step] = []
     if "_c" in own:
@@ -199,11 +198,11 @@ def _torchvision(dist: InstalledDist, paths: list[str], linked: list[str]) -> Pa
 def _torchaudio(dist: InstalledDist, paths: list[str], linked: list[str]) -> PackagePlan:
     lib = join(dist.site_dir, "torchaudio", "lib")
     torio = join(dist.site_dir, "torio", "lib")
-    by_dir: dict[str, dict[str, str]] = {}
+    by_dir: dict[PathKey, dict[str, str]] = {}
     for path in paths:
-        folder = ntpath.normcase(ntpath.dirname(path))
+        folder = path_key(ntpath.dirname(path))
         by_dir.setdefault(folder, {})[_stem(path).lower()] = path
-    audio = by_dir.get(ntpath.normcase(lib), {})
+    audio = by_dir.get(path_key(lib), {})
     steps: list[Step] = []
     if "_torchaudio" in audio:  # _IS_TORCHAUDIO_EXT_AVAILABLE: the module's spec is found
         if "libtorchaudio" in audio:
@@ -217,7 +216,7 @@ def _torchaudio(dist: InstalledDist, paths: list[str], linked: list[str]) -> Pac
                 after=audio.get("libtorchaudio"),
             )
         )
-    ffmpeg = by_dir.get(ntpath.normcase(torio), {})
+    ffmpeg = by_dir.get(path_key(torio), {})
     for version in ("6", "5", "4", ""):
         extension = ffmpeg.get(f"_torio_ffmpeg{version}")
         if extension is None:
@@ -233,11 +232,9 @@ def _torchaudio(dist: InstalledDist, paths: list[str], linked: list[str]) -> Pac
 
 def _others(linked: list[str], steps: list[Step], role: str, package: str) -> list[Step]:
     """Binaries a sibling's loaders do not name: features loaded on demand."""
-    known = {ntpath.normcase(s.path) for s in steps}
+    known = {path_key(s.path) for s in steps}
     return [
-        Step(p, role, CTYPES, f"{package} {_stem(p)}")
-        for p in linked
-        if ntpath.normcase(p) not in known
+        Step(p, role, CTYPES, f"{package} {_stem(p)}") for p in linked if path_key(p) not in known
     ]
 
 
@@ -279,16 +276,16 @@ def simulate_packages(
             user_dirs=(*model.user_dirs, *plan.dll_dirs),
         )
         loaded_groups: set[str] = set()
-        failed_paths: set[str] = set()
+        failed_paths: set[PathKey] = set()
         for step in plan.steps:
             skipped = step.group is not None and step.group in loaded_groups
-            if skipped or (step.after and ntpath.normcase(step.after) in failed_paths):
+            if skipped or (step.after and path_key(step.after) in failed_paths):
                 simulation.results.append(StepResult(step, None))
                 continue
             load = _load(process, step.path, plan.import_name)
             simulation.results.append(StepResult(step, load))
             if not load.ok:
-                failed_paths.add(ntpath.normcase(step.path))
+                failed_paths.add(path_key(step.path))
             elif step.group is not None and (step.after is not None or not _has_pair(plan, step)):
                 loaded_groups.add(step.group)
         simulations.append(simulation)
@@ -304,14 +301,12 @@ def _load(process: LoaderModel, path: str, importer: str) -> LoadResult:
 
 
 def _under(path: str, folder: str) -> bool:
-    return ntpath.normcase(path).startswith(ntpath.normcase(folder).rstrip("\\") + "\\")
+    return is_within(path, folder)
 
 
 def _has_pair(plan: PackagePlan, step: Step) -> bool:
     """Whether another step of the group waits for ``step`` (its attempt is not over yet)."""
-    return any(
-        s.after and ntpath.normcase(s.after) == ntpath.normcase(step.path) for s in plan.steps
-    )
+    return any(s.after and same_path(s.after, step.path) for s in plan.steps)
 
 
 def outcome(simulation: PackageSimulation) -> PackageOutcome:

@@ -14,7 +14,7 @@ import os
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Union
+from typing import NewType, Union
 
 
 @dataclass(frozen=True)
@@ -118,9 +118,23 @@ class MemberStream:
         self.close()
 
 
-def key(path: str) -> str:
+#: The one answer to "is this the same file?": a Windows path normalised (``..`` and slashes
+#: resolved) and case-folded, as NTFS compares names. Every module asks :func:`path_key`.
+PathKey = NewType("PathKey", str)
+
+
+def path_key(path: str) -> PathKey:
     """The case-insensitive identity of a Windows path."""
-    return ntpath.normcase(ntpath.normpath(path))
+    return PathKey(ntpath.normcase(ntpath.normpath(path)))
+
+
+def same_path(a: str, b: str) -> bool:
+    return path_key(a) == path_key(b)
+
+
+def is_within(path: str, folder: str) -> bool:
+    """Whether ``path`` lies in ``folder`` or below it."""
+    return path_key(path).startswith(path_key(folder).rstrip("\\") + "\\")
 
 
 def join(*parts: str) -> str:
@@ -145,19 +159,19 @@ class WinTree:
     # -- building ---------------------------------------------------------------------------
     def mount_host_dir(self, path: str, host_dir: str) -> None:
         """Make ``host_dir`` (a host folder) appear at the Windows path ``path``."""
-        self._host_mounts.append((key(path), os.path.abspath(host_dir)))
+        self._host_mounts.append((path_key(path), os.path.abspath(host_dir)))
         self._listing_cache.clear()
         self._listdir_cache.clear()
 
     def add_file(self, path: str, entry: Entry) -> None:
         """Place one file at the Windows path ``path``; later additions win."""
         directory, name = ntpath.split(ntpath.normpath(path))
-        self._files.setdefault(key(directory), {})[name.lower()] = (name, entry)
-        self._listdir_cache.pop(key(directory), None)
+        self._files.setdefault(path_key(directory), {})[name.lower()] = (name, entry)
+        self._listdir_cache.pop(path_key(directory), None)
 
     def add_files(self, directory: str, entries: list[tuple[str, Entry]]) -> None:
         """Place many files in one folder (a wheel's members); later additions win."""
-        folder = self._files.setdefault(key(directory), {})
+        folder = self._files.setdefault(path_key(directory), {})
         for name, entry in entries:
             folder[name.lower()] = (name, entry)
         self._listdir_cache.clear()
@@ -180,7 +194,7 @@ class WinTree:
 
         Listings are cached: the tree describes one moment of the machine.
         """
-        cache_key = key(path)
+        cache_key = path_key(path)
         cached = self._listdir_cache.get(cache_key)
         if cached is not None:
             return cached
@@ -202,7 +216,7 @@ class WinTree:
             for lower, (name, is_dir) in (self._host_listing(host) or {}).items():
                 if is_dir:
                     names[lower] = name
-        prefix = key(path).rstrip("\\") + "\\"
+        prefix = path_key(path).rstrip("\\") + "\\"
         for directory in self._files:
             if directory.startswith(prefix):
                 first = directory[len(prefix) :].split("\\", 1)[0]
@@ -235,7 +249,7 @@ class WinTree:
         host = self._host_dir(path)
         if host is not None and os.path.isdir(host):
             return True
-        wanted = key(path).rstrip("\\")
+        wanted = path_key(path).rstrip("\\")
         prefix = wanted + "\\"
         return any(d == wanted or d.startswith(prefix) for d in self._files)
 
@@ -278,7 +292,7 @@ class WinTree:
     # -- host mapping ----------------------------------------------------------------------
     def _host_dir(self, path: str) -> str | None:
         """The host folder behind the Windows folder ``path``, resolved case-insensitively."""
-        wanted = key(path).rstrip("\\")
+        wanted = path_key(path).rstrip("\\")
         best: tuple[str, str] | None = None
         for mount, host in self._host_mounts:
             mount = mount.rstrip("\\")

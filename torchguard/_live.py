@@ -13,7 +13,7 @@ import sys
 import sysconfig
 from typing import IO
 
-from torchguard._fs import WinTree
+from torchguard._fs import WinTree, path_key
 from torchguard._gpus import DisplayAdapter
 from torchguard._machine import interpreter_machine
 from torchguard._system import Interpreter, System
@@ -229,7 +229,7 @@ def _site_dirs() -> tuple[str, ...]:
     seen: dict[str, str] = {}
     for entry in sys.path:
         if entry and os.path.isdir(entry):
-            seen.setdefault(ntpath.normcase(os.path.abspath(entry)), os.path.abspath(entry))
+            seen.setdefault(path_key(os.path.abspath(entry)), os.path.abspath(entry))
     return tuple(seen.values())
 
 

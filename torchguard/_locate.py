@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from torchguard._dists import InstalledDist, canonical_name
-from torchguard._fs import WinTree, join
+from torchguard._fs import WinTree, join, same_path
 
 _PYD = re.compile(r"^_C\.(?P<tag>cp\d+t?)-(?P<plat>[a-z0-9_]+)\.pyd$", re.IGNORECASE)
 
@@ -136,7 +136,7 @@ def related(dists: list[InstalledDist]) -> list[InstalledDist]:
 
 
 def _same(a: str, b: str) -> bool:
-    return ntpath.normcase(ntpath.normpath(a)) == ntpath.normcase(ntpath.normpath(b))
+    return same_path(a, b)
 
 
 def _version_py(text: str) -> dict[str, object]:

@@ -13,6 +13,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from torchguard._fs import path_key
+
 _lock = threading.Lock()
 _handles: dict[str, Any] = {}
 
@@ -25,7 +27,7 @@ def register(paths: Iterable[str]) -> list[str]:
     added: list[str] = []
     with _lock:
         for path in paths:
-            key = ntpath.normcase(ntpath.normpath(path))
+            key = path_key(path)
             if key in _handles or not ntpath.isabs(path) or not os.path.isdir(path):
                 continue
             try:

@@ -8,14 +8,13 @@ modules already loaded). ``LiveWindows`` (in ``_live``) fills it from the runnin
 
 from __future__ import annotations
 
-import ntpath
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
-from torchguard._fs import AssumedFile, WinTree, join
+from torchguard._fs import AssumedFile, WinTree, join, same_path
 from torchguard._gpus import DisplayAdapter
 from torchguard._machine import X64, X86, platform_machine
 from torchguard._wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
@@ -45,7 +44,7 @@ class Interpreter:
 
     @property
     def in_venv(self) -> bool:
-        return ntpath.normcase(self.exec_prefix) != ntpath.normcase(self.base_exec_prefix)
+        return not same_path(self.exec_prefix, self.base_exec_prefix)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from functools import cached_property
 from torchguard._cache import FactsCache
 from torchguard._dists import InstalledDist
 from torchguard._ecosystem import PackageSimulation
-from torchguard._fs import HostFile, join
+from torchguard._fs import HostFile, PathKey, join, path_key
 from torchguard._hints import HintContext
 from torchguard._locate import TorchInstall
 from torchguard._pe import PEFacts
@@ -38,18 +38,18 @@ class CheckContext:
     """torch's siblings and extensions, loaded after the guarded ``import torch``."""
     cache: FactsCache | None = None
     """Facts kept across runs (``get_derived``/``put_derived`` for a rule's own), or None."""
-    _replaced: dict[str, bool] = field(default_factory=dict, repr=False)
+    _replaced: dict[PathKey, bool] = field(default_factory=dict, repr=False)
 
     @cached_property
-    def owners(self) -> dict[str, str]:
+    def owners(self) -> dict[PathKey, str]:
         """Lower-case path of each file a distribution's RECORD lists -> ``name==version``."""
-        owners: dict[str, str] = {}
+        owners: dict[PathKey, str] = {}
         for dist in [
             *(d for d in self.dists if d.name != "torch"),
             *([self.torch.dist] if self.torch.dist else []),
         ]:
             for path in dist.file_paths():
-                owners[ntpath.normcase(path)] = f"{dist.name}=={dist.version}"
+                owners[path_key(path)] = f"{dist.name}=={dist.version}"
         return owners
 
     @cached_property
@@ -64,16 +64,16 @@ class CheckContext:
         return frozenset(names)
 
     def owner_of(self, path: str | None) -> str | None:
-        return self.owners.get(ntpath.normcase(path)) if path else None
+        return self.owners.get(path_key(path)) if path else None
 
     @cached_property
-    def recorded_hashes(self) -> dict[str, str]:
+    def recorded_hashes(self) -> dict[PathKey, str]:
         """Lower-case path of each file a RECORD lists -> its ``sha256=...`` entry."""
-        hashes: dict[str, str] = {}
+        hashes: dict[PathKey, str] = {}
         for dist in [*self.dists, *([self.torch.dist] if self.torch.dist else [])]:
             for relative, digest in dist.record_rows():
                 if digest.startswith("sha256="):
-                    hashes[ntpath.normcase(join(dist.site_dir, relative))] = digest
+                    hashes[path_key(join(dist.site_dir, relative))] = digest
         return hashes
 
     def replaced_since_install(self, path: str | None) -> bool:
@@ -81,13 +81,13 @@ class CheckContext:
 
         Hashes the file (once), so only called on the rare path of a finding about it.
         """
-        key = ntpath.normcase(path) if path else ""
+        key = path_key(path) if path else PathKey("")
         if key not in self._replaced:
             self._replaced[key] = self._differs_from_record(path)
         return self._replaced[key]
 
     def _differs_from_record(self, path: str | None) -> bool:
-        recorded = self.recorded_hashes.get(ntpath.normcase(path)) if path else None
+        recorded = self.recorded_hashes.get(path_key(path)) if path else None
         entry = self.system.tree.entry(path) if path else None
         if recorded is None or not isinstance(entry, HostFile):
             return False

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from torchguard import _hints
 from torchguard._findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._fs import is_within, same_path
 from torchguard._loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
 from torchguard._pe import PEReadError
 from torchguard._rules.context import CheckContext
@@ -41,12 +42,12 @@ def check(context: CheckContext) -> Iterator[Finding]:
 
 def _toolset(context: CheckContext) -> tuple[int, int] | None:
     """The newest MSVC 14.x linker version among torch's own binaries that load."""
-    package = ntpath.normcase(context.torch.package_dir) + "\\"
+    package = context.torch.package_dir
     newest: tuple[int, int] | None = None
     for load in context.guarded.loads:
         for resolution in load.modules.values():
             path = resolution.path
-            if path is None or not ntpath.normcase(path).startswith(package):
+            if path is None or not is_within(path, package):
                 continue
             try:
                 linker = context.facts(path).linker_version
@@ -110,11 +111,8 @@ def _finding(
 
 def _source(context: CheckContext, resolution: Resolution) -> str:
     """The search step, telling python.exe's own start-up modules from other loaded ones."""
-    app_dir = ntpath.normcase(context.system.interpreter.app_dir)
-    if (
-        resolution.via == LOADED
-        and ntpath.normcase(ntpath.dirname(resolution.path or "")) == app_dir
-    ):
+    app_dir = context.system.interpreter.app_dir
+    if resolution.via == LOADED and same_path(ntpath.dirname(resolution.path or ""), app_dir):
         return PYTHON_LOADED
     return resolution.via or ""
 
