@@ -63,7 +63,9 @@ try:
     import torch
     out = {"ok": bool((torch.ones(2) * 2).sum() == 4)}
 except Exception as exc:
-    out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:800]}
+    out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:800],
+           "diagnosis": isinstance(exc, torchguard.TorchDllError),
+           "code": getattr(exc, "code", None), "missing": (getattr(exc, "missing", None) or "").lower()}
 print("TG-JSON " + json.dumps(out))
 """
 
@@ -292,11 +294,7 @@ def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
             prelude + REAL, site, extra_paths=extra, env={"WINEDEBUG": "warn+module"}
         )
         real = parse(real_run)
-        ensured = (
-            parse(wine_env.run(prelude + ENSURED, site, extra_paths=extra))
-            if verdict["ok"]
-            else None
-        )
+        ensured = parse(wine_env.run(prelude + ENSURED, site, extra_paths=extra))
     plain = verdict["plain"]
     assert isinstance(plain, dict)
     wine_module = None if real["ok"] else failed_module(real_run.stderr)
@@ -323,11 +321,23 @@ def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
             verdict["ok"] and "needs-dll-directory" in verdict["codes"]  # type: ignore[operator]
         )
     )
-    repaired = ensured is None or ensured["ok"]
+    # The guarded outcome, in every scenario: `ensure(); import torch` works where torchguard
+    # says ok, and otherwise ensure() itself raises the diagnosis torchguard predicted.
+    guarded = verdict["guarded"]
+    assert isinstance(guarded, dict)
+    repaired = (
+        ensured["ok"]
+        if guarded["ok"]
+        else (
+            ensured.get("diagnosis") is True
+            and ensured.get("code") == verdict["code"]
+            and ensured.get("missing") == verdict["missing"]
+        )
+    )
     verdict_text = "ok" if verdict["ok"] else f"{verdict['code']}: {verdict['missing']}"
     if verdict["ok"] and verdict["codes"]:
         verdict_text += f" ({', '.join(map(str, verdict['codes']))})"
-    if ensured is not None and not real["ok"]:
+    if verdict["ok"] and not real["ok"]:
         verdict_text += "; `ensure(); import torch` " + ("works" if ensured["ok"] else "FAILS")
     agree = same_outcome and same_leaf and repaired
     ROWS.append(
@@ -342,7 +352,7 @@ def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
     )
     assert same_outcome, f"torchguard predicted {plain}, the real import gave {real}"
     assert same_leaf, f"torchguard blamed {verdict['missing']}, Wine's loader {wine_module}"
-    assert repaired, f"ensure() then import torch failed: {ensured}"
+    assert repaired, f"the guarded outcome differs from the verdict: {ensured}"
     if name not in IMPORT_WORKS:
         assert not real["ok"], "the sabotage did not break the real import"
         assert not verdict["ok"] or verdict["codes"], "torchguard saw nothing"
