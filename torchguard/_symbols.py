@@ -116,6 +116,8 @@ class _Image:
 
     def offset(self, rva: int, length: int) -> int:
         """The file offset of ``length`` bytes at ``rva``; raises when they are not in the file."""
+        if rva < 0:  # an old-style delay descriptor's VA below the image base
+            raise PEReadError(f"address {rva:#x} lies below the image")
         for section in self.sections:
             span = max(section.virtual_size, section.raw_size)
             if section.rva <= rva < section.rva + span:
