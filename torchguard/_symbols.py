@@ -52,6 +52,8 @@ class Exports:
     """Export name or ordinal -> ``b"TARGET.Name"`` or ``b"TARGET.#12"``."""
     damaged: str | None = None
     """Why the table could not be read completely, or None."""
+    directory: bool = True
+    """False when the image has no export directory: the loader refuses to bind to it."""
 
     def has(self, symbol: Symbol) -> bool:
         if isinstance(symbol, int):
@@ -268,7 +270,7 @@ def _exports(image: _Image) -> Exports:
     it is sound (the loader itself only ever looks up entries)."""
     rva, size = image.directories[0]
     if not rva:
-        return Exports()
+        return Exports(directory=False)
     try:
         base = image.u32(rva + 16)
         functions, names = image.u32(rva + 20), image.u32(rva + 24)
