@@ -14,14 +14,17 @@ ReactOS's loaders (``ldrpe.c``'s LdrpSnapIAT, the NT6 ``LdrpParseForwarderDescri
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
+import pefile
 from fakes import KERNEL, FakeTorch
 from pe_builder import build_pe
 from test_symbols import LIB, model
 
 import torchguard
 from torchguard._loader import SYMBOL
+from torchguard._symbols import read_symbols
 
 
 def top(*symbols: str | int) -> bytes:
@@ -107,3 +110,32 @@ def test_the_finding_says_why_the_loader_refuses(tmp_path: Path, runtime_dir: Pa
     assert errors and all("it has no export table" in f.message for f in errors)
     assert all("WinError 193" in f.message for f in errors)
     assert report.import_torch is not None and report.import_torch.winerror == 193
+
+
+def _descriptor_offset(image: bytes, directory: int) -> int:
+    pe = pefile.PE(data=image, fast_load=True)
+    return int(pe.get_offset_from_rva(pe.OPTIONAL_HEADER.DATA_DIRECTORY[directory].VirtualAddress))
+
+
+def test_the_import_walk_stops_at_a_descriptor_without_a_name_or_thunks() -> None:
+    """LdrpHandleImportTable walks ``while (Name && FirstThunk)``: a half-empty descriptor
+    ends the table, and nothing after it is bound."""
+    image = bytearray(build_pe(["a.dll", "b.dll", "c.dll"]))
+    second = _descriptor_offset(bytes(image), 1) + 20
+    struct.pack_into("<I", image, second + 16, 0)  # b.dll's FirstThunk
+    tables = read_symbols(bytes(image))
+    assert list(tables.imports) == ["a.dll"]
+
+
+def test_a_damaged_delay_import_table_does_not_fail_the_load() -> None:
+    """No load reads delay-import tables: their damage is no corrupt DLL (WinError 193)."""
+    image = bytearray(build_pe(["c10.dll"], ["late.dll", "later.dll"]))
+    delay = _descriptor_offset(bytes(image), 13)
+    struct.pack_into("<I", image, delay + 32 + 16, 0x7FFFFFF0)  # later.dll's lookup table
+    tables = read_symbols(bytes(image))
+    assert list(tables.delay_imports) == ["late.dll"]
+    loader = model(
+        {f"{LIB}\\top.dll": bytes(image), f"{LIB}\\c10.dll": build_pe()},
+        system=("kernel32.dll", "late.dll", "later.dll"),
+    )
+    assert loader.load(f"{LIB}\\top.dll").failures == []

@@ -8,7 +8,8 @@ mapped file: lossless, and about 15 times faster than pefile with its caps lifte
 
 Names stay ``bytes`` (exactly what the loader compares); nothing here decodes them.
 A structurally impossible import table raises :class:`~torchguard._pe.PEReadError` (the loader
-refuses such an image); a damaged export table is read as far as it is sound, and says so.
+refuses such an image); a damaged export table is read as far as it is sound, and says so; a
+damaged delay-import table (which no load reads) is read as far as it is sound.
 """
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
             image.u32(descriptor + 12),
             image.u32(descriptor + 16),
         )
-        if not name_rva and not first_thunk:
+        if not name_rva or not first_thunk:  # where the loader's walk stops, too
             return found
         name = image.cstring(name_rva).decode("ascii", "replace").lower()
         symbols = _thunks(image, lookup or first_thunk, name)
@@ -247,22 +248,31 @@ def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
 
 
 def _delay_imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
+    """The delay-import tables, as far as they are sound.
+
+    The loader never reads them (the delay-load helper does, on a first call), so damage here
+    cannot fail a load: what cannot be read is left out (and so not judged), never raised.
+    """
     rva, _ = image.directories[13]
     found: dict[str, tuple[Symbol, ...]] = {}
     if not rva:
         return found
     for index in range(_MAX_DESCRIPTORS):
         descriptor = rva + 32 * index
-        attributes, name_rva = image.u32(descriptor), image.u32(descriptor + 4)
-        lookup = image.u32(descriptor + 16)
-        if not name_rva:
+        try:
+            attributes, name_rva = image.u32(descriptor), image.u32(descriptor + 4)
+            lookup = image.u32(descriptor + 16)
+            if not name_rva:
+                return found
+            if not attributes & 1 and not image.pe32plus:  # pre-VC7 descriptors hold VAs
+                name_rva -= image.image_base
+                lookup -= image.image_base
+            name = image.cstring(name_rva).decode("ascii", "replace").lower()
+            symbols = _thunks(image, lookup, name)
+        except PEReadError:
             return found
-        if not attributes & 1 and not image.pe32plus:  # pre-VC7 descriptors hold VAs
-            name_rva -= image.image_base
-            lookup -= image.image_base
-        name = image.cstring(name_rva).decode("ascii", "replace").lower()
-        found[name] = found.get(name, ()) + _thunks(image, lookup, name)
-    raise PEReadError("the delay-import directory does not end")
+        found[name] = found.get(name, ()) + symbols
+    return found
 
 
 def _exports(image: _Image) -> Exports:
