@@ -30,7 +30,9 @@ Buffer = Union[bytes, mmap.mmap]
 
 _MAX_NAME = 16384  # torch's longest mangled name is 3,199 bytes
 _MAX_DESCRIPTORS = 4096
-_MAX_THUNKS = 1 << 20
+#: Symbols one image may import in all (torch_python.dll: 6,790). A bound on the total, not
+#: per table: descriptors that all point into one long table must not take minutes.
+_MAX_THUNKS = 1 << 18
 _MAX_EXPORTS = 1 << 16  # ordinals are 16-bit: no export table can hold more
 _EXECUTE = 0x20000000
 
@@ -209,13 +211,16 @@ def read_symbols(data: Buffer, kept: Sequence[tuple[int, int]] | None = None) ->
     )
 
 
-def _thunks(image: _Image, rva: int, what: str) -> tuple[Symbol, ...]:
-    """The symbols of one import lookup table: names, or ordinals (high bit set)."""
+def _thunks(image: _Image, rva: int, what: str, budget: int) -> tuple[Symbol, ...]:
+    """The symbols of one import lookup table: names, or ordinals (high bit set).
+
+    Raises when the table does not end within ``budget`` entries.
+    """
     width = 8 if image.pe32plus else 4
     flag = 1 << (width * 8 - 1)
     unpack = _U64.unpack_from if image.pe32plus else _U32.unpack_from
     symbols: list[Symbol] = []
-    for _ in range(_MAX_THUNKS):
+    for _ in range(budget):
         (value,) = unpack(image.data, image.offset(rva, width))
         if not value:
             return tuple(symbols)
@@ -224,7 +229,7 @@ def _thunks(image: _Image, rva: int, what: str) -> tuple[Symbol, ...]:
         else:
             symbols.append(image.cstring((value & 0x7FFFFFFF) + 2))
         rva += width
-    raise PEReadError(f"the import lookup table of {what} does not end")
+    raise PEReadError(f"the import lookup tables hold more than {_MAX_THUNKS} symbols ({what})")
 
 
 def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
@@ -232,6 +237,7 @@ def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
     found: dict[str, tuple[Symbol, ...]] = {}
     if not rva or not size:
         return found
+    total = 0
     for index in range(_MAX_DESCRIPTORS):
         descriptor = rva + 20 * index
         lookup, name_rva, first_thunk = (
@@ -242,7 +248,8 @@ def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
         if not name_rva or not first_thunk:  # where the loader's walk stops, too
             return found
         name = image.cstring(name_rva).decode("ascii", "replace").lower()
-        symbols = _thunks(image, lookup or first_thunk, name)
+        symbols = _thunks(image, lookup or first_thunk, name, _MAX_THUNKS - total)
+        total += len(symbols)
         found[name] = found.get(name, ()) + symbols
     raise PEReadError("the import directory does not end")
 
@@ -257,6 +264,7 @@ def _delay_imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
     found: dict[str, tuple[Symbol, ...]] = {}
     if not rva:
         return found
+    total = 0
     for index in range(_MAX_DESCRIPTORS):
         descriptor = rva + 32 * index
         try:
@@ -268,9 +276,10 @@ def _delay_imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
                 name_rva -= image.image_base
                 lookup -= image.image_base
             name = image.cstring(name_rva).decode("ascii", "replace").lower()
-            symbols = _thunks(image, lookup, name)
+            symbols = _thunks(image, lookup, name, _MAX_THUNKS - total)
         except PEReadError:
             return found
+        total += len(symbols)
         found[name] = found.get(name, ()) + symbols
     return found
 
