@@ -4,7 +4,7 @@ Two independent readers that agree on ~120 genuine torch, torchvision, torchaudi
 runtime binaries (and on Wine's ~650 PE DLLs, which hold thousands of export forwarders and
 ordinal-only exports that no torch wheel has) leave little room for a reader bug. pefile cuts
 names at 512 bytes, so names are compared cut. Neither torch's wheels nor Wine's DLLs have a
-delay-import table: those are cross-checked on built images in ``test_symbols.py``.
+delay-import table: those are cross-checked on built images in ``test_symbols_fuzz.py``.
 """
 
 from __future__ import annotations

@@ -265,3 +265,22 @@ def test_descriptors_sharing_one_long_table_are_bounded() -> None:
         struct.pack_into("<I", image, descriptors + 20 * index + 16, first_thunk)
     with pytest.raises(PEReadError, match="hold more than"):
         read_image(bytes(image), symbols=True)
+
+
+@pytest.mark.parametrize("machine", [0x8664, I386], ids=["pe32plus", "pe32"])
+def test_delay_imports_agree_with_pefile(machine: int) -> None:
+    """No real wheel at hand has a delay-import table: pefile judges built ones instead."""
+    image = built(machine)
+    pe = pefile.PE(data=image, fast_load=True)
+    pe.parse_data_directories(
+        directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]]
+    )
+    theirs = {
+        entry.dll.decode().lower(): tuple(
+            s.ordinal if s.import_by_ordinal else s.name for s in entry.imports
+        )
+        for entry in pe.DIRECTORY_ENTRY_DELAY_IMPORT
+    }
+    tables = read_image(image, symbols=True).symbols
+    assert tables is not None
+    assert tables.delay_imports == theirs == {"late.dll": (b"x", 7), "other.dll": (b"y",)}
