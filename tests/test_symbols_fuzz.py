@@ -130,8 +130,10 @@ def read_both(data: bytes) -> PEImage | None:
         full = None
     try:
         streamed = read_image_stream(io.BytesIO(data), len(data), symbols=True)
-    except (PEReadError, NotKept):
-        pass
+    except NotKept:
+        pass  # the caller inflates the whole member and reads it as above
+    except PEReadError:
+        assert full is None, "the streaming read refuses an image the full read accepts"
     else:
         assert streamed == full, "the streaming read disagrees with the full read"
     return full
