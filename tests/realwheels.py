@@ -73,6 +73,27 @@ def unpack(wheel_path: Path, target: Path) -> Path:
     return target
 
 
+#: torch releases and the torchvision / torchaudio released with them (their Requires-Dist pins).
+SIBLINGS: dict[str, dict[str, str]] = {
+    "2.4.0": {"torchvision": "0.19.0", "torchaudio": "2.4.0"},
+    "2.4.1": {"torchvision": "0.19.1", "torchaudio": "2.4.1"},
+}
+
+
+def siblings(torch_version: str, *projects: str) -> list[Path]:
+    """The cached wheels of the siblings released with ``torch_version`` (default: all)."""
+    pinned = SIBLINGS[torch_version]
+    return [wheel(project, pinned[project]) for project in projects or tuple(pinned)]
+
+
+def unpack_sibling(wheel_path: Path, target: Path) -> Path:
+    """A small (non-torch) wheel as an installed tree, fresh each time: tests damage it."""
+    target.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel_path) as archive:
+        archive.extractall(target)
+    return target
+
+
 if __name__ == "__main__":
     for version in sys.argv[1:] or ["2.4.0", "2.4.1", "2.15.0"]:
         print(wheel("torch", version))

@@ -246,3 +246,21 @@ def test_many_processes_at_once_lose_nothing(
     data = json.loads((Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME).read_text())
     cached = " ".join(data["facts"])
     assert str(sites[0]) in cached and str(sites[1]) in cached
+
+
+def test_a_killed_processs_lock_is_broken_and_a_busy_one_skips_the_save(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    from torchguard._cache import LOCK_NAME, LOCK_STALE
+
+    cache = Path(os.environ["TORCHGUARD_CACHE_DIR"])
+    cache.mkdir(parents=True, exist_ok=True)
+    lock = cache / LOCK_NAME
+    lock.write_text("")
+    site = fake_torch.write(tmp_path / "site")
+    assert torchguard.scan([site], system32=[runtime_dir]).ok  # a live lock: nothing saved
+    assert not (cache / FILE_NAME).exists() and lock.exists()
+    old = lock.stat().st_mtime - LOCK_STALE - 1
+    os.utime(lock, (old, old))
+    assert torchguard.scan([site], system32=[runtime_dir]).ok  # a stale lock: broken, saved
+    assert (cache / FILE_NAME).exists() and not lock.exists()

@@ -126,3 +126,35 @@ def test_healthy_releases_have_no_missing_symbol(version: str, vc_runtime: Path)
     report = torchguard.scan([wheel("torch", version)], system32=[vc_runtime])
     assert report.ok, report.render_text()
     assert not [f for f in report.findings if f.code == "missing-symbol"]
+
+
+def test_siblings_built_for_another_torch_are_missing_symbols(vc_runtime: Path) -> None:
+    """torchvision 0.19.1 and torchaudio 2.4.1 (built for torch 2.4.1) over torch 2.15.0."""
+    report = torchguard.scan(
+        [wheel("torch", "2.15.0"), wheel("torchvision", "0.19.1"), wheel("torchaudio", "2.4.1")],
+        system32=[vc_runtime],
+    )
+    assert report.import_torch is not None and report.import_torch.ok
+    symbol_errors = [f for f in report.errors if f.code == "missing-symbol"]
+    assert {f.package for f in symbol_errors} == {"torchvision", "torchaudio"}
+    assert {f.missing for f in symbol_errors} == {"c10.dll", "torch_cpu.dll"}
+    assert {f.code for f in report.errors} == {"missing-symbol"}
+    outcomes = {p.name: p for p in report.packages}
+    assert outcomes["torchvision"].status == "fails" and outcomes["torchvision"].winerror == 127
+    assert outcomes["torchaudio"].status == "fails" and outcomes["torchaudio"].winerror == 127
+    vision = next(f for f in symbol_errors if f.package == "torchvision")
+    (command,) = vision.hints[0].commands
+    assert "torchvision" in command and "torch==2.15.0" in command
+    mismatch = [f for f in report.warnings if f.code == "package-mismatch"]
+    assert mismatch and all("fails" in f.message for f in mismatch)
+
+
+def test_a_pair_pip_calls_mismatched_that_still_binds(vc_runtime: Path) -> None:
+    """torchvision 0.19.0 pins torch 2.4.0, yet every symbol it needs is in torch 2.4.1."""
+    report = torchguard.scan(
+        [wheel("torch", "2.4.1"), wheel("torchvision", "0.19.0")], system32=[vc_runtime]
+    )
+    assert report.ok and not [f for f in report.findings if f.code == "missing-symbol"]
+    assert {p.name: p.status for p in report.packages}["torchvision"] == "ok"
+    (mismatch,) = [f for f in report.warnings if f.code == "package-mismatch"]
+    assert "still bind" in mismatch.message

@@ -71,9 +71,12 @@ def ensure() -> Report:
 
     On Windows: find torch without importing it, register the DLL directories it needs
     (including the ones torch forgets), check the whole DLL closure, and raise the most
-    fundamental :class:`~torchguard.TorchDllError`. A successful result is remembered, so
-    later calls in the process cost nothing. Elsewhere there is no DLL work: it returns the
-    report, raising only when torch is not installed at all.
+    fundamental :class:`~torchguard.TorchDllError`. Errors of torch's siblings and extensions
+    (a finding with ``package`` set) are in the returned report but never raised: ``import
+    torch`` works, and a program that never imports torchvision must not be stopped by it.
+    A successful result is remembered, so later calls in the process cost nothing. Elsewhere
+    there is no DLL work: it returns the report, raising only when torch is not installed at
+    all.
     """
     global _ensured
     if _ensured is not None:
@@ -88,7 +91,7 @@ def ensure() -> Report:
             from torchguard._register import register
 
             register(d.path for d in report.dll_directories)
-        errors = report.errors
+        errors = [e for e in report.errors if e.package is None]  # siblings never block torch
         if errors:
             first = errors[0]
             if first.code == "torch-not-found":

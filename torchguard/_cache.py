@@ -20,6 +20,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,9 @@ FILE_NAME = f"pe-facts-v{SCHEMA}.json"
 MAX_ENTRIES = 4096
 MAX_EDGES = 8192
 MAX_BYTES = 16 << 20  # a larger file is not ours to parse: ignore it and write a fresh one
+LOCK_NAME = f"pe-facts-v{SCHEMA}.lock"
+LOCK_WAIT = 0.5  # seconds a save waits for another process's save
+LOCK_STALE = 5.0  # seconds after which a lock is taken to be a killed process's
 
 
 def writer() -> str:
@@ -126,11 +132,23 @@ class FactsCache:
     def save(self) -> None:
         """Write the cache if it changed; failures are ignored (the cache is only a speed-up).
 
-        Entries another process saved since this one loaded are kept: the file on disk is
-        read again and this run's new entries are laid over it.
+        Entries another process saved since this one loaded are kept: under a lock file, the
+        file on disk is read again and this run's new entries are laid over it. A lock held
+        too long (a killed process) is broken; one that stays busy means this run's entries
+        are simply not saved.
         """
         if self.directory is None or not (self._new_facts or self._new_edges):
             return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return
+        with _lock(self.directory / LOCK_NAME) as locked:
+            if locked:
+                self._merge_and_write()
+
+    def _merge_and_write(self) -> None:
+        assert self.directory is not None
         target = self.directory / FILE_NAME
         facts, edges = _load(target)
         facts.update(self._new_facts)
@@ -142,7 +160,6 @@ class FactsCache:
             "edges": dict(list(edges.items())[-MAX_EDGES:]),
         }
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=".pe-facts-", dir=self.directory)
             try:
                 with os.fdopen(handle, "w", encoding="utf-8") as stream:
@@ -157,13 +174,43 @@ class FactsCache:
         self._new_edges.clear()
 
 
+@contextmanager
+def _lock(path: Path) -> Iterator[bool]:
+    """An exclusive lock file (portable: created with O_EXCL); yields whether it was taken."""
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            try:
+                if time.time() - path.stat().st_mtime > LOCK_STALE:
+                    path.unlink()
+                    continue
+            except OSError:
+                continue  # released meanwhile
+            if time.monotonic() > deadline:
+                yield False
+                return
+            time.sleep(0.005)
+        except OSError:
+            yield False
+            return
+    try:
+        yield True
+    finally:
+        os.close(handle)
+        with suppress(OSError):
+            path.unlink()
+
+
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(facts, edges) of a cache file of this schema and writer; empty for anything else."""
     try:
         if path.stat().st_size > MAX_BYTES:
             return {}, {}
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}, {}
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         return {}, {}

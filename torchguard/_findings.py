@@ -30,7 +30,8 @@ class Finding:
 
     ``code`` is a stable kebab-case identifier (documented in the README and never renamed);
     ``dll`` is the torch binary affected (the one torch's own error would name);
-    ``missing`` is what is absent or wrong; ``chain`` runs from ``dll`` down to ``missing``.
+    ``missing`` is what is absent or wrong; ``chain`` runs from ``dll`` down to ``missing``;
+    ``package`` is the torch sibling or extension whose import it breaks (None: torch itself).
     """
 
     code: str
@@ -43,6 +44,7 @@ class Finding:
     path: str | None = None
     symbols: tuple[str, ...] = ()
     """For ``missing-symbol``: the first few missing names (``#12`` for an ordinal)."""
+    package: str | None = None
     rank: int = field(default=50, compare=False)
 
     @property
@@ -64,4 +66,5 @@ class Finding:
             "message": self.message,
             "hints": [hint.to_dict() for hint in self.hints],
             "symbols": list(self.symbols),
+            "package": self.package,
         }

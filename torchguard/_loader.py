@@ -83,6 +83,8 @@ class Failure:
     delay: bool = False
     gap: Gap | None = None
     """For a :data:`SYMBOL` failure: what the bound copy lacks."""
+    importer: str | None = None
+    """For a :data:`SYMBOL` failure: the path of the binary that imports the symbols."""
 
     @property
     def winerror(self) -> int:
@@ -251,7 +253,7 @@ class LoaderModel:
         )
         if gap is not None:
             result.failures.append(
-                Failure(SYMBOL, name, (*chain, name), resolution.path, "", delay, gap)
+                Failure(SYMBOL, name, (*chain, name), resolution.path, "", delay, gap, importer)
             )
 
     def _forwarded(self, dll: str, load_dir: str) -> Union[str, Trusted, None]:

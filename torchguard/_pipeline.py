@@ -8,6 +8,7 @@ from collections.abc import Callable
 from torchguard._binaries import Binaries
 from torchguard._cache import FactsCache
 from torchguard._dists import find_dists
+from torchguard._ecosystem import discover, outcome, simulate_packages
 from torchguard._findings import ERROR, Finding
 from torchguard._fs import WinTree
 from torchguard._hints import HintContext, for_not_found
@@ -58,10 +59,22 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     plan = plan_directories(system.tree, interpreter, torch, companions(dists), cwd=cwd)
     clock.lap("plan")
     binaries = Binaries(system.tree, cache)
-    guarded, unguarded = _replay(system, torch, plan, binaries)
+    guarded, unguarded, process = _replay(system, torch, plan, binaries)
     clock.lap("resolve")
+    packages = simulate_packages(
+        process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok
+    )
+    clock.lap("packages")
     context = CheckContext(
-        system, torch, plan, guarded, unguarded, _hints(system, torch), binaries.facts, dists
+        system,
+        torch,
+        plan,
+        guarded,
+        unguarded,
+        _hints(system, torch),
+        binaries.facts,
+        dists,
+        packages,
     )
     findings = run_rules(context)
     if cache is not None:
@@ -77,15 +90,16 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         import_torch=guarded.outcome(),
         import_torch_without_torchguard=unguarded.outcome(),
         modules=_modules(system, guarded),
+        packages=tuple(outcome(p) for p in packages),
         timings=clock.done(),
     )
 
 
 def _replay(
     system: System, torch: TorchInstall, plan: list[DllDirectory], binaries: Binaries
-) -> tuple[ImportSimulation, ImportSimulation]:
+) -> tuple[ImportSimulation, ImportSimulation, LoaderModel]:
     """``import torch`` replayed twice: after ``ensure()`` (every planned folder registered),
-    and plain (only the folders torch registers itself)."""
+    and plain (only the folders torch registers itself); plus the guarded process's loader."""
     interpreter = system.interpreter
 
     def model(dirs: list[DllDirectory]) -> LoaderModel:
@@ -103,12 +117,13 @@ def _replay(
 
     ntfs = not system.live  # live: the order the file system really lists, as torch's glob
 
-    def replay(dirs: list[DllDirectory]) -> ImportSimulation:
+    def replay(process: LoaderModel) -> ImportSimulation:
         return simulate_import(
-            model(dirs), torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
+            process, torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
         )
 
-    return replay(plan), replay([d for d in plan if d.by_torch])
+    guarded = model(plan)  # the process after ``ensure()``: its siblings load into it later
+    return replay(guarded), replay(model([d for d in plan if d.by_torch])), guarded
 
 
 def _hints(system: System, torch: TorchInstall) -> HintContext:

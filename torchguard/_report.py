@@ -80,6 +80,48 @@ class ImportOutcome:
         }
 
 
+OK = "ok"
+WARNS = "warns"
+FAILS = "fails"
+BLOCKED = "blocked"
+
+
+@dataclass(frozen=True)
+class PackageOutcome:
+    """What ``import <package>`` of a torch sibling or extension does after ``import torch``.
+
+    ``status``: ``ok``, ``warns`` (imports, with a warning or a feature lost), ``fails``
+    (naming ``dll``, the binary that does not load, and its WinError) or ``blocked`` (``import
+    torch`` fails first). ``unavailable``: optional features that will not work.
+    """
+
+    name: str
+    version: str
+    import_name: str
+    status: str
+    message: str
+    winerror: int | None = None
+    dll: str | None = None
+    unavailable: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (OK, WARNS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "import": self.import_name,
+            "ok": self.ok,
+            "status": self.status,
+            "winerror": self.winerror,
+            "dll": self.dll.lower() if self.dll else None,
+            "message": self.message,
+            "unavailable": list(self.unavailable),
+        }
+
+
 @dataclass(frozen=True)
 class ModuleRecord:
     """One DLL of the resolved graph: where it was found and through which search step."""
@@ -105,6 +147,8 @@ class Report:
     import_torch_without_torchguard: ImportOutcome | None = None
     modules: tuple[ModuleRecord, ...] = ()
     distributions: tuple[DistSummary, ...] = ()
+    packages: tuple[PackageOutcome, ...] = ()
+    """torch's siblings and extensions: what importing each does after ``import torch``."""
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -133,6 +177,7 @@ class Report:
             "dll_directories": [d.to_dict() for d in self.dll_directories],
             "modules": [m.to_dict() for m in self.modules],
             "distributions": [d.to_dict() for d in self.distributions],
+            "packages": [p.to_dict() for p in self.packages],
             "timings": {k: round(v, 6) for k, v in self.timings.items()},
         }
 
@@ -221,6 +266,11 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
         lines.append(
             f"import torch alone {plain.describe()}; after torchguard.ensure() it succeeds"
         )
+    for package in report.packages:
+        lines.append(
+            f"import {package.import_name} ({package.name} {package.version}) {package.message}"
+        )
+        lines.extend(f"  unavailable: {note}" for note in package.unavailable)
     shown: set[RepairHint] = set()
     for finding in report.findings:
         lines.append(render_finding(finding, shown=shown, paint=paint))

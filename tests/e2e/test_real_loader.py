@@ -125,7 +125,9 @@ def from_release(name: str, version: str) -> Sabotage:
     def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
         with zipfile.ZipFile(wheel("torch", version)) as archive:
             data = archive.read(f"torch/lib/{name}")
-        (site / "torch" / "lib" / name).write_bytes(data)
+        target = site / "torch" / "lib" / name
+        env.remove(target)  # a hard link to the pristine tree: never write through it
+        target.write_bytes(data)
         yield ()
 
     return sabotage

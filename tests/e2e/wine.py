@@ -71,6 +71,10 @@ WINDOWS_WHEELS: Final[tuple[tuple[str, str], ...]] = (
     ("markupsafe", "2.1.5"),
     ("filelock", "3.16.1"),
     ("fsspec", "2024.9.0"),
+    # torchvision released with torch 2.4.1, and what `import torchvision` imports.
+    ("torchvision", "0.19.1"),
+    ("numpy", "1.26.4"),
+    ("pillow", "10.4.0"),
     # torchguard's runtime dependencies (pure Python).
     ("pefile", "2024.8.26"),
     ("packaging", "26.2"),
@@ -793,7 +797,7 @@ def _ensure_prefix(loader: Path, server: Path, prefix: Path) -> bool:
 
 _WARMUP: Final = (
     "import site, sys; sys.path.insert(0, {site!r}); site.addsitedir({site!r}); "
-    "import torch, sympy, jinja2, networkx, pefile, packaging.version, platformdirs; "
+    "import torch, torchvision, sympy, jinja2, networkx, pefile, packaging.version, platformdirs; "
     "print('torchguard-e2e-ok', torch.__version__, (torch.ones(2) * 2).tolist())"
 )
 

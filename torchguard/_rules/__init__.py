@@ -13,6 +13,7 @@ from torchguard._rules import (
     closure,
     cuda_driver,
     dll_dirs,
+    packages,
     pairing,
     path_fallback,
     path_hazards,
@@ -32,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     cuda_driver.check,
     path_hazards.check,
     pairing.check,
+    packages.check,
 )
 
 

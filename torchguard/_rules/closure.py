@@ -25,10 +25,11 @@ def check(context: CheckContext) -> Iterator[Finding]:
             if identity in seen:
                 continue
             seen.add(identity)
-            yield _finding(context, root, failure)
+            yield failure_finding(context, root, failure)
 
 
-def _finding(context: CheckContext, root: str, failure: Failure) -> Finding:
+def failure_finding(context: CheckContext, root: str, failure: Failure) -> Finding:
+    """The finding for one failed load of ``root`` (also used for torch's siblings)."""
     leaf = failure.leaf
     importer = failure.chain[-2] if len(failure.chain) > 1 else None
     tree = context.system.tree

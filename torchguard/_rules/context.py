@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from torchguard._dists import InstalledDist
+from torchguard._ecosystem import PackageSimulation
 from torchguard._fs import HostFile, join
 from torchguard._hints import HintContext
 from torchguard._locate import TorchInstall
@@ -32,6 +33,8 @@ class CheckContext:
     facts: Callable[[str], PEFacts]
     """PE facts of any path of the tree (cached); raises PEReadError."""
     dists: list[InstalledDist] = field(default_factory=list)
+    packages: list[PackageSimulation] = field(default_factory=list)
+    """torch's siblings and extensions, loaded after the guarded ``import torch``."""
     _replaced: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @cached_property

@@ -4,6 +4,11 @@ Their binaries import torch's DLLs symbol by symbol, so each release pins one to
 (``Requires-Dist: torch ==2.4.0``) and one build variant (``+cpu``, ``+cu121``). A mismatched
 pair imports torch fine, then ``import torchvision`` fails with "operator torchvision::nms does
 not exist" or WinError 127 (failure-catalog.md, row 20). A warning: ``import torch`` works.
+
+This is the metadata-level explanation. Next to it stands the binary-level proof: the
+package's binaries are replayed against this torch symbol by symbol (``_ecosystem``), so the
+message says what that replay found. A pair pip calls mismatched may still bind (torchvision
+0.19.0, pinned to torch 2.4.0, loads into torch 2.4.1): then the warning says so.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import email.parser
 from collections.abc import Iterator
 
 from torchguard._dists import InstalledDist
+from torchguard._ecosystem import CORE
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._locate import split_local
 from torchguard._rules.context import CheckContext
@@ -36,7 +42,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
             severity=WARNING,
             message=(
                 f"{dist.name} {dist.version} {problem}, but torch {torch_version} is "
-                f"installed: `import {dist.name}` fails ({PAIRED[dist.name]})"
+                f"installed: {_consequence(context, dist.name)}"
             ),
             missing=f"{dist.name}=={dist.version}",
             hints=(
@@ -55,6 +61,19 @@ def check(context: CheckContext) -> Iterator[Finding]:
             ),
             rank=80,
         )
+
+
+def _consequence(context: CheckContext, name: str) -> str:
+    """What the binary-level replay of the package found, or the usual failure."""
+    simulation = next((p for p in context.packages if p.plan.name == name), None)
+    if simulation is None or simulation.blocked or not simulation.results:
+        return f"`import {name}` fails ({PAIRED[name]})"
+    if all(result.ok for result in simulation.results if result.step.role == CORE):
+        return (
+            f"its binaries still bind to this torch (checked symbol by symbol), so `import "
+            f"{name}` works today, but pip reports the conflict and any reinstall may break it"
+        )
+    return f"`import {name}` fails ({PAIRED[name]}; see the findings about it)"
 
 
 def _mismatch(dist: InstalledDist, torch_version: str) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from torchguard import _hints
 from torchguard._findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._loader import SYMBOL, Failure, LoadResult
+from torchguard._loader import SYMBOL, Failure
 from torchguard._rules.context import CheckContext
 
 RANK = 35
@@ -24,19 +24,19 @@ def check(context: CheckContext) -> Iterator[Finding]:
         for failure in load.all_failures():
             if failure.kind != SYMBOL or failure.gap is None:
                 continue
-            importer = failure.chain[-2] if len(failure.chain) > 1 else failure.chain[0]
-            identity = (importer.lower(), failure.leaf.lower())
+            identity = (failure.chain[-2].lower(), failure.leaf.lower())
             if identity in seen:
                 continue
             seen.add(identity)
-            yield _finding(context, load, failure, importer)
+            yield symbol_finding(context, ntpath.basename(load.root), failure)
 
 
-def _finding(context: CheckContext, load: LoadResult, failure: Failure, importer: str) -> Finding:
+def symbol_finding(context: CheckContext, root: str, failure: Failure) -> Finding:
+    """The ``missing-symbol`` finding for one :data:`SYMBOL` failure of a load of ``root``."""
     assert failure.gap is not None
     gap = failure.gap
     exporter = failure.leaf
-    root = ntpath.basename(load.root)
+    importer = failure.chain[-2] if len(failure.chain) > 1 else failure.chain[0]
     origin = context.system.tree.origin(failure.path) if failure.path else None
     kind = {127: "name", 182: "ordinal"}.get(gap.winerror, "symbol")
     noun = f"{kind}s" if gap.count != 1 else kind
@@ -54,7 +54,7 @@ def _finding(context: CheckContext, load: LoadResult, failure: Failure, importer
         f"{exporter} does not export {gap.count} {noun} that {importer} imports from it{why}: "
         f"it is another build than the one {importer} was linked against, so {consequence}"
     )
-    importer_path = _path_of(load, importer)
+    importer_path = failure.importer
     replaced = [
         f"{name} is not the file {context.owner_of(path)} installed (its SHA-256 differs "
         "from the package's RECORD)"
@@ -75,11 +75,6 @@ def _finding(context: CheckContext, load: LoadResult, failure: Failure, importer
         hints=_hints_for(context, exporter, failure.path, importer, importer_path),
         rank=RANK + (30 if failure.delay else 0),
     )
-
-
-def _path_of(load: LoadResult, name: str) -> str | None:
-    resolution = load.modules.get(name.lower())
-    return resolution.path if resolution is not None else None
 
 
 def _hints_for(
