@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pefile
 import pytest
@@ -68,9 +69,9 @@ def pefile_view(data: bytes) -> dict[str, object]:
             if symbol.name:
                 forwarders[symbol.name] = symbol.forwarder
 
-    def by_dll(entries: object) -> dict[str, tuple[Symbol, ...]]:
+    def by_dll(entries: Iterable[Any]) -> dict[str, tuple[Symbol, ...]]:
         found: dict[str, tuple[Symbol, ...]] = {}
-        for entry in entries:  # type: ignore[attr-defined]
+        for entry in entries:
             dll = entry.dll.decode("ascii", "replace").lower()
             found[dll] = found.get(dll, ()) + tuple(
                 s.ordinal if s.import_by_ordinal else s.name for s in entry.imports
@@ -90,8 +91,8 @@ def pefile_view(data: bytes) -> dict[str, object]:
 def our_view(tables: SymbolTables) -> dict[str, object]:
     exports = tables.exports
 
-    def cut_all(table: object) -> dict[str, tuple[Symbol, ...]]:
-        return {dll: tuple(map(_cut, symbols)) for dll, symbols in table.items()}  # type: ignore[attr-defined]
+    def cut_all(table: Mapping[str, tuple[Symbol, ...]]) -> dict[str, tuple[Symbol, ...]]:
+        return {dll: tuple(map(_cut, symbols)) for dll, symbols in table.items()}
 
     return {
         "names": {name[:_CUT] for name in exports.names},
