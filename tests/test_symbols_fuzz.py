@@ -19,6 +19,7 @@ import zipfile
 import pefile
 import pytest
 from pe_builder import I386, build_pe
+from pefile_judge import parsed, pefile_view
 
 from torchguard._pe import PEImage, PEReadError, read_image, read_image_stream
 from torchguard._symbols import NotKept
@@ -43,15 +44,7 @@ def built(machine: int = 0x8664) -> bytes:
 
 def regions(data: bytes) -> list[Region]:
     """Where each symbol-table structure of an intact image lies in the file."""
-    pe = pefile.PE(data=data, fast_load=True)
-    entries = pefile.DIRECTORY_ENTRY
-    pe.parse_data_directories(
-        directories=[
-            entries["IMAGE_DIRECTORY_ENTRY_EXPORT"],
-            entries["IMAGE_DIRECTORY_ENTRY_IMPORT"],
-            entries["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
-        ]
-    )
+    pe = parsed(data)
     offset = pe.get_offset_from_rva
     width = 8 if pe.OPTIONAL_HEADER.Magic == 0x20B else 4
     found: list[Region] = []
@@ -273,16 +266,7 @@ def test_descriptors_sharing_one_long_table_are_bounded() -> None:
 def test_delay_imports_agree_with_pefile(machine: int) -> None:
     """No real wheel at hand has a delay-import table: pefile judges built ones instead."""
     image = built(machine)
-    pe = pefile.PE(data=image, fast_load=True)
-    pe.parse_data_directories(
-        directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]]
-    )
-    theirs = {
-        entry.dll.decode().lower(): tuple(
-            s.ordinal if s.import_by_ordinal else s.name for s in entry.imports
-        )
-        for entry in pe.DIRECTORY_ENTRY_DELAY_IMPORT
-    }
+    theirs = pefile_view(image)["delay_imports"]
     tables = read_image(image, symbols=True).symbols
     assert tables is not None
     assert tables.delay_imports == theirs == {"late.dll": (b"x", 7), "other.dll": (b"y",)}
