@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pe_builder import build_pe
+from pe_builder import AMD64, ARM64, I386, build_pe
 
 KERNEL = ("KERNEL32.dll", "VCRUNTIME140.dll", "api-ms-win-crt-runtime-l1-1-0.dll")
 
@@ -38,6 +38,11 @@ class FakeTorch:
     cuda: str | None = None
     extra: dict[str, bytes] = field(default_factory=dict)
     linker: tuple[int, int] = (14, 29)
+    platform: str = "win_amd64"
+
+    @property
+    def machine(self) -> int:
+        return {"win_amd64": AMD64, "win32": I386, "win_arm64": ARM64}[self.platform]
 
     def files(self) -> dict[str, bytes]:
         files: dict[str, bytes] = {
@@ -45,19 +50,19 @@ class FakeTorch:
             "torch/version.py": (
                 f"__version__ = '{self.version}'\ncuda: 'Optional[str]' = {self.cuda!r}\n"
             ).encode(),
-            f"torch/_C.{self.python_tag}-win_amd64.pyd": build_pe(
-                ["torch_python.dll", *KERNEL], linker=self.linker
+            f"torch/_C.{self.python_tag}-{self.platform}.pyd": build_pe(
+                ["torch_python.dll", *KERNEL], linker=self.linker, machine=self.machine
             ),
         }
         for name, imports in self.graph.items():
-            files[f"torch/lib/{name}"] = build_pe(imports, linker=self.linker)
+            files[f"torch/lib/{name}"] = build_pe(imports, linker=self.linker, machine=self.machine)
         files.update(self.extra)
         info = f"torch-{self.version}.dist-info"
         files[f"{info}/METADATA"] = (
             f"Metadata-Version: 2.1\nName: torch\nVersion: {self.version}\n".encode()
         )
         files[f"{info}/WHEEL"] = (
-            f"Wheel-Version: 1.0\nTag: {self.python_tag}-{self.python_tag}-win_amd64\n".encode()
+            f"Wheel-Version: 1.0\nTag: {self.python_tag}-{self.python_tag}-{self.platform}\n".encode()
         )
         files[f"{info}/INSTALLER"] = b"pip\n"
         files[f"{info}/RECORD"] = record(files, info)
@@ -68,7 +73,8 @@ class FakeTorch:
         return site
 
     def wheel(self, directory: Path) -> Path:
-        path = directory / f"torch-{self.version}-{self.python_tag}-{self.python_tag}-win_amd64.whl"
+        tags = f"{self.python_tag}-{self.python_tag}-{self.platform}"
+        path = directory / f"torch-{self.version}-{tags}.whl"
         write_wheel(path, self.files())
         return path
 
@@ -99,11 +105,13 @@ def system32(
     root: Path,
     names: Sequence[str] = ("msvcp140.dll", "vcruntime140_1.dll"),
     version: tuple[int, int, int, int] | None = None,
+    machine: int = AMD64,
 ) -> Path:
     """A folder standing in for System32 with the given (tiny, valid) DLLs."""
     root.mkdir(parents=True, exist_ok=True)
     for name in names:
-        (root / name).write_bytes(build_pe(["KERNEL32.dll"], file_version=version))
+        data = build_pe(["KERNEL32.dll"], file_version=version, machine=machine)
+        (root / name).write_bytes(data)
     return root
 
 

@@ -62,3 +62,31 @@ def test_odd_paths(tmp_path: Path) -> None:
     site = FakeTorch().write(folder)
     report = torchguard.scan([site], system32=[system32(tmp_path / "s 32")])
     assert report.ok, report.render_text()
+
+
+def test_random_header_damage_is_a_read_error_never_another_exception() -> None:
+    """Damage in the headers and directories gives facts or PEReadError, nothing else.
+
+    Anything else would be either a reader bug or damage the reader misses; since any other
+    exception is reported as torchguard's own fault, the reader must classify all of it.
+    """
+    from pe_builder import I386, build_pe
+
+    from torchguard._pe import PEReadError, read_pe
+
+    images = [
+        build_pe(["a.dll", "b.dll"], ["c.dll"], file_version=(1, 2, 3, 4)),
+        build_pe(["kernel32.dll"], ["d.dll"], machine=I386),
+    ]
+    rng = random.Random(11)
+    outcomes = {"facts": 0, "error": 0}
+    for _ in range(1500):
+        data = bytearray(rng.choice(images))
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(0x200)] = rng.randrange(256)  # headers and section table
+        try:
+            read_pe(bytes(data))
+            outcomes["facts"] += 1
+        except PEReadError:
+            outcomes["error"] += 1
+    assert min(outcomes.values()) > 100, outcomes

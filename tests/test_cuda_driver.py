@@ -77,3 +77,27 @@ def test_no_driver_at_all(tmp_path: Path) -> None:
 def test_cpu_builds_are_not_judged(tmp_path: Path) -> None:
     site = FakeTorch().write(tmp_path / "site")
     assert torchguard.scan([site], system32=[system32(tmp_path / "s32")]).findings == ()
+
+
+def test_too_old_hint_stays_within_the_installed_release(tmp_path: Path) -> None:
+    """torch 2.7.1 has cu118/cu126/cu128: driver 556.12 runs cu118 of 2.7.1, not a cu124."""
+    site = FakeTorch(version="2.7.1+cu128", cuda="12.8").write(tmp_path / "site")
+    report = torchguard.scan([site], system32=[with_driver(tmp_path, (32, 0, 15, 5612))])
+    (finding,) = report.findings
+    assert finding.code == "cuda-driver-too-old"
+    assert (
+        finding.hints[1]
+        .commands[0]
+        .endswith("torch==2.7.1 --index-url https://download.pytorch.org/whl/cu118")
+    )
+
+
+def test_too_old_for_every_build_of_the_release_offers_the_cpu_build(tmp_path: Path) -> None:
+    site = FakeTorch(version="2.9.1+cu128", cuda="12.8").write(tmp_path / "site")
+    report = torchguard.scan([site], system32=[with_driver(tmp_path, (31, 0, 15, 3623))])
+    (finding,) = report.findings
+    assert (
+        finding.hints[1]
+        .commands[0]
+        .endswith("torch==2.9.1 --index-url https://download.pytorch.org/whl/cpu")
+    )

@@ -13,19 +13,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Make ensure() fail like a broken Windows install would: a real scan of a fake install
-#: without the VC++ runtime, raised as ensure() raises it.
-BREAK_ENSURE = """
-import sys
+#: The real ensure() on a fake Windows: ``_api`` takes its Windows path and live_windows()
+#: describes a fake install (with or without the VC++ runtime in System32), optionally with a
+#: fault planted inside pefile. Everything from the analysis to the raise is the real code.
+FAKE_WINDOWS = """
+import sys, types
 sys.path.insert(0, {tests!r})
-from fakes import FakeTorch
+from fakes import FakeTorch, system32
 from pathlib import Path
-import torchguard, torchguard._api as api
-from torchguard._errors import error_for
-report = torchguard.scan([FakeTorch().write(Path({tmp!r}) / 'broken-site')])
-def broken_ensure():
-    raise error_for(report.errors[0], report)
-api.ensure = broken_ensure
+import torchguard, torchguard._api as api, torchguard._live as live
+from torchguard._system import offline_windows
+root = Path({tmp!r})
+site = FakeTorch().write(root / 'fake-site')
+s32 = [str(system32(root / 's32'))] if {runtime!r} else []
+api.sys = types.SimpleNamespace(platform='win32', modules=sys.modules)
+live.live_windows = lambda: offline_windows([str(site)], system32_dirs=s32)
+if {fault!r}:
+    import pefile
+    def boom(*args, **kwargs):
+        raise TypeError('planted fault')
+    pefile.PE.parse_data_directories = boom
 """
 
 
@@ -55,6 +62,7 @@ def run(
         stand_in_torch(torch_root)
     prelude = f"import site; site.addsitedir({str(hooked_site(tmp_path))!r})\n"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHGUARD")}
+    full_env["TORCHGUARD_CACHE_DIR"] = str(tmp_path / "facts-cache")
     full_env.update(env)
     full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(torch_root)])
     return subprocess.run(
@@ -66,8 +74,15 @@ def run(
     )
 
 
+def fake_windows(tmp_path: Path, *, runtime: bool = True, fault: bool = False) -> str:
+    return FAKE_WINDOWS.format(
+        tests=str(ROOT / "tests"), tmp=str(tmp_path), runtime=runtime, fault=fault
+    )
+
+
 def breaker(tmp_path: Path) -> str:
-    return BREAK_ENSURE.format(tests=str(ROOT / "tests"), tmp=str(tmp_path))
+    """A fake Windows install without the VC++ runtime: the real ensure() raises."""
+    return fake_windows(tmp_path, runtime=False)
 
 
 def test_strict_makes_import_torch_raise_the_diagnosis(tmp_path: Path) -> None:
@@ -129,17 +144,25 @@ def test_unwritable_report_path_is_one_warning(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "cannot write TORCHGUARD_REPORT" in result.stderr
 
 
-def test_internal_fault_fails_open(tmp_path: Path) -> None:
-    code = (
-        "import torchguard._api as api\n"
-        "def boom():\n    raise KeyError('injected fault')\n"
-        "api.ensure = boom\nimport torch\nprint('after import')\n"
-    )
-    result = run(code, tmp_path)
-    assert result.returncode == 0
+@pytest.mark.parametrize("mode", ["strict", "warn"])
+def test_internal_fault_fails_open(tmp_path: Path, mode: str) -> None:
+    """A fault inside pefile, met by the real ensure(): one line, and torch imports."""
+    code = fake_windows(tmp_path, fault=True) + "import torch\nprint('after import')\n"
+    result = run(code, tmp_path, TORCHGUARD=mode)
+    assert result.returncode == 0, result.stderr
     assert "stand-in torch imported" in result.stdout and "after import" in result.stdout
-    assert result.stderr.count("\n") == 1
-    assert "internal error ignored" in result.stderr and "injected fault" in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    line = result.stderr
+    assert line.startswith("torchguard: internal error ignored, import torch continues:")
+    assert "InternalError" in line and "planted fault" in line
+    assert "please report this as a torchguard bug" in line and "corrupt" not in line
+
+
+def test_the_same_fake_windows_without_the_fault_is_silent(tmp_path: Path) -> None:
+    code = fake_windows(tmp_path) + "import torch\nprint(torchguard.ensure().ok)\n"
+    result = run(code, tmp_path)
+    assert result.stdout.split() == ["stand-in", "torch", "imported", "True"], result.stderr
+    assert result.stderr == ""
 
 
 def test_missing_torch_keeps_pythons_own_error(tmp_path: Path) -> None:
@@ -225,3 +248,51 @@ def test_cli_install_refusal_message(
     err = capsys.readouterr().err
     assert "cannot change" in err and "--user" in err
     assert blocker.read_text() == "x"
+
+
+COUNT = "count = lambda: sum(type(f).__name__ == 'TorchImportWatcher' for f in sys.meta_path)\n"
+
+
+def test_install_hook_never_stacks_a_second_watcher_beside_the_pth_one(tmp_path: Path) -> None:
+    code = (
+        "import sys\n" + COUNT + "print(count())\n"
+        "import torchguard, torchguard._boot as boot\n"
+        "a = torchguard.install_hook(); b = torchguard.install_hook()\n"
+        "boot.activate()  # the .start entry point, had it run too\n"
+        "print(count(), a.watcher is b.watcher, type(a.watcher) is boot.TorchImportWatcher)\n"
+        "a.uninstall()\nprint(count(), a.installed)\n"
+        "c = torchguard.install_hook()\nprint(count(), c.installed)\n"
+    )
+    result = run(code, tmp_path)
+    # 1 from the .pth line; install_hook() adopts it (a class of its own, from the same
+    # source); after uninstalling, install_hook() adds exactly one.
+    assert result.stdout.split() == ["1", "1", "True", "False", "0", "False", "1", "True"], (
+        result.stderr
+    )
+
+
+def test_pth_watcher_is_boot_s_source_and_survives_a_removed_torchguard(tmp_path: Path) -> None:
+    """torchguard uninstalled, its .pth left behind: import torch works, silently."""
+    torch_root = stand_in_torch(tmp_path / "torch-root")
+    prelude = f"import site; site.addsitedir({str(hooked_site(tmp_path))!r})\n"
+    code = prelude + "import sys\n" + COUNT + "print(count())\nimport torch\nprint(count())\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHGUARD")}
+    env["PYTHONPATH"] = str(torch_root)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.stdout.split() == ["1", "stand-in", "torch", "imported", "0"], result.stderr
+    assert result.stderr == ""
+
+
+def test_boot_activate_honours_off_and_installs_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchguard import _boot
+
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setenv("TORCHGUARD", "off")
+    _boot.activate()
+    assert _boot.installed_watcher() is None
+    monkeypatch.setenv("TORCHGUARD", "strict")
+    _boot.activate()
+    _boot.activate()
+    assert sum(type(f).__name__ == "TorchImportWatcher" for f in sys.meta_path) == 1

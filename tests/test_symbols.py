@@ -329,6 +329,24 @@ def test_a_warm_scan_reuses_edge_verdicts(
     assert torchguard.scan([site], system32=[runtime_dir]).ok
 
 
+@pytest.mark.parametrize("wheel", [False, True])
+def test_a_bug_in_the_symbol_reader_is_never_a_finding(
+    tmp_path: Path, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch, wheel: bool
+) -> None:
+    """A KeyError inside the export reader (a type zip damage also raises) is our fault."""
+    from torchguard import _symbols
+
+    def broken(image: object) -> object:
+        raise KeyError("planted bug")
+
+    monkeypatch.setattr(_symbols, "_exports", broken)
+    torch = FakeTorch()
+    target = torch.wheel(tmp_path) if wheel else torch.write(tmp_path / "site")
+    with pytest.raises(torchguard.InternalError) as raised:
+        torchguard.scan([target], system32=[runtime_dir])
+    assert isinstance(raised.value.__cause__, KeyError)
+
+
 # -- demangling ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("symbol", "expected"),

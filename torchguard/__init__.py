@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from torchguard._findings import Finding, RepairHint
     from torchguard._hook import HookHandle, install_hook
+    from torchguard._internal import InternalError
     from torchguard._report import Report
 
 __version__ = "0.1.0"
@@ -41,6 +42,7 @@ _EXPORTS = {
     "ArchitectureMismatchError": "torchguard._errors",
     "TorchNotFoundError": "torchguard._errors",
     "RuntimeTooOldError": "torchguard._errors",
+    "InternalError": "torchguard._internal",
     "Finding": "torchguard._findings",
     "RepairHint": "torchguard._findings",
     "Report": "torchguard._report",
@@ -51,6 +53,7 @@ __all__ = [
     "CorruptDllError",
     "Finding",
     "HookHandle",
+    "InternalError",
     "MissingDllError",
     "MissingSymbolError",
     "RepairHint",

@@ -7,9 +7,11 @@ import sys
 import threading
 from collections.abc import Iterable
 
-from torchguard._errors import TorchNotFoundError, error_for
+from torchguard._errors import TorchDllError, TorchNotFoundError, error_for
 from torchguard._findings import WARNING, Finding
+from torchguard._internal import guarded
 from torchguard._report import Report, TorchSummary
+from torchguard._vocab import Code
 
 _ensure_lock = threading.Lock()
 _ensured: Report | None = None
@@ -17,7 +19,7 @@ _ensured: Report | None = None
 
 def _already_imported() -> Report:
     finding = Finding(
-        code="torch-already-imported",
+        code=Code.TORCH_ALREADY_IMPORTED,
         severity=WARNING,
         message=(
             "torch was imported before torchguard.ensure() ran, so there is nothing left to "
@@ -58,12 +60,16 @@ def _live_report() -> Report:
 
 
 def diagnose() -> Report:
-    """Analyse this environment as ``ensure()`` would; never raises, registers nothing."""
+    """Analyse this environment as ``ensure()`` would; registers nothing.
+
+    Problems in the environment are findings in the report; a fault of torchguard's own
+    raises :class:`~torchguard.InternalError`.
+    """
     if "torch" in sys.modules:
         return _already_imported()
     if sys.platform != "win32":
-        return _non_windows()
-    return _live_report()
+        return guarded("diagnose()", _non_windows, ())
+    return guarded("diagnose()", _live_report, ())
 
 
 def ensure() -> Report:
@@ -76,7 +82,8 @@ def ensure() -> Report:
     torch`` works, and a program that never imports torchvision must not be stopped by it.
     A successful result is remembered, so later calls in the process cost nothing. Elsewhere
     there is no DLL work: it returns the report, raising only when torch is not installed at
-    all.
+    all. A fault of torchguard's own raises :class:`~torchguard.InternalError` (never a
+    ``TorchDllError``).
     """
     global _ensured
     if _ensured is not None:
@@ -86,19 +93,24 @@ def ensure() -> Report:
     with _ensure_lock:
         if _ensured is not None:
             return _ensured
-        report = _live_report() if sys.platform == "win32" else _non_windows()
-        if sys.platform == "win32":
-            from torchguard._register import register
-
-            register(d.path for d in report.dll_directories)
-        errors = [e for e in report.errors if e.package is None]  # siblings never block torch
-        if errors:
-            first = errors[0]
-            if first.code == "torch-not-found":
-                raise TorchNotFoundError(first, report)
-            raise error_for(first, report)
+        report = guarded("ensure()", _prepare, (TorchDllError,))
         _ensured = report
         return report
+
+
+def _prepare() -> Report:
+    report = _live_report() if sys.platform == "win32" else _non_windows()
+    if sys.platform == "win32":
+        from torchguard._register import register
+
+        register(d.path for d in report.dll_directories)
+    errors = [e for e in report.errors if e.package is None]  # siblings never block torch
+    if errors:
+        first = errors[0]
+        if first.code == "torch-not-found":
+            raise TorchNotFoundError(first, report)
+        raise error_for(first, report)
+    return report
 
 
 def scan(
@@ -106,13 +118,16 @@ def scan(
     *,
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
+    gpus: Iterable[str] = (),
 ) -> Report:
     """Diagnose a Windows install offline, from any OS.
 
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
-    ``python_dir`` stands for python.exe's folder. Raises :class:`ValueError` (a
-    ``TargetError``) when a target cannot be read.
+    ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
+    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``). Raises :class:`ValueError`
+    (a ``TargetError``) when a target cannot be read, :class:`~torchguard.InternalError` for a
+    fault of torchguard's own.
     """
     if isinstance(targets, (str, bytes, os.PathLike)):
         raise TypeError("scan() takes a list of targets, not a single path")
@@ -123,17 +138,22 @@ def scan(
         raise TypeError("scan() targets must be str or os.PathLike[str]")
     from torchguard._cache import user_cache
     from torchguard._pipeline import analyze
-    from torchguard._system import offline_windows
+    from torchguard._system import TargetError, offline_windows
 
-    system = offline_windows(
-        paths,
-        system32_dirs=[os.fspath(d) for d in system32],
-        python_dir=os.fspath(python_dir) if python_dir is not None else None,
-    )
-    try:
-        return analyze(system, cache=user_cache())
-    finally:
-        system.close()
+    system32_dirs = [os.fspath(d) for d in system32]
+    python_folder = os.fspath(python_dir) if python_dir is not None else None
+    adapters = [str(g) for g in gpus]
+
+    def run() -> Report:
+        system = offline_windows(
+            paths, system32_dirs=system32_dirs, python_dir=python_folder, gpus=adapters
+        )
+        try:
+            return analyze(system, cache=user_cache())
+        finally:
+            system.close()
+
+    return guarded("scan()", run, (TargetError,))
 
 
 def _reset_for_tests() -> None:

@@ -16,13 +16,12 @@ no binary at all and the cache stays small (no symbol lists are stored).
 from __future__ import annotations
 
 import ntpath
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Union, cast
+from typing import Union
 
 from torchguard._cache import FactsCache, host_key, member_key
-from torchguard._fs import ZIP_ERRORS, AssumedFile, Entry, HostFile, WinTree, ZipMember
+from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, MemberStream, WinTree, ZipMember
 from torchguard._pe import PEFacts, PEImage, PEReadError, read_image, read_image_stream
 from torchguard._symbols import NotKept, Symbol, SymbolTables
 
@@ -61,7 +60,11 @@ class Gap:
 
 
 def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
-    """Read one file of the tree, facts and symbol tables; damage becomes PEReadError."""
+    """Read one file of the tree, facts and symbol tables; damage becomes PEReadError.
+
+    Zip errors are caught only around zipfile's own calls (:class:`MemberStream`), so an
+    error of the readers themselves propagates as the bug it is.
+    """
     entry = tree.entry(path)
     if entry is None:
         return PEReadError("the file disappeared while it was being checked")
@@ -72,49 +75,19 @@ def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
             return read_image(entry.path, symbols=True)
         if isinstance(entry, ZipMember):
             try:
-                with _member(tree, entry) as stream:
-                    return read_image_stream(stream, entry.size, symbols=True)
+                archive = tree.archive(entry.archive)
+            except ZIP_ERRORS as exc:
+                return PEReadError(f"cannot read the file: {exc}")
+            try:
+                with MemberStream(archive, entry.member) as stream:
+                    return read_image_stream(stream, entry.size, symbols=True)  # type: ignore[arg-type]
             except NotKept:  # a table in a code section: inflate the whole member
-                return read_image(_whole(tree, entry), symbols=True)
-        return read_image(_whole(tree, entry), symbols=True)
+                return read_image(tree.read_entry(entry), symbols=True)
+        return read_image(tree.read_entry(entry), symbols=True)
     except PEReadError as exc:
         return exc
-    except MemoryError as exc:
+    except (OSError, MemoryError) as exc:  # I/O and zip damage only: see MemberStream
         return PEReadError(f"cannot read the file: {exc}")
-
-
-class _Inflating:
-    """A wheel member's stream whose read errors are damage to the file (PEReadError).
-
-    Only the reads are guarded: a KeyError or RuntimeError from the PE reader that consumes
-    the stream is a fault of torchguard's and must propagate, not become ``corrupt-dll``.
-    """
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
-
-    def read(self, size: int = -1) -> bytes:
-        try:
-            return self.stream.read(size)
-        except ZIP_ERRORS as exc:
-            raise PEReadError(f"cannot read the file: {exc}") from None
-
-
-@contextmanager
-def _member(tree: WinTree, entry: ZipMember) -> Iterator[IO[bytes]]:
-    try:
-        stream = tree.archive(entry.archive).open(entry.member)
-    except ZIP_ERRORS as exc:
-        raise PEReadError(f"cannot read the file: {exc}") from None
-    with stream:
-        yield cast("IO[bytes]", _Inflating(stream))
-
-
-def _whole(tree: WinTree, entry: Entry) -> bytes:
-    try:
-        return tree.read_entry(entry)
-    except OSError as exc:  # read_entry turns every zip error into OSError
-        raise PEReadError(f"cannot read the file: {exc}") from None
 
 
 class Binaries:

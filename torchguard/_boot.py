@@ -1,10 +1,10 @@
 """The start-up watcher: a finder on ``sys.meta_path`` that wakes up on the first ``import torch``.
 
-Python 3.15+ runs :func:`activate` from the PEP 829 ``.start`` file that ``torchguard hook
-install`` writes; older Pythons run the same watcher from the ``.pth`` line (see
-``_hook.PTH_LINE``), which defines it inline so that a process that never imports torch never
-imports torchguard either. This module imports nothing beyond ``sys`` and ``os`` (loaded at
-start-up anyway) and never raises: a hook must not break Python itself.
+The one implementation of the watcher. Python 3.15+ imports this module from the PEP 829
+``.start`` file (``torchguard._boot:activate``); older Pythons run this same source from the
+``.pth`` line, where ``torchguard hook install`` inlines it (see ``_hook.pth_line``), so that
+a process that never imports torch never imports torchguard either. It imports nothing beyond
+``sys`` and ``os`` (loaded at start-up anyway) and never raises: a hook must not break Python.
 """
 
 import os
@@ -13,6 +13,8 @@ import sys
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: typing is not loaded at start-up
 if TYPE_CHECKING:
     from typing import Any
+
+WATCHER = "TorchImportWatcher"
 
 
 class TorchImportWatcher:
@@ -26,8 +28,10 @@ class TorchImportWatcher:
         if fullname != "torch":
             return None
         self.remove()
-        from torchguard._hook import run_guard
-
+        try:
+            from torchguard._hook import run_guard
+        except ImportError:  # torchguard uninstalled, its start-up file left behind
+            return None
         run_guard()
         return None
 
@@ -37,15 +41,18 @@ class TorchImportWatcher:
 
 
 def installed_watcher() -> "Any":
-    """The watcher on ``sys.meta_path`` (from ``install_hook()`` or a start-up file), or None."""
+    """The watcher on ``sys.meta_path``, from whichever copy of this source, or None.
+
+    Found by class name: the ``.pth`` line defines its own class object from this source.
+    """
     for finder in sys.meta_path:
-        if type(finder).__name__ == "TorchImportWatcher":
+        if type(finder).__name__ == WATCHER:
             return finder
     return None
 
 
 def activate() -> None:
-    """Entry point of the ``.start`` file; honours ``TORCHGUARD=off``."""
+    """Install the watcher unless ``TORCHGUARD=off``, torch is imported or one is there."""
     try:
         if os.environ.get("TORCHGUARD", "").strip().lower() == "off":
             return

@@ -1,4 +1,7 @@
-"""A persistent cache of PE facts and binding verdicts, so a warm ``ensure()`` reads no DLL.
+"""A persistent cache of facts about binaries, so a warm ``ensure()`` reads no DLL.
+
+Three sections: PE facts, binding verdicts, and facts other checks derive from one file (the
+GPU architectures of a fatbin, the commit a DLL's writable sections cost).
 
 Facts of a file on disk are keyed by its path, size, modification time and file id; facts of
 a wheel member by the wheel's identity and the member's CRC and size. A binding verdict (does
@@ -33,6 +36,9 @@ SCHEMA = 2
 FILE_NAME = f"pe-facts-v{SCHEMA}.json"
 MAX_ENTRIES = 4096
 MAX_EDGES = 8192
+#: Each part of the file and how many entries it keeps: PE facts, binding verdicts, and facts
+#: other checks derive from one file (a fatbin's GPU architectures, a DLL's commit share).
+SECTIONS = {"facts": MAX_ENTRIES, "edges": MAX_EDGES, "derived": MAX_ENTRIES}
 MAX_BYTES = 16 << 20  # a larger file is not ours to parse: ignore it and write a fresh one
 LOCK_NAME = f"pe-facts-v{SCHEMA}.lock"
 LOCK_WAIT = 0.5  # seconds a save waits for another process's save
@@ -86,12 +92,11 @@ class FactsCache:
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
-        self._facts: dict[str, Any] = {}
-        self._edges: dict[str, Any] = {}
-        self._new_facts: dict[str, Any] = {}
-        self._new_edges: dict[str, Any] = {}
+        self._sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        self._new: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
         if directory is not None:
-            self._facts, self._edges = _load(directory / FILE_NAME)
+            self._sections = _load(directory / FILE_NAME)
+        self._facts = self._sections["facts"]
 
     def get(self, key: str | None) -> PEFacts | PEReadError | None:
         if key is None:
@@ -118,16 +123,27 @@ class FactsCache:
         if key is None or self.directory is None:
             return
         raw = {"error": str(value)} if isinstance(value, PEReadError) else asdict(value)
-        self._facts[key] = self._new_facts[key] = raw
+        self._put("facts", key, raw)
 
     def get_edge(self, key: str) -> Any:
         """The stored verdict for a binding (validated by the caller), or None."""
-        return self._edges.get(key)
+        return self._sections["edges"].get(key)
 
     def put_edge(self, key: str, verdict: dict[str, Any]) -> None:
+        self._put("edges", key, verdict)
+
+    def get_derived(self, kind: str, identity: str | None) -> Any:
+        """A JSON value derived from one file (``kind``: what it is), validated by the caller."""
+        return self._sections["derived"].get(f"{kind}|{identity}") if identity else None
+
+    def put_derived(self, kind: str, identity: str | None, value: Any) -> None:
+        if identity is not None:
+            self._put("derived", f"{kind}|{identity}", value)
+
+    def _put(self, section: str, key: str, value: Any) -> None:
         if self.directory is None:
             return
-        self._edges[key] = self._new_edges[key] = verdict
+        self._sections[section][key] = self._new[section][key] = value
 
     def save(self) -> None:
         """Write the cache if it changed; failures are ignored (the cache is only a speed-up).
@@ -137,7 +153,7 @@ class FactsCache:
         too long (a killed process) is broken; one that stays busy means this run's entries
         are simply not saved.
         """
-        if self.directory is None or not (self._new_facts or self._new_edges):
+        if self.directory is None or not any(self._new.values()):
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -150,15 +166,11 @@ class FactsCache:
     def _merge_and_write(self) -> None:
         assert self.directory is not None
         target = self.directory / FILE_NAME
-        facts, edges = _load(target)
-        facts.update(self._new_facts)
-        edges.update(self._new_edges)
-        document = {
-            "schema": SCHEMA,
-            "writer": writer(),
-            "facts": dict(list(facts.items())[-MAX_ENTRIES:]),
-            "edges": dict(list(edges.items())[-MAX_EDGES:]),
-        }
+        sections = _load(target)
+        document: dict[str, Any] = {"schema": SCHEMA, "writer": writer()}
+        for name, limit in SECTIONS.items():
+            sections[name].update(self._new[name])
+            document[name] = dict(list(sections[name].items())[-limit:])
         try:
             handle, temporary = tempfile.mkstemp(prefix=".pe-facts-", dir=self.directory)
             try:
@@ -170,8 +182,8 @@ class FactsCache:
                 raise
         except OSError:
             return
-        self._new_facts.clear()
-        self._new_edges.clear()
+        for new in self._new.values():
+            new.clear()
 
 
 @contextmanager
@@ -204,23 +216,24 @@ def _lock(path: Path) -> Iterator[bool]:
             path.unlink()
 
 
-def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(facts, edges) of a cache file of this schema and writer; empty for anything else."""
+def _load(path: Path) -> dict[str, dict[str, Any]]:
+    """Each section of a cache file of this schema and writer; empty for anything else."""
+    empty: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     try:
         if path.stat().st_size > MAX_BYTES:
-            return {}, {}
+            return empty
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
-        return {}, {}
+        return empty
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        return {}, {}
+        return empty
     if data.get("writer") != writer():
-        return {}, {}
-    facts, edges = data.get("facts"), data.get("edges")
-    return (
-        dict(facts) if isinstance(facts, dict) else {},
-        dict(edges) if isinstance(edges, dict) else {},
-    )
+        return empty
+    for name in SECTIONS:
+        section = data.get(name)
+        if isinstance(section, dict):
+            empty[name] = dict(section)
+    return empty
 
 
 def _names(raw: Any) -> tuple[str, ...]:

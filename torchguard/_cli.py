@@ -1,16 +1,21 @@
-"""``torchguard doctor`` and ``torchguard scan``: exit 0 clean, 1 errors found, 2 bad usage."""
+"""``torchguard doctor`` and ``torchguard scan``.
+
+Exit 0 clean, 1 errors found, 2 bad usage, 3 a fault of torchguard's own (one line asking for
+a bug report; ``TORCHGUARD_DEBUG=1`` adds the traceback).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from torchguard._report import Report
 
-EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scan.add_argument(
         "--python-dir", metavar="DIR", help="a folder standing for python.exe's folder"
+    )
+    scan.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help='a display adapter of the machine, e.g. "NVIDIA GeForce RTX 5090" (repeatable)',
     )
     _output_options(scan)
     hook = commands.add_parser(
@@ -108,6 +120,29 @@ def _emit(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from torchguard._internal import InternalError, internal_error
+
+    try:
+        return _main(argv)
+    except InternalError as exc:
+        return _internal(exc)
+    except Exception as exc:  # a fault outside the guarded API (rendering, the hook files)
+        return _internal(internal_error(exc, "the command line"), exc)
+
+
+def _internal(exc: BaseException, cause: BaseException | None = None) -> int:
+    print(f"torchguard: internal error: {exc}", file=sys.stderr)
+    if os.environ.get("TORCHGUARD_DEBUG", "").strip() not in ("", "0"):
+        import traceback
+
+        shown = cause or exc
+        traceback.print_exception(type(shown), shown, shown.__traceback__, file=sys.stderr)
+    else:
+        print("torchguard: set TORCHGUARD_DEBUG=1 for the traceback", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "hook":
         return _hook(args.action, args.user)
@@ -124,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from torchguard._api import scan
 
     try:
-        report = scan(args.targets, system32=args.system32, python_dir=args.python_dir)
+        report = scan(
+            args.targets, system32=args.system32, python_dir=args.python_dir, gpus=args.gpu
+        )
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

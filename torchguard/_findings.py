@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-ERROR = "error"
-WARNING = "warning"
-INFO = "info"
+from torchguard._vocab import Code, Severity
+
+ERROR = Severity.ERROR
+WARNING = Severity.WARNING
+INFO = Severity.INFO
 
 _SEVERITY_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 
@@ -34,8 +36,8 @@ class Finding:
     ``package`` is the torch sibling or extension whose import it breaks (None: torch itself).
     """
 
-    code: str
-    severity: str
+    code: Code
+    severity: Severity
     message: str
     dll: str | None = None
     missing: str | None = None
@@ -57,8 +59,8 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "code": self.code,
-            "severity": self.severity,
+            "code": str(self.code),
+            "severity": str(self.severity),
             "dll": self.dll.lower() if self.dll else None,
             "missing": self.missing.lower() if self.missing else None,
             "chain": [name.lower() for name in self.chain],

@@ -66,8 +66,13 @@ class AssumedFile:
 
 Entry = Union[HostFile, ZipMember, MemoryFile, AssumedFile]
 
-#: What reading a damaged or unusual zip can raise (bad headers, a corrupt deflate stream, an
-#: encrypted or unsupported member, a name missing from the directory).
+#: What zipfile raises for a damaged or unusual zip, found by flipping random bytes of wheels:
+#: BadZipFile (bad headers, CRC), zlib.error and EOFError (a corrupt deflate stream), OSError,
+#: NotImplementedError (an unsupported method or version), RuntimeError (a member flagged as
+#: encrypted), ValueError (a negative seek from a bad offset, an undecodable name) and KeyError
+#: (a member missing from the directory). Broad, so it is only ever caught around zipfile's own
+#: calls (see :class:`MemberStream`), never around torchguard's code, where the same types mean
+#: a bug.
 ZIP_ERRORS = (
     OSError,
     EOFError,
@@ -78,6 +83,39 @@ ZIP_ERRORS = (
     NotImplementedError,
     ValueError,
 )
+
+
+class DamagedMember(OSError):
+    """A zip member whose data cannot be read back (what :data:`ZIP_ERRORS` lists)."""
+
+
+class MemberStream:
+    """A zip member's stream whose read errors are :class:`DamagedMember`, and only those.
+
+    The reader above it (pefile) then runs outside any zip ``except`` clause, so an error of
+    its own is never mistaken for damage in the archive.
+    """
+
+    def __init__(self, archive: zipfile.ZipFile, member: str) -> None:
+        try:
+            self._stream = archive.open(member)
+        except ZIP_ERRORS as exc:
+            raise DamagedMember(f"cannot open {member}: {exc}") from None
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except ZIP_ERRORS as exc:
+            raise DamagedMember(f"damaged data: {exc}") from None
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> MemberStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def key(path: str) -> str:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from torchguard._findings import RepairHint
 from torchguard._locate import split_local
+from torchguard._machine import ARM64, X64, X86, label
 
-VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
 VC_RUNTIME = frozenset(
     {
         "msvcp140.dll",
@@ -47,6 +47,7 @@ class HintContext:
     cuda: str | None = None
     conda: bool = False
     python_version: tuple[int, int] | None = None
+    python_machine: int = X64
 
     @property
     def variant(self) -> str | None:
@@ -80,19 +81,34 @@ def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
     )
 
 
+def redist_cpu(ctx: HintContext) -> str:
+    """The VC++ redistributable's CPU the running Python needs: x86, x64 or arm64."""
+    cpus: dict[int, str] = {X86: "x86", ARM64: "arm64"}
+    return cpus.get(ctx.python_machine, "x64")
+
+
+def redist_url(ctx: HintContext) -> str:
+    return f"https://aka.ms/vs/17/release/vc_redist.{redist_cpu(ctx)}.exe"
+
+
+def winget_redist(ctx: HintContext, verb: str) -> str:
+    return f"winget {verb} --id Microsoft.VCRedist.2015+.{redist_cpu(ctx)} --exact"
+
+
 def vc_redist(ctx: HintContext, name: str) -> RepairHint:
     newer = name in VC_RUNTIME_14_40
     summary = (
-        f"{name} ships with the Microsoft Visual C++ 2015-2022 Redistributable (x64)"
+        f"{name} ships with the Microsoft Visual C++ 2015-2022 Redistributable "
+        f"({redist_cpu(ctx)})"
         + (", version 14.40 or newer" if newer else "")
         + "; install or update it"
     )
-    commands = ["winget install --id Microsoft.VCRedist.2015+.x64 --exact"]
+    commands = [winget_redist(ctx, "install")]
     if newer:
-        commands.append("winget upgrade --id Microsoft.VCRedist.2015+.x64 --exact")
+        commands.append(winget_redist(ctx, "upgrade"))
     if ctx.conda:
         commands.append("conda install -c conda-forge vc14_runtime")
-    return RepairHint(summary, tuple(commands), VC_REDIST_URL)
+    return RepairHint(summary, tuple(commands), redist_url(ctx))
 
 
 def for_missing(name: str, ctx: HintContext, torch_owned: bool) -> tuple[RepairHint, ...]:
@@ -219,12 +235,49 @@ def for_corrupt(name: str, ctx: HintContext, owner: str | None) -> tuple[RepairH
     )
 
 
+#: Where PyTorch publishes its CPU-only Windows ARM64 builds: PyPI's torch wheels for Windows
+#: are all win_amd64 (checked through torch 2.15.0), none win_arm64 and none win32.
+ARM64_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
 def for_arch(name: str, ctx: HintContext, machine: str) -> tuple[RepairHint, ...]:
+    """Fixes for a DLL of another CPU, fitting the CPU of the Python that runs."""
     version = "{}.{}".format(*ctx.python_version) if ctx.python_version else "3.12"
+    python = label(ctx.python_machine)
+    x64_python = (
+        f"winget install --id Python.Python.{version} --exact --architecture x64",
+        f"py -{version}-64 -m pip install --force-reinstall torch",
+    )
+    if ctx.python_machine == X86:
+        return (
+            RepairHint(
+                f"{name} is built for {machine}, and this Python is 32-bit (x86): torch has no "
+                "32-bit Windows builds; install 64-bit (x64) Python from python.org",
+                x64_python,
+                "https://www.python.org/downloads/windows/",
+            ),
+        )
+    if ctx.python_machine == ARM64:
+        return (
+            RepairHint(
+                f"{name} is built for {machine}, but this Python is ARM64: PyPI has no Windows "
+                "ARM64 build of torch; PyTorch's own index has CPU-only ARM64 builds",
+                (
+                    f"{ctx.python_cmd} -m pip install --force-reinstall torch --index-url "
+                    f"{ARM64_INDEX}",
+                ),
+                "https://pytorch.org/get-started/locally/",
+            ),
+            RepairHint(
+                "or use an x64 Python, which Windows on ARM runs emulated, with PyPI's x64 torch",
+                x64_python,
+                "https://www.python.org/downloads/windows/",
+            ),
+        )
     return (
         RepairHint(
-            f"{name} is built for {machine}, not for this 64-bit x64 Python; torch needs "
-            "64-bit (x64) Python from python.org and x64 DLLs",
+            f"{name} is built for {machine}, not for this 64-bit {python} Python; torch needs "
+            f"64-bit ({python}) Python from python.org and {python} DLLs",
             (
                 f"winget install --id Python.Python.{version} --exact",
                 f"py -{version}-64 -m pip install --force-reinstall torch",

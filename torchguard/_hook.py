@@ -17,42 +17,51 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Protocol
 
 from torchguard._boot import TorchImportWatcher, installed_watcher
+from torchguard._vocab import Code, Mode
 
-__all__ = ["HookHandle", "install_hook", "installed_watcher", "run_guard"]
+__all__ = ["HookHandle", "install_hook", "installed_watcher", "pth_line", "run_guard"]
 
-MODES = ("strict", "warn", "off")
+MODES = tuple(str(m) for m in Mode)
 HOOK_NAME = "torchguard-hook"
-_WATCHER_SOURCE = """
-class TorchImportWatcher:
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        try:
-            from torchguard._hook import run_guard
-        except ImportError:
-            return None
-        run_guard()
-        return None
-if os.environ.get("TORCHGUARD", "").strip().lower() != "off" and "torch" not in sys.modules:
-    if not any(type(f).__name__ == "TorchImportWatcher" for f in sys.meta_path):
-        sys.meta_path.insert(0, TorchImportWatcher())
-"""
-#: One line (``site`` executes ``.pth`` lines that start with ``import``). The watcher is the
-#: same as ``_boot.TorchImportWatcher``, defined inline so that start-up imports nothing.
-PTH_LINE = f"import os, sys; exec({_WATCHER_SOURCE!r}, {{'os': os, 'sys': sys}})\n"
 START_LINE = "torchguard._boot:activate\n"
 
 
-def mode() -> str:
-    value = os.environ.get("TORCHGUARD", "").strip().lower() or "strict"
+def pth_line() -> str:
+    """The ``.pth`` line: ``_boot``'s own source, executed inline, then ``activate()``.
+
+    ``site`` executes ``.pth`` lines that start with ``import``. Inlining the one watcher
+    implementation (docstrings dropped) keeps start-up free of any torchguard import before
+    Python 3.15, without a second copy of the watcher to keep in step.
+    """
+    import ast
+    import inspect
+
+    from torchguard import _boot
+
+    tree = ast.parse(inspect.getsource(_boot))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    source = ast.unparse(tree) + "\nactivate()\n"
+    return f"import os; exec({source!r}, {{'__name__': 'torchguard._boot'}})\n"
+
+
+def mode() -> Mode:
+    value = os.environ.get("TORCHGUARD", "").strip().lower() or Mode.STRICT
     if value not in MODES:
         _say(f"unknown TORCHGUARD={value!r}; using strict (choose one of {', '.join(MODES)})")
-        return "strict"
-    return value
+        return Mode.STRICT
+    return Mode(value)
 
 
 def _say(message: str) -> None:
@@ -72,16 +81,16 @@ def run_guard() -> None:
     from torchguard._errors import TorchDllError
 
     current = mode()
-    if current == "off":
+    if current == Mode.OFF:
         return
     try:
         try:
             report = _api.ensure()
         except TorchDllError as exc:
             _write_report(exc.report.to_dict())
-            if exc.code == "torch-not-found":
+            if exc.code == Code.TORCH_NOT_FOUND:
                 return  # let Python raise its own ModuleNotFoundError
-            if current == "strict":
+            if current == Mode.STRICT:
                 raise
             _say(f"{exc}\n(TORCHGUARD=warn: import torch continues)")
             return
@@ -89,7 +98,9 @@ def run_guard() -> None:
     except TorchDllError:
         raise
     except Exception as exc:  # fail open: torchguard's own bugs never block import torch
-        _say(f"internal error ignored, import torch continues: {type(exc).__name__}: {exc}")
+        from torchguard._internal import describe
+
+        _say(f"internal error ignored, import torch continues: {describe(exc)}")
 
 
 def _write_report(data: dict[str, object]) -> None:
@@ -111,15 +122,23 @@ def _write_report(data: dict[str, object]) -> None:
         _say(f"cannot write TORCHGUARD_REPORT={target}: {exc.strerror or exc}")
 
 
+class _Watcher(Protocol):
+    """What both copies of ``_boot.TorchImportWatcher`` (module and ``.pth`` line) offer."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None: ...
+
+    def remove(self) -> None: ...
+
+
 @dataclass
 class HookHandle:
     """The installed watcher; ``uninstall()`` removes it (also on leaving a ``with`` block)."""
 
-    watcher: TorchImportWatcher
+    watcher: _Watcher
 
     @property
     def installed(self) -> bool:
-        return self.watcher in sys.meta_path
+        return any(finder is self.watcher for finder in sys.meta_path)
 
     def uninstall(self) -> None:
         self.watcher.remove()
@@ -139,11 +158,12 @@ class HookHandle:
 def install_hook() -> HookHandle:
     """Run ``ensure()`` right before the first ``import torch`` of this process.
 
-    Installing twice returns the same watcher. If torch is already imported there is nothing
+    Never stacks a second watcher: when one is already installed (by an earlier call, or by
+    the start-up file), its handle is returned. If torch is already imported there is nothing
     to guard; the handle then reports ``installed == False``.
     """
-    watcher = installed_watcher()
-    if not isinstance(watcher, TorchImportWatcher):
+    watcher: _Watcher | None = installed_watcher()
+    if watcher is None:
         watcher = TorchImportWatcher()
         if "torch" not in sys.modules:
             sys.meta_path.insert(0, watcher)
@@ -169,7 +189,7 @@ def write_hook_files(directory: Path) -> list[Path]:
     """Write both start-up files (3.15+ runs the ``.start`` one and skips the ``.pth`` line)."""
     directory.mkdir(parents=True, exist_ok=True)
     pth, start = hook_files(directory)
-    for path, content in ((pth, PTH_LINE), (start, START_LINE)):
+    for path, content in ((pth, pth_line()), (start, START_LINE)):
         temporary = path.with_name(f".{path.name}.tmp")
         temporary.write_text(content, encoding="utf-8")
         os.replace(temporary, path)

@@ -14,16 +14,33 @@ import sysconfig
 from typing import IO
 
 from torchguard._fs import WinTree
-from torchguard._system import AMD64, Interpreter, System
-
-_MACHINES = {"AMD64": AMD64, "X86": 0x14C, "ARM64": 0xAA64, "x86_64": AMD64}
-
+from torchguard._gpus import DisplayAdapter
+from torchguard._machine import interpreter_machine
+from torchguard._system import Interpreter, System
 
 _ONLY_WINDOWS = "only available on Windows"
 
 
 def process_image_dir() -> str:
     """python.exe's real folder (the base interpreter's in a venv): the loader's app dir."""
+    return ntpath.dirname(process_image())
+
+
+def python_machine() -> int:
+    """The CPU this interpreter is built for: its own image's PE header, never the host's.
+
+    The process image (the base python.exe, even in a venv) first, then ``sys.executable``,
+    then ``sysconfig.get_platform()``. ``platform.machine()`` is not asked: it names the host
+    CPU, so an x64 Python on Windows on ARM would read as ARM64.
+    """
+    images = [sys.executable] if sys.executable else []
+    if sys.platform == "win32":
+        images.insert(0, process_image())
+    return interpreter_machine(images, sysconfig.get_platform())
+
+
+def process_image() -> str:
+    """The running process's image file (python.exe, or an embedding program)."""
     if sys.platform != "win32":
         raise NotImplementedError(_ONLY_WINDOWS)
     import ctypes
@@ -36,7 +53,7 @@ def process_image_dir() -> str:
     length = kernel32.GetModuleFileNameW(None, buffer, size)
     if not length:
         raise ctypes.WinError(ctypes.get_last_error())
-    return ntpath.dirname(buffer.value)
+    return buffer.value
 
 
 def system_directory() -> str:
@@ -118,6 +135,96 @@ def loaded_modules() -> dict[str, str]:
     return found
 
 
+def commit_status() -> tuple[int, int]:
+    """(commit limit, commit available) in bytes, from GlobalMemoryStatusEx.
+
+    ``ullTotalPageFile`` and ``ullAvailPageFile`` are, despite their names, the system commit
+    limit (RAM plus page files) and what is left of it.
+    """
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+    from ctypes import wintypes
+
+    class MemoryStatusEx(ctypes.Structure):
+        _fields_ = [
+            ("dwLength", wintypes.DWORD),
+            ("dwMemoryLoad", wintypes.DWORD),
+            ("ullTotalPhys", ctypes.c_ulonglong),
+            ("ullAvailPhys", ctypes.c_ulonglong),
+            ("ullTotalPageFile", ctypes.c_ulonglong),
+            ("ullAvailPageFile", ctypes.c_ulonglong),
+            ("ullTotalVirtual", ctypes.c_ulonglong),
+            ("ullAvailVirtual", ctypes.c_ulonglong),
+            ("ullAvailExtendedVirtual", ctypes.c_ulonglong),
+        ]
+
+    status = MemoryStatusEx()
+    status.dwLength = ctypes.sizeof(MemoryStatusEx)
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    if not kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+        raise ctypes.WinError(ctypes.get_last_error())
+    return int(status.ullTotalPageFile), int(status.ullAvailPageFile)
+
+
+def _commit_or_none() -> tuple[int, int] | None:
+    try:
+        return commit_status()
+    except OSError:
+        return None
+
+
+#: The display adapter device class; each numbered subkey is one installed adapter.
+_DISPLAY_CLASS = r"SYSTEM\CurrentControlSet\Control\Class\{4d36e968-e325-11ce-bfc1-08002be10318}"
+
+
+def display_adapters() -> tuple[DisplayAdapter, ...]:
+    """The display adapters' driver descriptions and PCI hardware ids, from the registry.
+
+    Reads the device class key only: no CUDA initialisation, no driver DLL loaded.
+    """
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import winreg
+
+    found: list[DisplayAdapter] = []
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _DISPLAY_CLASS) as key:
+            index = 0
+            while True:
+                try:
+                    sub = winreg.EnumKey(key, index)
+                except OSError:
+                    break
+                index += 1
+                if not sub.isdigit():
+                    continue  # "Properties" and the like
+                try:
+                    with winreg.OpenKey(key, sub) as adapter:
+                        name = _reg_string(adapter, "DriverDesc")
+                        hardware = _reg_string(adapter, "MatchingDeviceId")
+                except OSError:
+                    continue
+                if name or hardware:
+                    found.append(DisplayAdapter(name, hardware))
+    except OSError:
+        return ()
+    return tuple(found)
+
+
+def _reg_string(key: object, name: str) -> str:
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import winreg
+
+    assert isinstance(key, winreg.HKEYType)
+    try:
+        value, kind = winreg.QueryValueEx(key, name)
+    except OSError:
+        return ""
+    return value if kind == winreg.REG_SZ and isinstance(value, str) else ""
+
+
 def _site_dirs() -> tuple[str, ...]:
     seen: dict[str, str] = {}
     for entry in sys.path:
@@ -143,13 +250,11 @@ def live_windows() -> System:
     """The running process as a :class:`System` (Windows only)."""
     if sys.platform != "win32":
         raise NotImplementedError(_ONLY_WINDOWS)
-    import platform
-
     app_dir = process_image_dir()
     version = sys.version_info
     interpreter = Interpreter(
         version=(version[0], version[1]),
-        machine=_MACHINES.get(platform.machine(), AMD64),
+        machine=python_machine(),
         executable=sys.executable,
         prefix=sys.prefix,
         exec_prefix=sys.exec_prefix,
@@ -173,6 +278,8 @@ def live_windows() -> System:
         live=True,
         torch_package_dir=torch_package_dir(),
         python_cmd=f'"{executable}"' if " " in executable else executable,
+        display_adapters=display_adapters(),
+        commit=_commit_or_none(),
     )
 
 

@@ -27,25 +27,26 @@ from typing import TYPE_CHECKING, Protocol, Union
 
 from torchguard._fs import AssumedFile, WinTree, join
 from torchguard._pe import PEFacts, PEReadError, machine_name
+from torchguard._vocab import FailureKind, Step
 
 if TYPE_CHECKING:
     from torchguard._binaries import ForwardResolver, Gap, Trusted
 
-LOADED = "loaded"
-APISET = "apiset"
-KNOWNDLL = "knowndll"
-DLL_LOAD_DIR = "dll_load_dir"
-APP_DIR = "app_dir"
-USER_DIR = "user_dir"
-SYSTEM32 = "system32"
-PATH_FALLBACK = "path_fallback"
+LOADED = Step.LOADED
+APISET = Step.APISET
+KNOWNDLL = Step.KNOWNDLL
+DLL_LOAD_DIR = Step.DLL_LOAD_DIR
+APP_DIR = Step.APP_DIR
+USER_DIR = Step.USER_DIR
+SYSTEM32 = Step.SYSTEM32
+PATH_FALLBACK = Step.PATH_FALLBACK
 
 _NOT_WALKED = frozenset({LOADED, APISET, KNOWNDLL, SYSTEM32})
 
-MISSING = "missing"
-CORRUPT = "corrupt"
-ARCH = "arch"
-SYMBOL = "symbol"
+MISSING = FailureKind.MISSING
+CORRUPT = FailureKind.CORRUPT
+ARCH = FailureKind.ARCH
+SYMBOL = FailureKind.SYMBOL
 
 WINERROR = {MISSING: 126, CORRUPT: 193, ARCH: 193, SYMBOL: 127}
 #: Failures of the mapping phase, which the loader reports before any symbol is bound.
@@ -68,7 +69,7 @@ class Resolution:
 
     name: str
     path: str | None
-    via: str | None
+    via: Step | None
     wrong_arch: tuple[tuple[str, int], ...] = ()
 
 
@@ -76,7 +77,7 @@ class Resolution:
 class Failure:
     """Why a load fails: ``leaf`` is missing, corrupt or of the wrong architecture."""
 
-    kind: str
+    kind: FailureKind
     leaf: str
     chain: tuple[str, ...]
     path: str | None = None
@@ -166,7 +167,7 @@ class LoaderModel:
             return Resolution(name, path, via, tuple(wrong))
         return Resolution(name, None, None, tuple(wrong))
 
-    def _search_order(self, load_dir: str) -> Iterable[tuple[str, str]]:
+    def _search_order(self, load_dir: str) -> Iterable[tuple[str, Step]]:
         yield load_dir, DLL_LOAD_DIR
         yield self.app_dir, APP_DIR
         for folder in self.user_dirs:
@@ -192,7 +193,7 @@ class LoaderModel:
         if ntpath.normcase(self.loaded.get(root_name.lower(), "")) == ntpath.normcase(root):
             result.modules[root_name.lower()] = Resolution(root_name, root, LOADED)
             return result
-        result.modules[root_name.lower()] = Resolution(root_name, root, "root")
+        result.modules[root_name.lower()] = Resolution(root_name, root, Step.ROOT)
         queue: deque[tuple[str, tuple[str, ...]]] = deque([(root, (root_name,))])
         while queue:
             path, chain = queue.popleft()

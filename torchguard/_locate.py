@@ -102,6 +102,12 @@ def extension_tag(name: str) -> str | None:
     return match["tag"].lower() if match else None
 
 
+def extension_platform(name: str) -> str | None:
+    """The platform tag of a ``_C`` extension file name: ``win_amd64`` for the one above."""
+    match = _PYD.match(name)
+    return match["plat"].lower() if match else None
+
+
 def tag_version(tag: str) -> tuple[int, int] | None:
     """``(3, 11)`` for ``cp311`` (and ``cp313t``); None for anything else."""
     match = re.match(r"^cp(\d)(\d+)t?$", tag.lower())

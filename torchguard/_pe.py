@@ -5,7 +5,8 @@ from pefile with ``fast_load`` and DLL names only: a full parse of torch_cpu.dll
 and 1 GB, and pefile's symbol-level parsing silently drops DLL names past
 ``MAX_IMPORT_SYMBOLS``. Symbol tables (every imported and exported name) come from
 :mod:`torchguard._symbols`, from the same bytes. Only what a damaged file really causes
-becomes :class:`PEReadError`; any other exception is a bug of torchguard's and propagates.
+becomes :class:`PEReadError`; any other exception is a fault of torchguard's own and propagates
+(``_api`` reports it as an internal error, never as a corrupt DLL).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import struct
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from torchguard._vocab import Machine
+
 if TYPE_CHECKING:
     import pefile
 
@@ -23,12 +26,12 @@ if TYPE_CHECKING:
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
 READER_VERSION = 3
 
-MACHINE_NAMES = {
-    0x14C: "x86",
-    0x8664: "x64",
-    0xAA64: "arm64",
-    0x1C4: "arm",
-    0xA641: "arm64ec",
+MACHINE_NAMES: dict[int, str] = {
+    Machine.X86: "x86",
+    Machine.X64: "x64",
+    Machine.ARM64: "arm64",
+    Machine.ARM: "arm",
+    Machine.ARM64EC: "arm64ec",
 }
 
 _IMAGE_FILE_DLL = 0x2000
@@ -146,7 +149,10 @@ def read_image_stream(stream: IO[bytes], size: int, *, symbols: bool = False) ->
     ranges = kept_ranges(head, size)
     if ranges is None:  # an unusual layout: read everything
         return read_image(head + stream.read(), symbols=symbols)
-    buffer = mmap.mmap(-1, size)
+    try:
+        buffer = mmap.mmap(-1, size)
+    except (OSError, OverflowError, ValueError) as exc:  # a size no memory can hold
+        raise PEReadError(f"cannot hold {size} bytes: {exc}") from None
     try:
         buffer[: len(head)] = head
         position, end = len(head), max(stop for _, stop in ranges)
@@ -249,11 +255,11 @@ def _delay_import_names(pe: pefile.PE) -> tuple[str, ...]:
         if not any(fields):
             break
         attributes, name_rva = fields[0], fields[1]
-        if attributes & 1 == 0 and pe.FILE_HEADER.Machine == 0x14C:
+        if attributes & 1 == 0 and pe.FILE_HEADER.Machine == Machine.X86:
             name_rva -= int(pe.OPTIONAL_HEADER.ImageBase)  # pre-VC6 descriptors hold VAs
         try:
             name = pe.get_string_at_rva(name_rva, _MAX_NAME)
-        except pefile.PEFormatError:
+        except (pefile.PEFormatError, struct.error):
             name = b""
         if name:
             names.append(_decode(name))

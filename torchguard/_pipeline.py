@@ -14,12 +14,14 @@ from torchguard._fs import WinTree
 from torchguard._hints import HintContext, for_not_found
 from torchguard._loader import LoaderModel
 from torchguard._locate import TorchInstall, companions, locate_torch, related
+from torchguard._machine import label
 from torchguard._pe import PEFacts
 from torchguard._plan import plan_directories
 from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
 from torchguard._simulate import ImportSimulation, simulate_import
 from torchguard._system import System
+from torchguard._vocab import Code
 
 
 def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
@@ -49,7 +51,11 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     clock = _Clock()
     interpreter = system.interpreter
     if system.torch_package_dir is None:
-        hints = HintContext(python_cmd=system.python_cmd, python_version=interpreter.version)
+        hints = HintContext(
+            python_cmd=system.python_cmd,
+            python_version=interpreter.version,
+            python_machine=interpreter.machine,
+        )
         return Report(
             findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
         )
@@ -75,6 +81,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         binaries.facts,
         dists,
         packages,
+        cache=cache,
     )
     findings = run_rules(context)
     if cache is not None:
@@ -135,6 +142,7 @@ def _hints(system: System, torch: TorchInstall) -> HintContext:
         cuda=torch.cuda,
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
+        python_machine=interpreter.machine,
     )
 
 
@@ -144,6 +152,7 @@ def _python(system: System) -> dict[str, str]:
         "version": f"{interpreter.version[0]}.{interpreter.version[1]}",
         "executable": interpreter.executable,
         "app_dir": interpreter.app_dir,
+        "machine": label(interpreter.machine),
     }
 
 
@@ -162,7 +171,7 @@ def _modules(system: System, simulation: ImportSimulation) -> tuple[ModuleRecord
 
 def torch_not_found(hints: HintContext) -> Finding:
     return Finding(
-        code="torch-not-found",
+        code=Code.TORCH_NOT_FOUND,
         severity=ERROR,
         message="torch is not installed where this Python imports packages from",
         hints=for_not_found(hints),

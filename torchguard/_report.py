@@ -250,7 +250,9 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
         )
     if report.python:
         lines.append(
-            f"python {report.python.get('version')}: {report.python.get('executable')} "
+            f"python {report.python.get('version')}"
+            + (f" ({report.python['machine']})" if report.python.get("machine") else "")
+            + f": {report.python.get('executable')} "
             f"(loader's application folder: {report.python.get('app_dir')})"
         )
     if report.distributions:

@@ -16,9 +16,11 @@ from functools import cache
 from importlib import resources
 
 from torchguard._fs import AssumedFile, WinTree, join
-from torchguard._wheel import WheelError, mount_wheel, wheel_python_tag
+from torchguard._gpus import DisplayAdapter
+from torchguard._machine import X64, X86, platform_machine
+from torchguard._wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
 
-AMD64 = 0x8664
+AMD64 = X64
 
 OFFLINE_PREFIX = "C:\\Python"
 OFFLINE_SYSTEM32 = "C:\\Windows\\System32"
@@ -58,6 +60,10 @@ class System:
     live: bool
     torch_package_dir: str | None
     python_cmd: str = "python"
+    display_adapters: tuple[DisplayAdapter, ...] = ()
+    """The machine's display adapters (live: the registry; offline: as given)."""
+    commit: tuple[int, int] | None = None
+    """(commit limit, commit available) in bytes; live only."""
 
     def close(self) -> None:
         self.tree.close()
@@ -84,6 +90,7 @@ def offline_windows(
     system32_dirs: Sequence[str] = (),
     python_dir: str | None = None,
     assumed_system32: Sequence[tuple[str, Iterable[str]]] = (),
+    gpus: Sequence[str] = (),
 ) -> System:
     """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
 
@@ -92,6 +99,9 @@ def offline_windows(
     ``vcruntime140_1.dll``, no ``msvcp140.dll``). System32 holds the DLLs every Windows 10/11
     x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs`` and the
     names of ``assumed_system32`` (``(source, names)`` pairs: present, without a file to read).
+    The interpreter's CPU is the platform tag of torch's ``_C`` extension, else of the first
+    Windows wheel (``win_amd64``, ``win32``, ``win_arm64``), else x64. ``gpus`` names the
+    machine's display adapters (``"NVIDIA GeForce RTX 5090"``).
     Raises :class:`TargetError` for a target or folder that cannot be read.
     """
     from torchguard._locate import find_torch_package
@@ -99,7 +109,7 @@ def offline_windows(
     tree = WinTree()
     site_dir = join(OFFLINE_PREFIX, "Lib", "site-packages")
     try:
-        tags = _mount_targets(tree, targets, site_dir)
+        tags, platforms = _mount_targets(tree, targets, site_dir)
         for folder in system32_dirs:
             _mount_folder(tree, OFFLINE_SYSTEM32, folder, "--system32")
         _assume(
@@ -109,15 +119,13 @@ def offline_windows(
             _assume(tree, OFFLINE_SYSTEM32, names, source)
         package_dir = find_torch_package(tree, [site_dir])
         version = _python_version(tree, package_dir, tags)
+        machine = _python_machine(tree, package_dir, platforms)
         python_dll = f"python{version[0]}{version[1]}.dll"
         if python_dir is not None:
             _mount_folder(tree, OFFLINE_PREFIX, python_dir, "--python-dir")
         else:
-            shipped = (
-                python_dll,
-                f"python{version[0]}.dll",
-                "vcruntime140.dll",
-                "vcruntime140_1.dll",
+            shipped = (python_dll, f"python{version[0]}.dll", "vcruntime140.dll") + (
+                () if machine == X86 else ("vcruntime140_1.dll",)  # no x86 build needs it
             )
             _assume(tree, OFFLINE_PREFIX, shipped, f"python.org CPython {version[0]}.{version[1]}")
     except TargetError:
@@ -125,7 +133,7 @@ def offline_windows(
         raise
     interpreter = Interpreter(
         version=version,
-        machine=AMD64,
+        machine=machine,
         executable=join(OFFLINE_PREFIX, "python.exe"),
         prefix=OFFLINE_PREFIX,
         exec_prefix=OFFLINE_PREFIX,
@@ -149,12 +157,17 @@ def offline_windows(
         live=False,
         torch_package_dir=package_dir,
         python_cmd=f"py -{version[0]}.{version[1]}",
+        display_adapters=tuple(DisplayAdapter(name) for name in gpus),
     )
 
 
-def _mount_targets(tree: WinTree, targets: Sequence[str], site_dir: str) -> list[str]:
-    """Overlay each target on the site directory; return the wheels' CPython tags."""
+def _mount_targets(
+    tree: WinTree, targets: Sequence[str], site_dir: str
+) -> tuple[list[str], list[str]]:
+    """Overlay each target on the site directory; return the wheels' CPython and platform
+    tags."""
     tags: list[str] = []
+    platforms: list[str] = []
     for target in targets:
         if os.path.isdir(target):
             tree.mount_host_dir(site_dir, target)
@@ -166,11 +179,14 @@ def _mount_targets(tree: WinTree, targets: Sequence[str], site_dir: str) -> list
             tag = wheel_python_tag(target)
             if tag and tag.startswith("cp"):
                 tags.append(tag)
+            platform = wheel_platform_tag(target)
+            if platform:
+                platforms.append(platform)
         elif os.path.exists(target):
             raise TargetError(f"{target}: not a .whl file or a directory")
         else:
             raise TargetError(f"{target}: no such file or directory")
-    return tags
+    return tags, platforms
 
 
 def _mount_folder(tree: WinTree, where: str, folder: str, option: str) -> None:
@@ -185,6 +201,18 @@ def _assume(tree: WinTree, folder: str, names: Iterable[str], source: str) -> No
     for name in sorted(names):
         if name.lower() not in present:
             tree.add_file(join(folder, name), AssumedFile(f"part of {source}"))
+
+
+def _python_machine(tree: WinTree, package_dir: str | None, platforms: list[str]) -> int:
+    """The CPU of the Python a scanned torch was built for (see :func:`offline_windows`)."""
+    from torchguard._locate import extension_platform
+
+    names = [name for name, _ in tree.listdir(package_dir).values()] if package_dir else []
+    for platform in [*filter(None, map(extension_platform, names)), *platforms]:
+        machine = platform_machine(platform)
+        if machine is not None:
+            return machine
+    return X64
 
 
 def _python_version(tree: WinTree, package_dir: str | None, tags: list[str]) -> tuple[int, int]:

@@ -26,6 +26,12 @@ def wheel_python_tag(filename: str) -> str | None:
     return parts[-3].split(".")[0] if len(parts) >= 5 else None
 
 
+def wheel_platform_tag(filename: str) -> str | None:
+    """The first platform tag of a wheel file name (``win_amd64``), or None."""
+    parts = ntpath.basename(filename)[: -len(".whl")].split("-")
+    return parts[-1].split(".")[0].lower() if len(parts) >= 5 else None
+
+
 def mount_wheel(tree: WinTree, wheel: str, site_dir: str, prefix_dir: str) -> None:
     """Place every member of ``wheel`` into ``tree`` as if installed into ``prefix_dir``."""
     try:

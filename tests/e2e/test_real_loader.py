@@ -13,6 +13,9 @@ import base64
 import contextlib
 import hashlib
 import json
+import ntpath
+import os
+import shutil
 import subprocess
 import zipfile
 from collections.abc import Callable, Iterator
@@ -164,6 +167,31 @@ def openmp_in_pip_target(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]
     yield (target,)
 
 
+def cuda_dlls(without: str | None = None) -> Sabotage:
+    """Genuine NVIDIA CUDA 12.4 DLLs (cudart, cuSPARSE 12.3.1, nvJitLink) added to torch\\lib.
+
+    Only NVIDIA's own files (no built stand-ins, which import functions no real DLL exports):
+    torch preloads every torch\\lib\\*.dll, so the real loader judges cusparse64_12.dll's
+    import of nvJitLink_120_0.dll. Nothing here initialises CUDA or loads a driver DLL.
+    """
+
+    @contextlib.contextmanager
+    def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+        from gpuwheels import VARIANTS, nvidia_dlls
+
+        lib = site / "torch" / "lib"
+        for project, version in VARIANTS["cu124"].wheels:
+            for name, path in nvidia_dlls(project, version).items():
+                if name != without:
+                    try:
+                        os.link(path, lib / name)
+                    except OSError:
+                        shutil.copyfile(path, lib / name)
+        yield ()
+
+    return sabotage
+
+
 SCENARIOS: dict[str, Sabotage] = {
     "healthy": healthy,
     "libiomp5md.dll removed": removed("libiomp5md.dll"),
@@ -176,6 +204,8 @@ SCENARIOS: dict[str, Sabotage] = {
     "healthy, under a [bracketed] path": healthy,
     "uv.dll removed, under a [bracketed] path": removed("uv.dll"),
     "c10.dll from torch 2.15.0": from_release("c10.dll", "2.15.0"),
+    "NVIDIA CUDA 12.4 DLLs added (cudart, cuSPARSE, nvJitLink)": cuda_dlls(),
+    "NVIDIA CUDA 12.4 DLLs added, nvJitLink_120_0.dll missing": cuda_dlls("nvJitLink_120_0.dll"),
 }
 
 
@@ -206,6 +236,7 @@ PRELUDES: dict[str, Callable[[WineEnv, Path], str]] = {
 #: Scenarios in which the real `import torch` is expected to work (the rest must break it).
 IMPORT_WORKS = {
     "healthy",
+    "NVIDIA CUDA 12.4 DLLs added (cudart, cuSPARSE, nvJitLink)",
     "healthy, under a [bracketed] path",
     "another libiomp5md.dll loaded first",
 }
@@ -368,3 +399,84 @@ def test_doctor_json_on_windows(wine_env: WineEnv) -> None:
     assert data["import_torch"] == {"ok": False, "winerror": 126, "dll": "shm.dll"}
     assert data["python"]["app_dir"].lower().endswith("python311")
     assert any(d["path"].lower().endswith("torch\\lib") for d in data["dll_directories"])
+
+
+_PYTHON_DIR = "python311"
+LIVE = """
+import json, ntpath, os, platform, sys
+import torchguard
+from torchguard import _live, _register
+from torchguard._machine import file_machine
+image = _live.process_image()
+loaded = _live.loaded_modules()
+report = torchguard.ensure()
+system = _live.live_windows()
+system.close()
+print("TG-JSON " + json.dumps({
+    "image": image, "image_machine": file_machine(image), "python_machine": _live.python_machine(),
+    "host": platform.machine(), "interpreter_machine": system.interpreter.machine,
+    "report_machine": report.python.get("machine"),
+    "python_dll": loaded.get("python311.dll"), "kernel32": loaded.get("kernel32.dll"),
+    "known": sorted(_live.known_dlls()), "system32": _live.system_directory(),
+    "app_dir": _live.process_image_dir(), "registered": _register.registered(),
+    "torch_dir": _live.torch_package_dir(),
+}))
+"""
+
+
+def test_live_facts_come_from_the_running_windows_process(wine_env: WineEnv) -> None:
+    """_live for real: the interpreter's CPU from its own image, loaded modules, directories."""
+    site = wine_env.make_scenario_site("live-facts")
+    data = parse(wine_env.run(LIVE, site))
+    image = str(data["image"]).lower()
+    assert image.endswith("python.exe") and _PYTHON_DIR in image
+    assert data["image_machine"] == data["python_machine"] == 0x8664  # x64 embeddable CPython
+    assert data["interpreter_machine"] == 0x8664 and data["report_machine"] == "x64"
+    assert str(data["python_dll"]).lower().startswith(str(data["app_dir"]).lower())
+    assert str(data["kernel32"]).lower().startswith(str(data["system32"]).lower())
+    assert "ntdll.dll" in data["known"]  # type: ignore[operator]
+    torch_lib = ntpath.join(str(data["torch_dir"]), "lib")
+    registered = [ntpath.normcase(p) for p in data["registered"]]  # type: ignore[attr-defined]
+    assert ntpath.normcase(torch_lib) in registered
+
+
+PLANTED_HOOK = """
+import json, pefile
+def boom(*args, **kwargs):
+    raise TypeError("planted fault")
+pefile.PE.parse_data_directories = boom
+import torch
+print("TG-JSON " + json.dumps({"ok": bool((torch.ones(2) * 2).sum() == 4)}))
+"""
+
+
+def test_hook_fails_open_on_a_planted_fault_in_real_windows(wine_env: WineEnv) -> None:
+    """A fault inside pefile, met by the real ensure() in a real Windows process."""
+    from torchguard._hook import write_hook_files
+
+    site = wine_env.make_scenario_site("hook-planted-fault")
+    write_hook_files(site)
+    result = wine_env.run(PLANTED_HOOK, site, env={"TORCHGUARD_CACHE": "off"})  # read every DLL
+    assert parse(result) == {"ok": True}
+    lines = [line for line in result.stderr.splitlines() if line.startswith("torchguard:")]
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert "internal error ignored" in lines[0] and "planted fault" in lines[0]
+
+
+LIVE_GPU_FACTS = """
+from torchguard._live import commit_status, display_adapters
+limit, available = commit_status()
+print("COMMIT", limit, available)
+print("ADAPTERS", len(display_adapters()))
+"""
+
+
+def test_commit_status_and_display_adapters_read_live(wine_env: WineEnv) -> None:
+    """GlobalMemoryStatusEx and the display-class registry key, read by a real Windows Python."""
+    site = wine_env.make_scenario_site("live-gpu-facts")
+    result = wine_env.run(LIVE_GPU_FACTS, site)
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    assert "COMMIT" in lines, result.stderr[-2000:]
+    limit, available = (int(x) for x in lines["COMMIT"].split())
+    assert limit >= available > 0
+    assert int(lines["ADAPTERS"]) >= 0

@@ -120,6 +120,11 @@ _HOST_ENV_KEPT: Final = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "XDG_RUNTIME_DIR"}
 )
 _MAX_CODE_CHARS: Final = 30_000
+#: Wine sometimes fails before any Windows code runs, when it cannot map its shared user data
+#: at the fixed address it needs (seen on a loaded 2-core machine). That is no verdict of the
+#: loader: the process is started again, at most this many times in all.
+_WINE_START_FAILURE: Final = "failed to map the shared user data"
+_START_ATTEMPTS: Final = 3
 """A Windows command line holds at most 32,767 characters; leave room for the bootstrap."""
 
 _APT_TIMEOUT: Final = 1800.0
@@ -726,6 +731,16 @@ class WineEnv:
         if env:
             full_env.update(env)
         argv = [str(self.loader), self.to_windows(self.python_exe), "-B", "-c", bootstrap]
+        for _ in range(_START_ATTEMPTS - 1):
+            result = self._start(argv, full_env, timeout)
+            if _WINE_START_FAILURE not in result.stderr:
+                return result
+            time.sleep(1)  # Wine itself did not start (no Windows code ran): start it again
+        return self._start(argv, full_env, timeout)
+
+    def _start(
+        self, argv: list[str], env: dict[str, str], timeout: float
+    ) -> subprocess.CompletedProcess[str]:
         with self._system32_shared():
             return subprocess.run(
                 argv,
@@ -735,7 +750,7 @@ class WineEnv:
                 encoding="utf-8",
                 errors="replace",
                 timeout=timeout,
-                env=full_env,
+                env=env,
                 cwd=self.workdir,
                 check=False,
             )

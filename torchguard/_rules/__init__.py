@@ -11,14 +11,19 @@ from collections.abc import Callable, Iterable
 from torchguard._findings import Finding
 from torchguard._rules import (
     closure,
+    cpu_build,
     cuda_driver,
+    cudnn_zlib,
     dll_dirs,
+    gpu_arch,
     packages,
+    page_file,
     pairing,
     path_fallback,
     path_hazards,
     runtime_version,
     symbols,
+    xpu_driver,
 )
 from torchguard._rules.context import CheckContext
 
@@ -31,6 +36,11 @@ RULES: tuple[Rule, ...] = (
     path_fallback.check,
     runtime_version.check,
     cuda_driver.check,
+    cpu_build.check,
+    xpu_driver.check,
+    gpu_arch.check,
+    cudnn_zlib.check,
+    page_file.check,
     path_hazards.check,
     pairing.check,
     packages.check,

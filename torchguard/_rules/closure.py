@@ -10,6 +10,7 @@ from torchguard._findings import ERROR, WARNING, Finding
 from torchguard._loader import ARCH, CORRUPT, MISSING, Failure
 from torchguard._pe import machine_name
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 RANK = {ARCH: 10, CORRUPT: 20, MISSING: 30}
 
@@ -47,7 +48,7 @@ def failure_finding(context: CheckContext, root: str, failure: Failure) -> Findi
                 "searches has it"
             )
         return Finding(
-            code="missing-dll",
+            code=Code.MISSING_DLL,
             severity=WARNING if failure.delay else ERROR,
             message=message,
             dll=root,
@@ -58,7 +59,7 @@ def failure_finding(context: CheckContext, root: str, failure: Failure) -> Findi
         )
     if failure.kind == CORRUPT:
         return Finding(
-            code="corrupt-dll",
+            code=Code.CORRUPT_DLL,
             severity=ERROR,
             message=f"{leaf} is not a loadable image: {failure.detail}",
             dll=root,
@@ -70,7 +71,7 @@ def failure_finding(context: CheckContext, root: str, failure: Failure) -> Findi
         )
     machine = failure.detail or "another CPU"
     return Finding(
-        code="arch-mismatch",
+        code=Code.ARCH_MISMATCH,
         severity=ERROR,
         message=(
             f"{leaf} is built for {machine}, but this Python is "

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from torchguard._cache import FactsCache
 from torchguard._dists import InstalledDist
 from torchguard._ecosystem import PackageSimulation
 from torchguard._fs import HostFile, join
@@ -35,6 +36,8 @@ class CheckContext:
     dists: list[InstalledDist] = field(default_factory=list)
     packages: list[PackageSimulation] = field(default_factory=list)
     """torch's siblings and extensions, loaded after the guarded ``import torch``."""
+    cache: FactsCache | None = None
+    """Facts kept across runs (``get_derived``/``put_derived`` for a rule's own), or None."""
     _replaced: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @cached_property

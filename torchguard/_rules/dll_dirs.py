@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._loader import MISSING
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
@@ -35,7 +36,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
                 continue
             seen.add(leaf)
             yield Finding(
-                code="needs-dll-directory",
+                code=Code.NEEDS_DLL_DIRECTORY,
                 severity=WARNING,
                 message=(
                     f"torch does not register {folder.path} ({folder.provenance}), where "

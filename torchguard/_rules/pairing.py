@@ -21,6 +21,7 @@ from torchguard._ecosystem import CORE
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._locate import split_local
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 #: Each paired package and how its import then fails.
 PAIRED = {
@@ -38,7 +39,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
         if problem is None:
             continue
         yield Finding(
-            code="package-mismatch",
+            code=Code.PACKAGE_MISMATCH,
             severity=WARNING,
             message=(
                 f"{dist.name} {dist.version} {problem}, but torch {torch_version} is "

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._loader import PATH_FALLBACK
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
@@ -22,7 +23,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
                 continue
             folder = ntpath.dirname(resolution.path)
             yield Finding(
-                code="path-fallback",
+                code=Code.PATH_FALLBACK,
                 severity=WARNING,
                 message=(
                     f"{resolution.name} is found only on PATH ({folder}); torch loads it through "

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from torchguard._findings import WARNING, Finding, RepairHint
 from torchguard._loader import glob_unsafe
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
@@ -26,7 +27,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
         else "a CPU build still imports, but any DLL torch loads lazily by name is not found"
     )
     yield Finding(
-        code="glob-unsafe-path",
+        code=Code.GLOB_UNSAFE_PATH,
         severity=WARNING,
         message=(
             f"torch's folder {lib_dir} contains a glob metacharacter ('[', '*' or '?'), so "

@@ -17,6 +17,7 @@ from torchguard._findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
 from torchguard._pe import PEReadError
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 MUTEX_CHANGE = (14, 40)
 PYTHON_LOADED = "python_loaded"
@@ -92,7 +93,7 @@ def _finding(
         else "Microsoft supports only a runtime at least as new as the toolset"
     )
     return Finding(
-        code="runtime-too-old",
+        code=Code.RUNTIME_TOO_OLD,
         severity=ERROR if crash else WARNING,
         message=(
             f"{name} {shown} {where} is older than the Visual C++ {toolset[0]}.{toolset[1]} "
@@ -128,14 +129,12 @@ def _repair(
 ) -> tuple[RepairHint, ...]:
     name = resolution.name.lower()
     path = resolution.path or ""
+    ctx = context.hints
     redist = RepairHint(
-        f"install the latest Microsoft Visual C++ Redistributable (x64), {toolset[0]}."
-        f"{toolset[1] // 10 * 10} or newer",
-        (
-            "winget upgrade --id Microsoft.VCRedist.2015+.x64 --exact",
-            "winget install --id Microsoft.VCRedist.2015+.x64 --exact",
-        ),
-        _hints.VC_REDIST_URL,
+        f"install the latest Microsoft Visual C++ Redistributable ({_hints.redist_cpu(ctx)}), "
+        f"{toolset[0]}.{toolset[1] // 10 * 10} or newer",
+        (_hints.winget_redist(ctx, "upgrade"), _hints.winget_redist(ctx, "install")),
+        _hints.redist_url(ctx),
     )
     source = _source(context, resolution)
     if source == SYSTEM32:

@@ -14,6 +14,7 @@ from torchguard import _hints
 from torchguard._findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._loader import SYMBOL, Failure
 from torchguard._rules.context import CheckContext
+from torchguard._vocab import Code
 
 RANK = 35
 
@@ -64,7 +65,7 @@ def symbol_finding(context: CheckContext, root: str, failure: Failure) -> Findin
     if replaced:
         message += "; " + "; ".join(replaced)
     return Finding(
-        code="missing-symbol",
+        code=Code.MISSING_SYMBOL,
         severity=WARNING if failure.delay else ERROR,
         message=message,
         dll=root,

@@ -1,0 +1,51 @@
+"""The one vocabulary: enums that read, compare and serialise as the documented strings."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pe_builder
+import pytest
+
+from torchguard import _boot, _hook, _loader
+from torchguard._findings import Finding
+from torchguard._vocab import Code, FailureKind, Machine, Mode, Severity, Step
+
+
+@pytest.mark.parametrize("member", [Code.MISSING_DLL, Severity.WARNING, Step.DLL_LOAD_DIR])
+def test_text_enums_are_their_strings(member: Code | Severity | Step) -> None:
+    value = member.value
+    assert member == value and hash(member) == hash(value)
+    assert str(member) == f"{member}" == f"{member:>0}" == value
+    assert json.dumps({member: member}) == json.dumps({value: value})
+
+
+def test_a_finding_round_trips_as_plain_strings() -> None:
+    finding = Finding(Code.MISSING_SYMBOL, Severity.ERROR, "m", symbols=("?f@@YAXXZ",))
+    data = finding.to_dict()
+    assert type(data["code"]) is str and type(data["severity"]) is str
+    assert pickle.loads(pickle.dumps(finding)) == finding
+
+
+def test_the_loader_speaks_the_vocabulary() -> None:
+    assert {_loader.MISSING, _loader.CORRUPT, _loader.ARCH, _loader.SYMBOL} == set(FailureKind)
+    assert set(_loader.WINERROR) == set(FailureKind)
+    assert _loader.DLL_LOAD_DIR is Step.DLL_LOAD_DIR
+
+
+def test_machines_match_the_pe_format() -> None:
+    assert (Machine.X64, Machine.X86, Machine.ARM64) == (
+        pe_builder.AMD64,
+        pe_builder.I386,
+        pe_builder.ARM64,
+    )
+
+
+def test_hook_modes_are_one_set() -> None:
+    """The start-up watcher cannot import enum (it runs in every process): its one literal
+    must stay the enum's value."""
+    import inspect
+
+    assert set(_hook.MODES) == {str(m) for m in Mode}
+    assert f'== "{Mode.OFF}"' in inspect.getsource(_boot.activate)

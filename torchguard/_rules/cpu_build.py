@@ -1,0 +1,102 @@
+"""cpu-build-on-gpu: a CPU build of torch on a machine with an NVIDIA driver.
+
+The answer to "torch.cuda.is_available() is False": the torch wheel on PyPI for Windows is the
+CPU build, the CUDA builds live on download.pytorch.org, one index per CUDA version. Which one
+fits is decided by the driver (read from ``System32\\nvcuda.dll`` as a file, never loaded) and
+by the variants this torch release was published for (:mod:`torchguard._cuda_builds`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torchguard._cuda_builds import (
+    PREVIOUS_VERSIONS_URL,
+    RELEASES,
+    install_command,
+    minimum_driver,
+    newest_runnable,
+    release_of,
+)
+from torchguard._findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
+from torchguard._vocab import Code
+
+#: Local version tags of builds for other accelerators: not CPU builds, not judged here.
+_CPU_TAGS = (None, "cpu")
+
+
+def check(context: CheckContext) -> Iterator[Finding]:
+    torch = context.torch
+    if torch.cuda is not None or torch.variant not in _CPU_TAGS:
+        return
+    installed = find_driver(context)
+    if installed is None:
+        return
+    version = torch.base_version
+    release = release_of(version)
+    newer = release is None and _newer_than_table(version)
+    row = RELEASES[-1] if newer else release
+    if row is None:
+        return  # older than any CUDA build torchguard knows: no command to give
+    driver = installed.driver
+    python = context.hints.python_cmd
+    conda = context.hints.conda
+    best = newest_runnable(row.variants, driver) if driver else row.variants[-1]
+    shown = f"driver {format_driver(driver)}" if driver else "an NVIDIA driver"
+    table_note = (
+        f" (torchguard's table ends at {row.series[0]}.{row.series[1]}; the variants shown "
+        "are that release's)"
+        if newer
+        else ""
+    )
+    hints: list[RepairHint] = []
+    if best is not None:
+        need = minimum_driver(best)
+        why = (
+            f"the newest CUDA variant torch {version} was published for that driver "
+            f"{format_driver(driver)} runs"
+            if driver
+            else f"the newest CUDA variant of torch {version}; it needs driver "
+            f"{format_driver(need) if need else 'a recent'} or newer"
+        )
+        hints.append(
+            RepairHint(
+                f"install the CUDA {best[0]}.{best[1]} build of torch {version}: {why}"
+                + table_note,
+                (install_command(python, version, best, conda=conda, release=release),),
+                PREVIOUS_VERSIONS_URL,
+            )
+        )
+    elif driver is not None:
+        oldest = row.variants[0]
+        need = minimum_driver(oldest)
+        wanted = f" {format_driver(need)} or newer" if need else ""
+        hints.append(
+            RepairHint(
+                f"driver {format_driver(driver)} is too old for every CUDA "
+                f"build of torch {version}: install the NVIDIA driver{wanted}, then the CUDA "
+                f"{oldest[0]}.{oldest[1]} build (or a newer one the driver supports)" + table_note,
+                (install_command(python, version, oldest, conda=conda, release=release),),
+                DRIVERS_URL,
+            )
+        )
+    yield Finding(
+        code=Code.CPU_BUILD_ON_GPU,
+        severity=WARNING,
+        message=(
+            f"torch {torch.version} is a CPU build but this machine has {shown} "
+            f"({installed.path}): torch imports, torch.cuda.is_available() is False"
+        ),
+        path=installed.path,
+        hints=tuple(hints),
+        rank=75,
+    )
+
+
+def _newer_than_table(version: str) -> bool:
+    parts = version.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return False
+    return (int(parts[0]), int(parts[1])) > RELEASES[-1].series

@@ -1,0 +1,166 @@
+"""gpu-arch-unsupported: the machine's NVIDIA GPU is not among the architectures torch ships.
+
+"CUDA error: no kernel image is available for execution on the device": torch imports, sees
+the GPU, and fails at the first kernel. Judged without loading anything: the GPU from the
+display adapter's name (registry, live scans; ``gpus=`` offline), torch's kernels from the
+``.nv_fatb`` section of ``torch_cuda.dll`` (SASS per architecture, PTX the driver can
+JIT-compile for newer GPUs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torchguard._cache import host_key
+from torchguard._cuda_builds import (
+    PREVIOUS_VERSIONS_URL,
+    RELEASES,
+    Cuda,
+    Release,
+    install_command,
+    minimum_driver,
+    release_of,
+)
+from torchguard._fatbin import FatbinArchs, FatbinError, read_dll_archs
+from torchguard._findings import WARNING, Finding, RepairHint
+from torchguard._fs import HostFile
+from torchguard._gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_driver import find_driver, parse_cuda
+from torchguard._vocab import Code
+
+#: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
+KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")
+
+
+def check(context: CheckContext) -> Iterator[Finding]:
+    cuda = parse_cuda(context.torch.cuda)
+    if cuda is None:
+        return
+    gpus = {  # by name: two cards of one model are one finding
+        adapter.name: capability
+        for adapter in context.system.display_adapters
+        if adapter.is_nvidia and (capability := compute_capability(adapter.name)) is not None
+    }
+    if not gpus:
+        return
+    archs = _torch_archs(context)
+    if archs is None:
+        return
+    for name, capability in gpus.items():
+        if archs.runs_on(capability):
+            continue
+        arch = capability[0] * 10 + capability[1]
+        yield Finding(
+            code=Code.GPU_ARCH_UNSUPPORTED,
+            severity=WARNING,
+            message=(
+                f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) "
+                f"cannot run torch {context.torch.version}: its CUDA kernels are built for "
+                f"{_names(archs.sass)}"
+                + (f" with PTX for {_names(archs.ptx)}" if archs.ptx else " and carry no PTX")
+                + '; CUDA operations fail with "no kernel image is available for execution '
+                'on the device"'
+            ),
+            hints=_hints(context, cuda, capability),
+            rank=72,
+        )
+
+
+def _torch_archs(context: CheckContext) -> FatbinArchs | None:
+    """The union of the architectures in torch's kernel DLLs; None if none can be read."""
+    tree = context.system.tree
+    cache = context.cache
+    sass: set[int] = set()
+    ptx: set[int] = set()
+    found = False
+    for name in KERNEL_DLLS:
+        hit = tree.lookup(context.torch.lib_dir, name)
+        if hit is None or not isinstance(hit[1], HostFile):
+            continue  # in a wheel (not mapped in place) or absent
+        identity = host_key(hit[1].path)
+        cached = cache.get_derived("fatbin", identity) if cache else None
+        try:
+            if isinstance(cached, list) and len(cached) == 2:
+                archs: FatbinArchs | None = FatbinArchs(
+                    frozenset(int(a) for a in cached[0]), frozenset(int(a) for a in cached[1]), 0, 0
+                )
+            else:
+                archs = read_dll_archs(hit[1].path)
+                if cache is not None:
+                    value = [sorted(archs.sass), sorted(archs.ptx)] if archs else [[], []]
+                    cache.put_derived("fatbin", identity, value)
+        except (FatbinError, TypeError, ValueError):
+            continue
+        if archs is None or not (archs.sass or archs.ptx):
+            continue
+        found = True
+        sass.update(archs.sass)
+        ptx.update(archs.ptx)
+    if not found:
+        return None
+    return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
+
+
+def _names(archs: frozenset[int]) -> str:
+    return ", ".join(f"sm_{a}" for a in sorted(archs)) or "no architecture"
+
+
+def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[RepairHint, ...]:
+    installed = find_driver(context)
+    driver = installed.driver if installed else None
+    version = context.torch.base_version
+    release = release_of(version)
+
+    def fits(variant: Cuda) -> bool:
+        if variant == cuda or not cuda_can_build(variant, capability):
+            return False
+        need = minimum_driver(variant)
+        return driver is None or need is None or need <= driver
+
+    choice: tuple[Release, Cuda] | None = None
+    if release is not None:
+        own = [v for v in release.variants if fits(v)]
+        if own:
+            choice = (release, max(own))
+    if choice is None:
+        later = [row for row in RELEASES if release is None or row.series > release.series]
+        for row in later:
+            fitting = [v for v in row.variants if fits(v)]
+            if fitting:
+                choice = (row, max(fitting))
+                break
+    arch = f"sm_{capability[0]}{capability[1]}"
+    if choice is None:
+        return (
+            RepairHint(
+                f"no torch build torchguard knows of compiles {arch} for this driver; see "
+                "which CUDA versions support the GPU and install a matching torch build",
+                (),
+                CUDA_GPUS_URL,
+            ),
+        )
+    row, variant = choice
+    target = version if row is release else row.releases[-1]
+    need = minimum_driver(variant)
+    driver_note = (
+        f" (it needs NVIDIA driver {need[0]}.{need[1]:02d} or newer)"
+        if need and driver is None
+        else ""
+    )
+    return (
+        RepairHint(
+            f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a CUDA version "
+            f"that compiles {arch}{driver_note}",
+            (
+                install_command(
+                    context.hints.python_cmd,
+                    target,
+                    variant,
+                    conda=context.hints.conda,
+                    release=row,
+                ),
+            ),
+            PREVIOUS_VERSIONS_URL,
+        ),
+    )
