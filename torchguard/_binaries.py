@@ -27,7 +27,10 @@ from torchguard._symbols import NotKept, Symbol, SymbolTables
 
 #: Missing symbols a finding lists by name (the count says how many there are in all).
 SHOWN = 8
-_MAX_FORWARDS = 8
+#: LdrpResolveProcedureAddress follows at most 32 forwarders, then refuses the image.
+_MAX_FORWARDS = 32
+#: STATUS_INVALID_IMAGE_FORMAT: the loader refuses to bind at all.
+_BAD_IMAGE = 193
 
 
 class Trusted:
@@ -48,9 +51,12 @@ class Gap:
     """The first few missing symbols, in import order: names, or ``#12`` for ordinals."""
     count: int
     winerror: int
-    """127 when the first missing symbol is a name, 182 when it is an ordinal."""
+    """127 when the first missing symbol is a name, 182 when it is an ordinal, 193 when the
+    loader refuses to bind (see ``bad_image``)."""
     forward_missing: str | None = None
     """A DLL an export forwards to that cannot be found, if that is why."""
+    bad_image: str | None = None
+    """Why the loader refuses to bind (WinError 193): no export table, a broken forwarder."""
 
 
 def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
@@ -165,7 +171,11 @@ class Binaries:
         imported = table.get(dll.lower(), ())
         missing: list[Symbol] = []
         forward_missing: str | None = None
+        bad_image: str | None = None
         followed_untrusted = False
+        if imported and not exporter_tables.exports.directory:
+            missing, bad_image = list(imported), "it has no export table"
+            imported = ()
         for symbol in imported:
             verdict = self._exported(exporter_tables, symbol, resolve, 0)
             if verdict is True:
@@ -177,10 +187,12 @@ class Binaries:
             kind, detail = verdict
             if kind == "missing-dll":
                 forward_missing = forward_missing or detail
+            if kind == "bad-image" and not missing:
+                bad_image = detail  # the loader stops at the first symbol it cannot bind
             if kind != "followed":
                 missing.append(symbol)
             followed_untrusted = True
-        result = _gap(missing, forward_missing)
+        result = _gap(missing, forward_missing, bad_image)
         if edge is not None and self.persistent is not None and not followed_untrusted:
             self.persistent.put_edge(edge, _gap_to(result))
         return result
@@ -194,7 +206,9 @@ class Binaries:
         target = tables.exports.forwarders.get(symbol)
         if target is None:
             return True
-        module, _, name = target.partition(b".")
+        module, dot, name = target.rpartition(b".")  # LdrpParseForwarderDescription: strrchr
+        if not dot:
+            return ("bad-image", f"an export forwards to {_display(target)}, which names no DLL")
         dll = module.decode("ascii", "replace")
         if "." not in dll:
             dll += ".dll"
@@ -203,8 +217,10 @@ class Binaries:
             return True
         if where is None:
             return ("missing-dll", dll)
+        if depth >= _MAX_FORWARDS:
+            return ("bad-image", f"its exports forward more than {_MAX_FORWARDS} times in a row")
         forwarded_tables = self._tables(where)
-        if forwarded_tables is None or depth >= _MAX_FORWARDS:
+        if forwarded_tables is None:
             return ("followed", dll)
         forwarded: Symbol = int(name[1:]) if name[:1] == b"#" and name[1:].isdigit() else name
         verdict = self._exported(forwarded_tables, forwarded, resolve, depth + 1)
@@ -242,14 +258,16 @@ def _identity(tree: WinTree, path: str) -> str | None:
     return None
 
 
-def _gap(missing: list[Symbol], forward_missing: str | None) -> Gap | None:
+def _gap(missing: list[Symbol], forward_missing: str | None, bad_image: str | None) -> Gap | None:
     if not missing:
         return None
+    by_symbol = 182 if isinstance(missing[0], int) else 127
     return Gap(
         missing=tuple(_display(symbol) for symbol in missing[:SHOWN]),
         count=len(missing),
-        winerror=182 if isinstance(missing[0], int) else 127,
+        winerror=by_symbol if bad_image is None else _BAD_IMAGE,
         forward_missing=forward_missing,
+        bad_image=bad_image,
     )
 
 
@@ -267,6 +285,7 @@ def _gap_to(gap: Gap | None) -> dict[str, object]:
         "count": gap.count,
         "winerror": gap.winerror,
         "forward_missing": gap.forward_missing,
+        "bad_image": gap.bad_image,
     }
 
 
@@ -281,12 +300,15 @@ def _gap_from(raw: object) -> Gap | object | None:
         return None
     missing = raw.get("missing")
     count, winerror, forward = raw.get("count"), raw.get("winerror"), raw.get("forward_missing")
+    bad_image = raw.get("bad_image")
     if (
         not isinstance(missing, list)
         or not all(isinstance(name, str) for name in missing)
         or not isinstance(count, int)
-        or winerror not in (127, 182)
+        or winerror not in (127, 182, _BAD_IMAGE)
         or not (forward is None or isinstance(forward, str))
+        or not (bad_image is None or isinstance(bad_image, str))
+        or (winerror == _BAD_IMAGE) != (bad_image is not None)
     ):
         return _UNKNOWN
-    return Gap(tuple(missing), count, int(winerror), forward)
+    return Gap(tuple(missing), count, int(winerror), forward, bad_image)

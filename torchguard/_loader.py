@@ -9,9 +9,10 @@ directory are not searched. A candidate built for another CPU is skipped; a cand
 not a valid image fails the load (WinError 193). System modules are not walked into.
 
 Every binding is then judged at symbol level (with :attr:`LoaderModel.bindings`): an imported
-name the bound copy does not export fails the load with WinError 127, an ordinal with 182,
-after every DLL of the closure was found (a missing DLL, 126, is reported first). A
-delay-loaded DLL's missing symbol fails only when first called.
+name the bound copy does not export fails the load with WinError 127, an ordinal with 182, a
+copy the loader refuses to bind to (no export table, a broken forwarder) with 193, after
+every DLL of the closure was found (a missing DLL, 126, is reported first). A delay-loaded
+DLL's missing symbol fails only when first called.
 
 Pure logic: everything about the machine comes from the :class:`LoaderModel` fields.
 """

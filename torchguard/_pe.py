@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from torchguard._symbols import SymbolTables
 
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
-READER_VERSION = 2
+READER_VERSION = 3
 
 MACHINE_NAMES: dict[int, str] = {
     Machine.X86: "x86",

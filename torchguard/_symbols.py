@@ -8,7 +8,8 @@ mapped file: lossless, and about 15 times faster than pefile with its caps lifte
 
 Names stay ``bytes`` (exactly what the loader compares); nothing here decodes them.
 A structurally impossible import table raises :class:`~torchguard._pe.PEReadError` (the loader
-refuses such an image); a damaged export table is read as far as it is sound, and says so.
+refuses such an image); a damaged export table is read as far as it is sound, and says so; a
+damaged delay-import table (which no load reads) is read as far as it is sound.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ Buffer = Union[bytes, mmap.mmap]
 
 _MAX_NAME = 16384  # torch's longest mangled name is 3,199 bytes
 _MAX_DESCRIPTORS = 4096
-_MAX_THUNKS = 1 << 20
+#: Symbols one image may import in all (torch_python.dll: 6,790). A bound on the total, not
+#: per table: descriptors that all point into one long table must not take minutes.
+_MAX_THUNKS = 1 << 18
 _MAX_EXPORTS = 1 << 16  # ordinals are 16-bit: no export table can hold more
 _EXECUTE = 0x20000000
 
@@ -52,6 +55,8 @@ class Exports:
     """Export name or ordinal -> ``b"TARGET.Name"`` or ``b"TARGET.#12"``."""
     damaged: str | None = None
     """Why the table could not be read completely, or None."""
+    directory: bool = True
+    """False when the image has no export directory: the loader refuses to bind to it."""
 
     def has(self, symbol: Symbol) -> bool:
         if isinstance(symbol, int):
@@ -116,6 +121,8 @@ class _Image:
 
     def offset(self, rva: int, length: int) -> int:
         """The file offset of ``length`` bytes at ``rva``; raises when they are not in the file."""
+        if rva < 0:  # an old-style delay descriptor's VA below the image base
+            raise PEReadError(f"address {rva:#x} lies below the image")
         for section in self.sections:
             span = max(section.virtual_size, section.raw_size)
             if section.rva <= rva < section.rva + span:
@@ -204,13 +211,16 @@ def read_symbols(data: Buffer, kept: Sequence[tuple[int, int]] | None = None) ->
     )
 
 
-def _thunks(image: _Image, rva: int, what: str) -> tuple[Symbol, ...]:
-    """The symbols of one import lookup table: names, or ordinals (high bit set)."""
+def _thunks(image: _Image, rva: int, what: str, budget: int) -> tuple[Symbol, ...]:
+    """The symbols of one import lookup table: names, or ordinals (high bit set).
+
+    Raises when the table does not end within ``budget`` entries.
+    """
     width = 8 if image.pe32plus else 4
     flag = 1 << (width * 8 - 1)
     unpack = _U64.unpack_from if image.pe32plus else _U32.unpack_from
     symbols: list[Symbol] = []
-    for _ in range(_MAX_THUNKS):
+    for _ in range(budget):
         (value,) = unpack(image.data, image.offset(rva, width))
         if not value:
             return tuple(symbols)
@@ -219,7 +229,7 @@ def _thunks(image: _Image, rva: int, what: str) -> tuple[Symbol, ...]:
         else:
             symbols.append(image.cstring((value & 0x7FFFFFFF) + 2))
         rva += width
-    raise PEReadError(f"the import lookup table of {what} does not end")
+    raise PEReadError(f"the import lookup tables hold more than {_MAX_THUNKS} symbols ({what})")
 
 
 def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
@@ -227,6 +237,7 @@ def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
     found: dict[str, tuple[Symbol, ...]] = {}
     if not rva or not size:
         return found
+    total = 0
     for index in range(_MAX_DESCRIPTORS):
         descriptor = rva + 20 * index
         lookup, name_rva, first_thunk = (
@@ -234,31 +245,43 @@ def _imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
             image.u32(descriptor + 12),
             image.u32(descriptor + 16),
         )
-        if not name_rva and not first_thunk:
+        if not name_rva or not first_thunk:  # where the loader's walk stops, too
             return found
         name = image.cstring(name_rva).decode("ascii", "replace").lower()
-        symbols = _thunks(image, lookup or first_thunk, name)
+        symbols = _thunks(image, lookup or first_thunk, name, _MAX_THUNKS - total)
+        total += len(symbols)
         found[name] = found.get(name, ()) + symbols
     raise PEReadError("the import directory does not end")
 
 
 def _delay_imports(image: _Image) -> dict[str, tuple[Symbol, ...]]:
+    """The delay-import tables, as far as they are sound.
+
+    The loader never reads them (the delay-load helper does, on a first call), so damage here
+    cannot fail a load: what cannot be read is left out (and so not judged), never raised.
+    """
     rva, _ = image.directories[13]
     found: dict[str, tuple[Symbol, ...]] = {}
     if not rva:
         return found
+    total = 0
     for index in range(_MAX_DESCRIPTORS):
         descriptor = rva + 32 * index
-        attributes, name_rva = image.u32(descriptor), image.u32(descriptor + 4)
-        lookup = image.u32(descriptor + 16)
-        if not name_rva:
+        try:
+            attributes, name_rva = image.u32(descriptor), image.u32(descriptor + 4)
+            lookup = image.u32(descriptor + 16)
+            if not name_rva:
+                return found
+            if not attributes & 1 and not image.pe32plus:  # pre-VC7 descriptors hold VAs
+                name_rva -= image.image_base
+                lookup -= image.image_base
+            name = image.cstring(name_rva).decode("ascii", "replace").lower()
+            symbols = _thunks(image, lookup, name, _MAX_THUNKS - total)
+        except PEReadError:
             return found
-        if not attributes & 1 and not image.pe32plus:  # pre-VC7 descriptors hold VAs
-            name_rva -= image.image_base
-            lookup -= image.image_base
-        name = image.cstring(name_rva).decode("ascii", "replace").lower()
-        found[name] = found.get(name, ()) + _thunks(image, lookup, name)
-    raise PEReadError("the delay-import directory does not end")
+        total += len(symbols)
+        found[name] = found.get(name, ()) + symbols
+    return found
 
 
 def _exports(image: _Image) -> Exports:
@@ -266,7 +289,7 @@ def _exports(image: _Image) -> Exports:
     it is sound (the loader itself only ever looks up entries)."""
     rva, size = image.directories[0]
     if not rva:
-        return Exports()
+        return Exports(directory=False)
     try:
         base = image.u32(rva + 16)
         functions, names = image.u32(rva + 20), image.u32(rva + 24)

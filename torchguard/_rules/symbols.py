@@ -39,13 +39,14 @@ def symbol_finding(context: CheckContext, root: str, failure: Failure) -> Findin
     exporter = failure.leaf
     importer = failure.chain[-2] if len(failure.chain) > 1 else failure.chain[0]
     origin = context.system.tree.origin(failure.path) if failure.path else None
-    kind = "ordinal" if gap.winerror == 182 else "name"
+    kind = {127: "name", 182: "ordinal"}.get(gap.winerror, "symbol")
     noun = f"{kind}s" if gap.count != 1 else kind
-    why = (
-        f" (forwarded to {gap.forward_missing}, which cannot be found)"
-        if gap.forward_missing
-        else ""
-    )
+    if gap.bad_image:
+        why = f" ({gap.bad_image}, and the loader refuses to bind to it)"
+    elif gap.forward_missing:
+        why = f" (forwarded to {gap.forward_missing}, which cannot be found)"
+    else:
+        why = ""
     if failure.delay:
         consequence = "torch imports, and the feature that needs it fails when first used"
     else:
