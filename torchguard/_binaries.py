@@ -15,13 +15,21 @@ no binary at all and the cache stays small (no symbol lists are stored).
 
 from __future__ import annotations
 
-import ntpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Union
 
 from torchguard._cache import FactsCache, host_key, member_key
-from torchguard._fs import ZIP_ERRORS, AssumedFile, HostFile, MemberStream, WinTree, ZipMember
+from torchguard._fs import (
+    ZIP_ERRORS,
+    AssumedFile,
+    HostFile,
+    MemberStream,
+    PathKey,
+    WinTree,
+    ZipMember,
+    path_key,
+)
 from torchguard._pe import PEFacts, PEImage, PEReadError, read_image, read_image_stream
 from torchguard._symbols import NotKept, Symbol, SymbolTables
 
@@ -96,14 +104,14 @@ class Binaries:
     def __init__(self, tree: WinTree, persistent: FactsCache | None = None) -> None:
         self.tree = tree
         self.persistent = persistent
-        self._facts: dict[str, PEFacts | PEReadError] = {}
-        self._symbols: dict[str, SymbolTables | PEReadError] = {}
-        self._identities: dict[str, str | None] = {}
+        self._facts: dict[PathKey, PEFacts | PEReadError] = {}
+        self._symbols: dict[PathKey, SymbolTables | PEReadError] = {}
+        self._identities: dict[PathKey, str | None] = {}
 
     # -- facts ----------------------------------------------------------------------------
     def facts(self, path: str) -> PEFacts:
         """PE facts of ``path``; raises PEReadError for a file the loader would reject."""
-        key = ntpath.normcase(path)
+        key = path_key(path)
         found = self._facts.get(key)
         if found is None:
             found = self._facts[key] = self._cached_facts(path)
@@ -129,7 +137,7 @@ class Binaries:
     def _load(self, path: str) -> PEFacts | PEReadError:
         """Read ``path`` once, keeping its symbol tables for the bindings judged later."""
         image = _read(self.tree, path)
-        key = ntpath.normcase(path)
+        key = path_key(path)
         if isinstance(image, PEReadError):
             self._symbols[key] = image
             return image
@@ -139,7 +147,7 @@ class Binaries:
 
     def identity(self, path: str) -> str | None:
         """What makes a file the same file next time (path, size, time, id; or wheel CRC)."""
-        key = ntpath.normcase(path)
+        key = path_key(path)
         if key not in self._identities:
             self._identities[key] = _identity(self.tree, path)
         return self._identities[key]
@@ -229,7 +237,7 @@ class Binaries:
         return verdict if isinstance(verdict, tuple) else ("followed", dll)
 
     def _tables(self, path: str) -> SymbolTables | None:
-        key = ntpath.normcase(path)
+        key = path_key(path)
         found = self._symbols.get(key)
         if found is None:
             image = _read(self.tree, path)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._fs import AssumedFile, WinTree, join
+from torchguard._fs import AssumedFile, WinTree, join, same_path
 from torchguard._pe import PEFacts, PEReadError, machine_name
 from torchguard._vocab import FailureKind, Step
 
@@ -190,7 +190,7 @@ class LoaderModel:
         result = LoadResult(root)
         root_name = ntpath.basename(root)
         load_dir = ntpath.dirname(root)
-        if ntpath.normcase(self.loaded.get(root_name.lower(), "")) == ntpath.normcase(root):
+        if same_path(self.loaded.get(root_name.lower(), ""), root):
             result.modules[root_name.lower()] = Resolution(root_name, root, LOADED)
             return result
         result.modules[root_name.lower()] = Resolution(root_name, root, Step.ROOT)

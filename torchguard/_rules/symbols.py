@@ -51,9 +51,14 @@ def symbol_finding(context: CheckContext, root: str, failure: Failure) -> Findin
         consequence = "torch imports, and the feature that needs it fails when first used"
     else:
         consequence = f"loading {root} fails with WinError {gap.winerror}"
+    cause = (
+        "no import from it can be bound"
+        if gap.bad_image
+        else f"it is another build than the one {importer} was linked against"
+    )
     message = (
         f"{exporter} does not export {gap.count} {noun} that {importer} imports from it{why}: "
-        f"it is another build than the one {importer} was linked against, so {consequence}"
+        f"{cause}, so {consequence}"
     )
     importer_path = failure.importer
     replaced = [
