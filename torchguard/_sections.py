@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 
 #: IMAGE_SCN_MEM_WRITE: a writable section, mapped copy-on-write in every process.
 MEM_WRITE = 0x80000000
+#: IMAGE_SCN_MEM_EXECUTE: code, which no table torchguard reads lives in.
+MEM_EXECUTE = 0x20000000
 PAGE = 0x1000
 #: Enough for the headers of any image seen in practice (the table follows the optional header).
 HEAD_BYTES = 0x1000
@@ -23,6 +26,11 @@ class Section:
     raw_size: int
     raw_pointer: int
     characteristics: int
+    rva: int
+
+    @property
+    def executable(self) -> bool:
+        return bool(self.characteristics & MEM_EXECUTE)
 
     @property
     def writable(self) -> bool:
@@ -35,8 +43,12 @@ class Section:
         return (size + PAGE - 1) // PAGE * PAGE
 
 
-def section_table(head: bytes) -> tuple[Section, ...]:
-    """The sections of the PE image whose first bytes are ``head``."""
+def section_table(head: bytes | mmap.mmap) -> tuple[Section, ...]:
+    """The sections of the PE image whose first bytes (or whole mapping) are ``head``.
+
+    The one parser of section headers: the symbol reader, the fatbin reader and the commit
+    estimate all take their sections from here.
+    """
     try:
         if head[:2] != b"MZ":
             raise SectionTableError("not a PE image (no MZ signature)")
@@ -47,7 +59,7 @@ def section_table(head: bytes) -> tuple[Section, ...]:
         table = e_lfanew + 24 + optional_size
         sections = []
         for index in range(count):
-            name, vsize, _rva, raw_size, raw_pointer = struct.unpack_from(
+            name, vsize, rva, raw_size, raw_pointer = struct.unpack_from(
                 "<8sIIII", head, table + 40 * index
             )
             (characteristics,) = struct.unpack_from("<I", head, table + 40 * index + 36)
@@ -58,6 +70,7 @@ def section_table(head: bytes) -> tuple[Section, ...]:
                     raw_size,
                     raw_pointer,
                     characteristics,
+                    rva,
                 )
             )
     except struct.error as exc:

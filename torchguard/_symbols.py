@@ -22,6 +22,7 @@ from itertools import accumulate
 from typing import Union
 
 from torchguard._pe import PEReadError
+from torchguard._sections import SectionTableError, section_table
 
 #: An imported or exported symbol: a name, or an ordinal number.
 Symbol = Union[bytes, int]
@@ -34,7 +35,6 @@ _MAX_DESCRIPTORS = 4096
 #: per table: descriptors that all point into one long table must not take minutes.
 _MAX_THUNKS = 1 << 18
 _MAX_EXPORTS = 1 << 16  # ordinals are 16-bit: no export table can hold more
-_EXECUTE = 0x20000000
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -73,14 +73,6 @@ class SymbolTables:
     exports: Exports
 
 
-@dataclass(frozen=True)
-class _Section:
-    rva: int
-    virtual_size: int
-    raw_pointer: int
-    raw_size: int
-
-
 class _Image:
     """RVA-addressed, bounds-checked reads over a mapped file (or part of one)."""
 
@@ -91,7 +83,6 @@ class _Image:
             (e_lfanew,) = _U32.unpack_from(data, 0x3C)
             if bytes(data[e_lfanew : e_lfanew + 4]) != b"PE\0\0":
                 raise PEReadError("not a PE image (no PE signature)")
-            count, optional_size = struct.unpack_from("<H12xH", data, e_lfanew + 6)
             optional = e_lfanew + 24
             (magic,) = _U16.unpack_from(data, optional)
             if magic not in (0x10B, 0x20B):
@@ -111,12 +102,8 @@ class _Image:
                 else (0, 0)
                 for index in range(16)
             ]
-            table = optional + optional_size
-            self.sections = []
-            for index in range(count):
-                fields = struct.unpack_from("<8sIIII", data, table + 40 * index)
-                self.sections.append(_Section(fields[2], fields[1], fields[4], fields[3]))
-        except struct.error:
+            self.sections = section_table(data)
+        except (struct.error, SectionTableError):
             raise PEReadError("truncated: the PE headers are incomplete") from None
 
     def offset(self, rva: int, length: int) -> int:
@@ -180,19 +167,10 @@ def kept_ranges(head: bytes, size: int) -> list[tuple[int, int]] | None:
         return None
     wanted = [image.directories[index][0] for index in (0, 1, 2, 13)]
     ranges = [(0, min(len(head), size))]
-    try:
-        e_lfanew = _U32.unpack_from(head, 0x3C)[0]
-        count, optional_size = struct.unpack_from("<H12xH", head, e_lfanew + 6)
-        table = e_lfanew + 24 + optional_size
-        characteristics = [
-            _U32.unpack_from(head, table + 40 * index + 36)[0] for index in range(count)
-        ]
-    except struct.error:
-        return None
-    for section, flags in zip(image.sections, characteristics):
+    for section in image.sections:
         span = max(section.virtual_size, section.raw_size)
         holds_table = any(rva and section.rva <= rva < section.rva + span for rva in wanted)
-        if holds_table or not flags & _EXECUTE:
+        if holds_table or not section.executable:
             ranges.append((section.raw_pointer, min(section.raw_pointer + section.raw_size, size)))
     return ranges
 
