@@ -16,13 +16,8 @@ TAG = "cp311-cp311-win_amd64"
 MSVC_RUNTIME = "14.44.35112"
 
 
-def wheel(project: str, version: str) -> Path:
-    """The cached ``project==version`` win_amd64 cp311 wheel, downloaded on first use."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    dist = project.replace("-", "_")
-    found = sorted(CACHE.glob(f"{dist}-{version}-*win_amd64.whl"))
-    if found:
-        return found[0]
+def download(spec: str, folder: Path, platform: str = "win_amd64") -> None:
+    """``pip download`` one wheel (no dependencies) for ``platform`` into ``folder``."""
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch<=2.14.1 cap
     subprocess.run(
         [
@@ -34,19 +29,29 @@ def wheel(project: str, version: str) -> Path:
             "--no-deps",
             "--only-binary=:all:",
             "--platform",
-            "win_amd64",
+            platform,
             "--python-version",
             PYTHON_VERSION,
             "--implementation",
             "cp",
             "-d",
-            str(CACHE),
-            f"{project}=={version}",
+            str(folder),
+            spec,
         ],
         check=True,
         env=env,
         timeout=1800,
     )
+
+
+def wheel(project: str, version: str) -> Path:
+    """The cached ``project==version`` win_amd64 cp311 wheel, downloaded on first use."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    dist = project.replace("-", "_")
+    found = sorted(CACHE.glob(f"{dist}-{version}-*win_amd64.whl"))
+    if found:
+        return found[0]
+    download(f"{project}=={version}", CACHE)
     found = sorted(CACHE.glob(f"{dist}-{version}-*win_amd64.whl"))
     if not found:
         raise RuntimeError(f"pip downloaded no win_amd64 wheel for {project}=={version}")

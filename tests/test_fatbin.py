@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from pe_builder import build_pe
+from realwheels import download
 
 from torchguard._fatbin import FatbinArchs, FatbinError, nv_fatb_span, parse_fatbin, read_dll_archs
 
@@ -78,25 +78,7 @@ def cuobjdump(cache: Path) -> Path:
     tool = folder / "cuobjdump"
     if not tool.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--platform",
-                "manylinux2014_x86_64",
-                "-d",
-                str(folder),
-                f"{project}=={version}",
-            ],
-            check=True,
-            env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
-            timeout=600,
-        )
+        download(f"{project}=={version}", folder, platform="manylinux2014_x86_64")
         (wheel,) = folder.glob("*.whl")
         with zipfile.ZipFile(wheel) as archive:
             member = next(n for n in archive.namelist() if n.endswith("/bin/cuobjdump"))

@@ -8,14 +8,12 @@ its image extension failed). Wine's ``warn+module`` output names the module that
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import ROWS
-from wine import WineEnv, failed_module
+from wine import WineEnv, failed_module, parse
 
 pytestmark = pytest.mark.e2e
 
@@ -43,16 +41,6 @@ print("TG-JSON " + json.dumps(out), flush=True)
 import os
 os._exit(0)  # after a failed torchvision import the interpreter's exit can hang under Wine
 """
-
-
-def parse(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    for line in result.stdout.splitlines():
-        if line.startswith("TG-JSON "):
-            data: dict[str, object] = json.loads(line[len("TG-JSON ") :])
-            return data
-    raise AssertionError(
-        f"no result (exit {result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
 
 
 def remove(*names: str) -> Callable[[WineEnv, Path], None]:

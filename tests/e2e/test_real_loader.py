@@ -16,7 +16,6 @@ import json
 import ntpath
 import os
 import shutil
-import subprocess
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import ROWS
 from realwheels import wheel
-from wine import WineEnv, failed_module
+from wine import WineEnv, failed_module, parse
 
 pytestmark = pytest.mark.e2e
 
@@ -79,16 +78,6 @@ except ImportError as exc:
            "missing": (getattr(exc, "missing", None) or "").lower()}
 print("TG-JSON " + json.dumps(out))
 """
-
-
-def parse(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    for line in result.stdout.splitlines():
-        if line.startswith("TG-JSON "):
-            data: dict[str, object] = json.loads(line[len("TG-JSON ") :])
-            return data
-    raise AssertionError(
-        f"no result (exit {result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
 
 
 @dataclass

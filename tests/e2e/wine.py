@@ -1039,3 +1039,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def parse(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """The ``TG-JSON`` line a scenario's Windows process printed (an AssertionError if none)."""
+    for line in result.stdout.splitlines():
+        if line.startswith("TG-JSON "):
+            data: dict[str, object] = json.loads(line[len("TG-JSON ") :])
+            return data
+    raise AssertionError(
+        f"no result (exit {result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
