@@ -295,3 +295,28 @@ def test_a_failing_extension_reads_like_pythons_own_error() -> None:
         'fails: "DLL load failed while importing _C" (WinError 126)'
     )
     assert ImportOutcome(True).describe() == "succeeds"
+
+
+def test_folders_mounted_at_one_place_overlay(tmp_path: Path, fake_torch: FakeTorch) -> None:
+    """Every --system32 folder counts, in any order."""
+    site = fake_torch.write(tmp_path / "site")
+    with_msvcp = system32(tmp_path / "a", ("msvcp140.dll",))
+    with_vcruntime = system32(tmp_path / "b", ("vcruntime140_1.dll",))
+    for order in ([with_msvcp, with_vcruntime], [with_vcruntime, with_msvcp]):
+        report = torchguard.scan([site], system32=order)
+        assert report.ok, report.render_text()
+    alone = torchguard.scan([site], system32=[with_vcruntime])
+    assert {f.missing for f in alone.errors} == {"MSVCP140.dll"}
+
+
+def test_two_folder_targets_overlay_as_one_site_packages(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """torch in one folder, a file torch needs in another: scanned together, nothing missing."""
+    site = fake_torch.write(tmp_path / "site")
+    other = tmp_path / "other" / "torch" / "lib"
+    other.mkdir(parents=True)
+    (site / "torch" / "lib" / "uv.dll").replace(other / "uv.dll")
+    assert not torchguard.scan([site], system32=[runtime_dir]).ok
+    together = torchguard.scan([site, tmp_path / "other"], system32=[runtime_dir])
+    assert together.ok, together.render_text()

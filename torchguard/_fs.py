@@ -199,8 +199,7 @@ class WinTree:
         if cached is not None:
             return cached
         found: dict[str, tuple[str, Entry]] = {}
-        host = self._host_dir(path)
-        if host is not None:
+        for host in self._host_dirs(path):  # folders mounted at one place overlay, later wins
             for lower, (name, is_dir) in (self._host_listing(host) or {}).items():
                 if not is_dir:
                     found[lower] = (name, HostFile(os.path.join(host, name)))
@@ -211,11 +210,10 @@ class WinTree:
     def subdirs(self, path: str) -> list[str]:
         """Names of the directories directly in ``path``."""
         names: dict[str, str] = {}
-        host = self._host_dir(path)
-        if host is not None:
+        for host in self._host_dirs(path):
             for lower, (name, is_dir) in (self._host_listing(host) or {}).items():
                 if is_dir:
-                    names[lower] = name
+                    names.setdefault(lower, name)
         prefix = path_key(path).rstrip("\\") + "\\"
         for directory in self._files:
             if directory.startswith(prefix):
@@ -233,11 +231,11 @@ class WinTree:
         found = self.listdir(directory).get(name.lower())
         if found is not None:
             return found
-        host = self._host_dir(directory)
-        if host is not None and self._host_listing(host) is None and host in self._unlistable:
-            candidate = os.path.join(host, name)
-            if os.path.isfile(candidate):
-                return (name, HostFile(candidate))
+        for host in reversed(self._host_dirs(directory)):
+            if self._host_listing(host) is None and host in self._unlistable:
+                candidate = os.path.join(host, name)
+                if os.path.isfile(candidate):
+                    return (name, HostFile(candidate))
         return None
 
     def entry(self, path: str) -> Entry | None:
@@ -246,8 +244,7 @@ class WinTree:
         return found[1] if found else None
 
     def is_dir(self, path: str) -> bool:
-        host = self._host_dir(path)
-        if host is not None and os.path.isdir(host):
+        if any(os.path.isdir(host) for host in self._host_dirs(path)):
             return True
         wanted = path_key(path).rstrip("\\")
         prefix = wanted + "\\"
@@ -286,24 +283,38 @@ class WinTree:
         entry = self.entry(path)
         if entry is not None:
             return entry.origin
-        host = self._host_dir(path)
-        return host if host is not None else path
+        hosts = self._host_dirs(path)
+        return hosts[-1] if hosts else path
 
     # -- host mapping ----------------------------------------------------------------------
-    def _host_dir(self, path: str) -> str | None:
-        """The host folder behind the Windows folder ``path``, resolved case-insensitively."""
+    def _host_dirs(self, path: str) -> list[str]:
+        """The host folders behind the Windows folder ``path``, in mount order.
+
+        Every folder mounted at the deepest mount point above ``path`` counts (``--system32 A
+        --system32 B``, or two site-packages folders, overlay), each resolved
+        case-insensitively; a mount that lacks the subfolder adds nothing.
+        """
         wanted = path_key(path).rstrip("\\")
-        best: tuple[str, str] | None = None
-        for mount, host in self._host_mounts:
-            mount = mount.rstrip("\\")
-            if (wanted == mount or wanted.startswith(mount + "\\")) and (
-                best is None or len(mount) > len(best[0])
-            ):
-                best = (mount, host)
-        if best is None:
-            return path if self.passthrough else None
-        current = best[1]
-        rest = wanted[len(best[0]) :].strip("\\")
+        matching = [
+            (mount.rstrip("\\"), host)
+            for mount, host in self._host_mounts
+            if wanted == mount.rstrip("\\") or wanted.startswith(mount.rstrip("\\") + "\\")
+        ]
+        if not matching:
+            return [path] if self.passthrough else []
+        deepest = max(len(mount) for mount, _ in matching)
+        found: list[str] = []
+        for mount, host in matching:
+            if len(mount) != deepest:
+                continue
+            resolved = self._resolve(host, wanted[len(mount) :].strip("\\"))
+            if resolved is not None:
+                found.append(resolved)
+        return found
+
+    def _resolve(self, host: str, rest: str) -> str | None:
+        """``rest`` (a Windows relative path) below the host folder ``host``, any case."""
+        current = host
         for part in rest.split("\\") if rest else ():
             listing = self._host_listing(current)
             if listing is None or part not in listing:
