@@ -182,6 +182,19 @@ def test_every_importer_of_a_dll_is_judged() -> None:
     assert failure.chain == ("top.dll", "a.dll", "c10.dll")
 
 
+def test_a_damaged_export_table_is_named_as_damage(tmp_path: Path, runtime_dir: Path) -> None:
+    """An export table that lies about its counts: the finding blames damage, not a build."""
+    torch = FakeTorch()
+    torch.extra["torch/lib/c10.dll"] = build_pe(
+        KERNEL, exports=["other"], export_counts=(9, 70_000)
+    )
+    report = torchguard.scan([torch.write(tmp_path / "site")], system32=[runtime_dir])
+    errors = [f for f in report.errors if f.code == "missing-symbol"]
+    assert errors and all("export table is damaged" in f.message for f in errors)
+    assert all("another build" not in f.message for f in errors)
+    assert "damaged" in errors[0].hints[0].summary
+
+
 def test_a_delay_import_missing_a_symbol_fails_only_when_called() -> None:
     loader = model(
         {

@@ -65,6 +65,9 @@ class Gap:
     """A DLL an export forwards to that cannot be found, if that is why."""
     bad_image: str | None = None
     """Why the loader refuses to bind (WinError 193): no export table, a broken forwarder."""
+    damaged_exports: str | None = None
+    """Why the exporter's export table could be read only in part, when it could not: then
+    the missing names may be lost to damage rather than to another build."""
 
 
 def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
@@ -200,7 +203,7 @@ class Binaries:
             if kind != "followed":
                 missing.append(symbol)
             followed_untrusted = True
-        result = _gap(missing, forward_missing, bad_image)
+        result = _gap(missing, forward_missing, bad_image, exporter_tables.exports.damaged)
         if edge is not None and self.persistent is not None and not followed_untrusted:
             self.persistent.put_edge(edge, _gap_to(result))
         return result
@@ -266,7 +269,12 @@ def _identity(tree: WinTree, path: str) -> str | None:
     return None
 
 
-def _gap(missing: list[Symbol], forward_missing: str | None, bad_image: str | None) -> Gap | None:
+def _gap(
+    missing: list[Symbol],
+    forward_missing: str | None,
+    bad_image: str | None,
+    damaged_exports: str | None = None,
+) -> Gap | None:
     if not missing:
         return None
     by_symbol = 182 if isinstance(missing[0], int) else 127
@@ -276,6 +284,7 @@ def _gap(missing: list[Symbol], forward_missing: str | None, bad_image: str | No
         winerror=by_symbol if bad_image is None else _BAD_IMAGE,
         forward_missing=forward_missing,
         bad_image=bad_image,
+        damaged_exports=damaged_exports,
     )
 
 
@@ -294,6 +303,7 @@ def _gap_to(gap: Gap | None) -> dict[str, object]:
         "winerror": gap.winerror,
         "forward_missing": gap.forward_missing,
         "bad_image": gap.bad_image,
+        "damaged_exports": gap.damaged_exports,
     }
 
 
@@ -308,7 +318,7 @@ def _gap_from(raw: object) -> Gap | object | None:
         return None
     missing = raw.get("missing")
     count, winerror, forward = raw.get("count"), raw.get("winerror"), raw.get("forward_missing")
-    bad_image = raw.get("bad_image")
+    bad_image, damaged = raw.get("bad_image"), raw.get("damaged_exports")
     if (
         not isinstance(missing, list)
         or not all(isinstance(name, str) for name in missing)
@@ -317,6 +327,7 @@ def _gap_from(raw: object) -> Gap | object | None:
         or not (forward is None or isinstance(forward, str))
         or not (bad_image is None or isinstance(bad_image, str))
         or (winerror == _BAD_IMAGE) != (bad_image is not None)
+        or not (damaged is None or isinstance(damaged, str))
     ):
         return _UNKNOWN
-    return Gap(tuple(missing), count, int(winerror), forward, bad_image)
+    return Gap(tuple(missing), count, int(winerror), forward, bad_image, damaged)

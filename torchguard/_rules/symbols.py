@@ -51,11 +51,12 @@ def symbol_finding(context: CheckContext, root: str, failure: Failure) -> Findin
         consequence = "torch imports, and the feature that needs it fails when first used"
     else:
         consequence = f"loading {root} fails with WinError {gap.winerror}"
-    cause = (
-        "no import from it can be bound"
-        if gap.bad_image
-        else f"it is another build than the one {importer} was linked against"
-    )
+    if gap.bad_image:
+        cause = "no import from it can be bound"
+    elif gap.damaged_exports:
+        cause = f"its export table is damaged ({gap.damaged_exports})"
+    else:
+        cause = f"it is another build than the one {importer} was linked against"
     message = (
         f"{exporter} does not export {gap.count} {noun} that {importer} imports from it{why}: "
         f"{cause}, so {consequence}"
@@ -78,7 +79,11 @@ def symbol_finding(context: CheckContext, root: str, failure: Failure) -> Findin
         chain=failure.chain,
         path=origin,
         symbols=gap.missing,
-        hints=_hints_for(context, exporter, failure.path, importer, importer_path),
+        hints=(
+            _hints.for_corrupt(exporter, context.hints, context.owner_of(failure.path))
+            if gap.damaged_exports
+            else _hints_for(context, exporter, failure.path, importer, importer_path)
+        ),
         rank=RANK + (30 if failure.delay else 0),
     )
 
