@@ -181,3 +181,19 @@ def test_a_pair_pip_calls_mismatched_that_still_binds(vc_runtime: Path) -> None:
     assert {p.name: p.status for p in report.packages}["torchvision"] == "ok"
     (mismatch,) = [f for f in report.warnings if f.code == "package-mismatch"]
     assert "still bind" in mismatch.message
+
+
+@pytest.mark.parametrize(
+    ("torch_version", "vision", "audio"),
+    [("2.5.1", "0.20.1", "2.5.1"), ("2.9.1", "0.24.1", "2.9.1"), ("2.14.1", "0.29.1", None)],
+)
+def test_siblings_released_together_get_no_finding(
+    torch_version: str, vision: str, audio: str | None, vc_runtime: Path
+) -> None:
+    """torch with the torchvision (and torchaudio) released with it: every binding sound."""
+    wheels = [wheel("torch", torch_version), wheel("torchvision", vision)]
+    if audio:
+        wheels.append(wheel("torchaudio", audio))
+    report = torchguard.scan(wheels, system32=[vc_runtime])
+    assert report.ok and not report.findings, report.render_text()
+    assert {p.status for p in report.packages} == {"ok"}
