@@ -91,7 +91,7 @@ def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
                 return PEReadError(f"cannot read the file: {exc}")
             try:
                 with MemberStream(archive, entry.member) as stream:
-                    return read_image_stream(stream, entry.size, symbols=True)  # type: ignore[arg-type]
+                    return read_image_stream(stream, entry.size, symbols=True)
             except NotKept:  # a table in a code section: inflate the whole member
                 return read_image(tree.read_entry(entry), symbols=True)
         return read_image(tree.read_entry(entry), symbols=True)
@@ -169,9 +169,9 @@ class Binaries:
         """What ``importer`` takes from ``dll`` that ``exporter`` (its bound copy) lacks."""
         edge = self._edge_key(importer, dll, exporter, delay)
         if edge is not None and self.persistent is not None:
-            cached = _gap_from(self.persistent.get_edge(edge))
-            if cached is not _UNKNOWN:
-                return cached  # type: ignore[return-value]
+            known, cached = _gap_from(self.persistent.get_edge(edge))
+            if known:
+                return cached
         exporter_tables = self._tables(exporter)
         if exporter_tables is None:
             return None  # a damaged file: corrupt-dll says so, there is nothing to compare
@@ -307,15 +307,13 @@ def _gap_to(gap: Gap | None) -> dict[str, object]:
     }
 
 
-_UNKNOWN = object()
-
-
-def _gap_from(raw: object) -> Gap | object | None:
-    """The cached verdict: a Gap, None (the binding is sound), or _UNKNOWN (absent, damaged)."""
+def _gap_from(raw: object) -> tuple[bool, Gap | None]:
+    """(whether a verdict is cached, the Gap or None for a sound binding); a missing or
+    damaged entry is not a verdict."""
     if not isinstance(raw, dict):
-        return _UNKNOWN
+        return False, None
     if not raw:
-        return None
+        return True, None
     missing = raw.get("missing")
     count, winerror, forward = raw.get("count"), raw.get("winerror"), raw.get("forward_missing")
     bad_image, damaged = raw.get("bad_image"), raw.get("damaged_exports")
@@ -329,5 +327,5 @@ def _gap_from(raw: object) -> Gap | object | None:
         or (winerror == _BAD_IMAGE) != (bad_image is not None)
         or not (damaged is None or isinstance(damaged, str))
     ):
-        return _UNKNOWN
-    return Gap(tuple(missing), count, int(winerror), forward, bad_image, damaged)
+        return False, None
+    return True, Gap(tuple(missing), count, int(winerror), forward, bad_image, damaged)

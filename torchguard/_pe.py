@@ -14,7 +14,7 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torchguard._vocab import Machine
 
@@ -38,6 +38,12 @@ _IMAGE_FILE_DLL = 0x2000
 _DELAY_DESCRIPTOR = struct.Struct("<8I")
 _MAX_DESCRIPTORS = 4096
 _MAX_NAME = 256
+
+
+class Readable(Protocol):
+    """A forward-only byte stream (a zip member's, through ``_fs.MemberStream``)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class PEReadError(Exception):
@@ -128,12 +134,12 @@ def _parse(
 _CHUNK = 1 << 20
 
 
-def read_pe_stream(stream: IO[bytes], size: int) -> PEFacts:
+def read_pe_stream(stream: Readable, size: int) -> PEFacts:
     """:func:`read_pe` for a forward-only stream (a compressed wheel member)."""
     return read_image_stream(stream, size).facts
 
 
-def read_image_stream(stream: IO[bytes], size: int, *, symbols: bool = False) -> PEImage:
+def read_image_stream(stream: Readable, size: int, *, symbols: bool = False) -> PEImage:
     """:func:`read_image` for a forward-only stream (a compressed wheel member).
 
     Only the headers and the data sections (never code) are kept, in an anonymous mapping
@@ -170,7 +176,7 @@ def read_image_stream(stream: IO[bytes], size: int, *, symbols: bool = False) ->
         buffer.close()
 
 
-def _read_exactly(stream: IO[bytes], count: int) -> bytes:
+def _read_exactly(stream: Readable, count: int) -> bytes:
     parts: list[bytes] = []
     remaining = count
     while remaining > 0:
