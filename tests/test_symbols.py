@@ -360,6 +360,37 @@ def test_a_bug_in_the_symbol_reader_is_never_a_finding(
     assert isinstance(raised.value.__cause__, KeyError)
 
 
+def test_verdicts_through_forwarders_are_cached_and_judged_again_when_the_target_changes(
+    tmp_path: Path, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kernel32 -> ntdll style forwarding: a warm scan reads nothing, a changed target counts."""
+    from torchguard import _binaries
+
+    torch = FakeTorch()
+    torch.extra["torch/lib/torch_cpu.dll"] = build_pe(
+        torch.graph["torch_cpu.dll"], symbols={"c10.dll": [DEFAULT_SYMBOL, "fwd"]}
+    )
+    torch.extra["torch/lib/c10.dll"] = build_pe(
+        torch.graph["c10.dll"], exports=[DEFAULT_SYMBOL], forwarders={"fwd": "helper.real"}
+    )
+    torch.extra["torch/lib/helper.dll"] = build_pe(KERNEL, exports=[DEFAULT_SYMBOL, "real"])
+    site = torch.write(tmp_path / "site")
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+    reads: list[str] = []
+    real = _binaries._read
+
+    def counting(tree: WinTree, path: str) -> object:
+        reads.append(path)
+        return real(tree, path)
+
+    monkeypatch.setattr(_binaries, "_read", counting)
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+    assert reads == []
+    (site / "torch" / "lib" / "helper.dll").write_bytes(build_pe(KERNEL, exports=["other"]))
+    report = torchguard.scan([site], system32=[runtime_dir])
+    assert [(f.code, f.missing) for f in report.errors] == [("missing-symbol", "c10.dll")]
+
+
 # -- demangling ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("symbol", "expected"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 from torchguard._cache import FactsCache, host_key, member_key
 from torchguard._fs import (
@@ -169,8 +169,9 @@ class Binaries:
         """What ``importer`` takes from ``dll`` that ``exporter`` (its bound copy) lacks."""
         edge = self._edge_key(importer, dll, exporter, delay)
         if edge is not None and self.persistent is not None:
-            known, cached = _gap_from(self.persistent.get_edge(edge))
-            if known:
+            raw = self.persistent.get_edge(edge)
+            known, cached = _gap_from(raw)
+            if known and self._trail_holds(raw, resolve):
                 return cached
         exporter_tables = self._tables(exporter)
         if exporter_tables is None:
@@ -183,12 +184,12 @@ class Binaries:
         missing: list[Symbol] = []
         forward_missing: str | None = None
         bad_image: str | None = None
-        followed_untrusted = False
+        trail: dict[str, list[str | None]] = {}
         if imported and not exporter_tables.exports.directory:
             missing, bad_image = list(imported), "it has no export table"
             imported = ()
         for symbol in imported:
-            verdict = self._exported(exporter_tables, symbol, resolve, 0)
+            verdict = self._exported(exporter_tables, symbol, resolve, 0, trail)
             if verdict is True:
                 continue
             if verdict is False:
@@ -202,16 +203,43 @@ class Binaries:
                 bad_image = detail  # the loader stops at the first symbol it cannot bind
             if kind != "followed":
                 missing.append(symbol)
-            followed_untrusted = True
         result = _gap(missing, forward_missing, bad_image, exporter_tables.exports.damaged)
-        if edge is not None and self.persistent is not None and not followed_untrusted:
-            self.persistent.put_edge(edge, _gap_to(result))
+        if edge is not None and self.persistent is not None:
+            verdict_record = _gap_to(result)
+            if trail:  # forwarders were resolved: the verdict holds while they resolve alike
+                verdict_record["trail"] = trail
+            self.persistent.put_edge(edge, verdict_record)
         return result
 
+    def _trail_holds(self, raw: Any, resolve: ForwardResolver) -> bool:
+        """Whether every forwarder target a cached verdict resolved still resolves alike."""
+        trail = raw.get("trail", {}) if isinstance(raw, dict) else {}
+        if not isinstance(trail, dict):
+            return False
+        return all(
+            isinstance(then, list) and then == self._where(dll, resolve)
+            for dll, then in trail.items()
+        )
+
+    def _where(self, dll: str, resolve: ForwardResolver) -> list[str | None]:
+        """How a forwarder's DLL resolves, as a cacheable record: [kind, path, identity]."""
+        where = resolve(dll)
+        if isinstance(where, Trusted):
+            return ["trusted", None, None]
+        if where is None:
+            return ["missing", None, None]
+        return ["file", path_key(where), self.identity(where)]
+
     def _exported(
-        self, tables: SymbolTables, symbol: Symbol, resolve: ForwardResolver, depth: int
+        self,
+        tables: SymbolTables,
+        symbol: Symbol,
+        resolve: ForwardResolver,
+        depth: int,
+        trail: dict[str, list[str | None]],
     ) -> bool | tuple[str, str]:
-        """True, False, or (why, detail) when a forwarder decided it."""
+        """True, False, or (why, detail) when a forwarder decided it; ``trail`` records how
+        each forwarder's DLL resolved."""
         if not tables.exports.has(symbol):
             return False
         target = tables.exports.forwarders.get(symbol)
@@ -224,6 +252,7 @@ class Binaries:
         if "." not in dll:
             dll += ".dll"
         where = resolve(dll)
+        trail.setdefault(dll.lower(), self._where(dll, resolve))
         if isinstance(where, Trusted):
             return True
         if where is None:
@@ -234,7 +263,7 @@ class Binaries:
         if forwarded_tables is None:
             return ("followed", dll)
         forwarded: Symbol = int(name[1:]) if name[:1] == b"#" and name[1:].isdigit() else name
-        verdict = self._exported(forwarded_tables, forwarded, resolve, depth + 1)
+        verdict = self._exported(forwarded_tables, forwarded, resolve, depth + 1, trail)
         if verdict is False:
             return ("missing-symbol", dll)
         return verdict if isinstance(verdict, tuple) else ("followed", dll)
@@ -296,8 +325,9 @@ def _display(symbol: Symbol) -> str:
 
 def _gap_to(gap: Gap | None) -> dict[str, object]:
     if gap is None:
-        return {}
+        return {"ok": True}
     return {
+        "ok": False,
         "missing": list(gap.missing),
         "count": gap.count,
         "winerror": gap.winerror,
@@ -310,9 +340,9 @@ def _gap_to(gap: Gap | None) -> dict[str, object]:
 def _gap_from(raw: object) -> tuple[bool, Gap | None]:
     """(whether a verdict is cached, the Gap or None for a sound binding); a missing or
     damaged entry is not a verdict."""
-    if not isinstance(raw, dict):
+    if not isinstance(raw, dict) or raw.get("ok") not in (True, False):
         return False, None
-    if not raw:
+    if raw["ok"] is True:
         return True, None
     missing = raw.get("missing")
     count, winerror, forward = raw.get("count"), raw.get("winerror"), raw.get("forward_missing")
