@@ -479,3 +479,33 @@ def test_commit_status_and_display_adapters_read_live(wine_env: WineEnv) -> None
     limit, available = (int(x) for x in lines["COMMIT"].split())
     assert limit >= available > 0
     assert int(lines["ADAPTERS"]) >= 0
+
+
+WARM_LIVE = """
+import json, time, torchguard
+from torchguard import _binaries
+torchguard.diagnose()  # cold: reads every binary, symbol tables included, fills the cache
+reads = []
+real = _binaries._read
+def counting(tree, path):
+    reads.append(path)
+    return real(tree, path)
+_binaries._read = counting
+start = time.perf_counter()
+report = torchguard.diagnose()
+print("TG-JSON " + json.dumps({"ok": report.ok, "reads": reads,
+                               "seconds": time.perf_counter() - start}))
+"""
+
+
+def test_a_warm_live_analysis_reads_no_dll(wine_env: WineEnv, tmp_path: Path) -> None:
+    """Live, every binding is judged against the real System32 files (kernel32 forwarding into
+    ntdll included); a second analysis takes every fact and verdict from the cache."""
+    site = wine_env.make_scenario_site("warm-live")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    data = parse(
+        wine_env.run(WARM_LIVE, site, env={"TORCHGUARD_CACHE_DIR": wine_env.to_windows(cache)})
+    )
+    assert data["ok"] is True
+    assert data["reads"] == []
