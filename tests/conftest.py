@@ -43,3 +43,19 @@ def _fresh_ensure() -> Iterator[None]:
     _api._reset_for_tests()
     yield
     _api._reset_for_tests()
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the binaries really read from now on (not taken from the cache)."""
+    from torchguard import _binaries
+
+    seen: list[str] = []
+    real = _binaries._read
+
+    def counting(tree: object, path: str) -> object:
+        seen.append(path.rsplit("\\", 1)[-1])
+        return real(tree, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_binaries, "_read", counting)
+    return seen

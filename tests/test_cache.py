@@ -10,22 +10,7 @@ import pytest
 from fakes import FakeTorch
 
 import torchguard
-from torchguard import _binaries
 from torchguard._cache import FILE_NAME, SCHEMA
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Paths whose PE facts were really read (not taken from the cache)."""
-    seen: list[str] = []
-    real = _binaries._read
-
-    def counting(tree: object, path: str) -> object:
-        seen.append(path.rsplit("\\", 1)[-1])
-        return real(tree, path)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(_binaries, "_read", counting)
-    return seen
 
 
 def test_a_warm_scan_reads_no_dll(

@@ -264,19 +264,8 @@ def test_a_sibling_error_does_not_make_ensure_raise(
     assert _api.ensure() is report
 
 
-def test_a_warm_scan_reads_no_sibling_binary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from torchguard import _binaries
-
-    seen: list[str] = []
-    real = _binaries._read
-
-    def counting(tree: object, path: str) -> object:
-        seen.append(path.rsplit("\\", 1)[-1])
-        return real(tree, path)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(_binaries, "_read", counting)
+def test_a_warm_scan_reads_no_sibling_binary(tmp_path: Path, reads: list[str]) -> None:
+    seen = reads
     cold = scan(tmp_path, torchvision(), torchaudio())
     assert "_C.pyd" in seen and "libtorio_ffmpeg6.pyd" in seen
     seen.clear()

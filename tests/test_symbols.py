@@ -315,20 +315,11 @@ def test_ensure_raises_for_a_missing_symbol(tmp_path: Path, runtime_dir: Path) -
 
 
 def test_a_warm_scan_reuses_edge_verdicts(
-    tmp_path: Path, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, runtime_dir: Path, reads: list[str]
 ) -> None:
-    from torchguard import _binaries
-
     site = mixed_torch().write(tmp_path / "site")
     cold = torchguard.scan([site], system32=[runtime_dir])
-    reads: list[str] = []
-    real = _binaries._read
-
-    def counting(tree: WinTree, path: str) -> object:
-        reads.append(path)
-        return real(tree, path)
-
-    monkeypatch.setattr(_binaries, "_read", counting)
+    reads.clear()
     warm = torchguard.scan([site], system32=[runtime_dir])
     assert reads == []
     assert warm.findings == cold.findings
@@ -361,11 +352,9 @@ def test_a_bug_in_the_symbol_reader_is_never_a_finding(
 
 
 def test_verdicts_through_forwarders_are_cached_and_judged_again_when_the_target_changes(
-    tmp_path: Path, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, runtime_dir: Path, reads: list[str]
 ) -> None:
     """kernel32 -> ntdll style forwarding: a warm scan reads nothing, a changed target counts."""
-    from torchguard import _binaries
-
     torch = FakeTorch()
     torch.extra["torch/lib/torch_cpu.dll"] = build_pe(
         torch.graph["torch_cpu.dll"], symbols={"c10.dll": [DEFAULT_SYMBOL, "fwd"]}
@@ -376,14 +365,7 @@ def test_verdicts_through_forwarders_are_cached_and_judged_again_when_the_target
     torch.extra["torch/lib/helper.dll"] = build_pe(KERNEL, exports=[DEFAULT_SYMBOL, "real"])
     site = torch.write(tmp_path / "site")
     assert torchguard.scan([site], system32=[runtime_dir]).ok
-    reads: list[str] = []
-    real = _binaries._read
-
-    def counting(tree: WinTree, path: str) -> object:
-        reads.append(path)
-        return real(tree, path)
-
-    monkeypatch.setattr(_binaries, "_read", counting)
+    reads.clear()
     assert torchguard.scan([site], system32=[runtime_dir]).ok
     assert reads == []
     (site / "torch" / "lib" / "helper.dll").write_bytes(build_pe(KERNEL, exports=["other"]))
