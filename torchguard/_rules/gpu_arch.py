@@ -79,19 +79,15 @@ def _torch_archs(context: CheckContext) -> FatbinArchs | None:
         if hit is None or not isinstance(hit[1], HostFile):
             continue  # in a wheel (not mapped in place) or absent
         identity = host_key(hit[1].path)
-        cached = cache.get_derived("fatbin", identity) if cache else None
-        try:
-            if isinstance(cached, list) and len(cached) == 2:
-                archs: FatbinArchs | None = FatbinArchs(
-                    frozenset(int(a) for a in cached[0]), frozenset(int(a) for a in cached[1]), 0, 0
-                )
-            else:
+        archs = _cached_archs(cache.get_derived("fatbin", identity) if cache else None)
+        if archs is None:
+            try:
                 archs = read_dll_archs(hit[1].path)
-                if cache is not None:
-                    value = [sorted(archs.sass), sorted(archs.ptx)] if archs else [[], []]
-                    cache.put_derived("fatbin", identity, value)
-        except (FatbinError, TypeError, ValueError):
-            continue
+            except FatbinError:
+                continue  # a damaged or unreadable DLL: nothing to judge the GPU against
+            if cache is not None:
+                value = [sorted(archs.sass), sorted(archs.ptx)] if archs else [[], []]
+                cache.put_derived("fatbin", identity, value)
         if archs is None or not (archs.sass or archs.ptx):
             continue
         found = True
@@ -100,6 +96,18 @@ def _torch_archs(context: CheckContext) -> FatbinArchs | None:
     if not found:
         return None
     return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
+
+
+def _cached_archs(raw: object) -> FatbinArchs | None:
+    """The architectures a cache entry holds, or None when it is absent or damaged."""
+    if not isinstance(raw, list) or len(raw) != 2:
+        return None
+    try:
+        return FatbinArchs(
+            frozenset(int(a) for a in raw[0]), frozenset(int(a) for a in raw[1]), 0, 0
+        )
+    except (TypeError, ValueError):
+        return None
 
 
 def _names(archs: frozenset[int]) -> str:
