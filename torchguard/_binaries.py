@@ -217,13 +217,12 @@ class Binaries:
         if not isinstance(trail, dict):
             return False
         return all(
-            isinstance(then, list) and then == self._where(dll, resolve)
+            isinstance(then, list) and then == self._record(resolve(dll))
             for dll, then in trail.items()
         )
 
-    def _where(self, dll: str, resolve: ForwardResolver) -> list[str | None]:
-        """How a forwarder's DLL resolves, as a cacheable record: [kind, path, identity]."""
-        where = resolve(dll)
+    def _record(self, where: str | Trusted | None) -> list[str | None]:
+        """How a forwarder's DLL resolved, as a cacheable record: [kind, path, identity]."""
         if isinstance(where, Trusted):
             return ["trusted", None, None]
         if where is None:
@@ -252,7 +251,7 @@ class Binaries:
         if "." not in dll:
             dll += ".dll"
         where = resolve(dll)
-        trail.setdefault(dll.lower(), self._where(dll, resolve))
+        trail.setdefault(dll.lower(), self._record(where))
         if isinstance(where, Trusted):
             return True
         if where is None:
