@@ -48,7 +48,7 @@ def _fresh_ensure() -> Iterator[None]:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the binaries really read from now on (not taken from the cache)."""
-    from torchguard import _binaries
+    from torchguard._model import binaries as _binaries
 
     seen: list[str] = []
     real = _binaries._read

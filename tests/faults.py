@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from torchguard import _api, _live
-from torchguard._system import offline_windows
+from torchguard import _api
+from torchguard._windows import live as _live
+from torchguard._windows.system import offline_windows
 
 
 class PlantedFault(TypeError):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pefile
 
-from torchguard._symbols import Symbol, SymbolTables
+from torchguard._binary.pe.symbols import Symbol, SymbolTables
 
 _CUT = 512  # pefile's longest name
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from pe_builder import build_pe
 
-from torchguard import _binaries, _symbols
-from torchguard._fs import WinTree, ZipMember
-from torchguard._pe import PEImage, PEReadError, read_image, read_image_stream
-from torchguard._symbols import NotKept
+from torchguard._binary.pe import symbols as _symbols
+from torchguard._binary.pe.image import PEImage, PEReadError, read_image, read_image_stream
+from torchguard._binary.pe.symbols import NotKept
+from torchguard._model import binaries as _binaries
+from torchguard._windows.tree import WinTree, ZipMember
 
 PATH = "C:\\site\\torch\\lib\\c10.dll"
 MEMBER = "torch/lib/c10.dll"

@@ -10,7 +10,7 @@ import pytest
 from fakes import FakeTorch
 
 import torchguard
-from torchguard._cache import FILE_NAME, SCHEMA
+from torchguard._model.cache import FILE_NAME, SCHEMA
 
 
 def test_a_warm_scan_reads_no_dll(
@@ -130,7 +130,7 @@ def test_a_warm_scan_does_not_even_import_pefile(
 
 def _planted_lie(site: Path) -> dict[str, object]:
     """A cache document that calls every DLL of ``site`` corrupt, as a buggy release might."""
-    from torchguard._cache import host_key
+    from torchguard._model.cache import host_key
 
     facts = {
         str(host_key(str(dll))): {"error": "planted: not a valid PE image"}
@@ -142,7 +142,7 @@ def _planted_lie(site: Path) -> dict[str, object]:
 def test_a_cache_written_by_another_version_is_ignored_and_replaced(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
-    from torchguard._cache import writer
+    from torchguard._model.cache import writer
 
     site = fake_torch.write(tmp_path / "site")
     path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
@@ -160,7 +160,7 @@ def test_an_internal_error_is_never_cached(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A bug inside the reader propagates; it is not remembered as a fact about the file."""
-    from torchguard import _pe
+    from torchguard._binary.pe import image as _pe
 
     site = fake_torch.write(tmp_path / "site")
     original = _pe._facts
@@ -192,7 +192,7 @@ def test_a_symlinked_cache_file_never_touches_its_target(
 def test_a_huge_cache_file_is_not_parsed(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, reads: list[str]
 ) -> None:
-    from torchguard._cache import MAX_BYTES
+    from torchguard._model.cache import MAX_BYTES
 
     path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -234,7 +234,7 @@ def test_many_processes_at_once_lose_nothing(
 def test_a_killed_processs_lock_is_broken_and_a_busy_one_skips_the_save(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
-    from torchguard._cache import LOCK_NAME, LOCK_STALE
+    from torchguard._model.cache import LOCK_NAME, LOCK_STALE
 
     cache = Path(os.environ["TORCHGUARD_CACHE_DIR"])
     cache.mkdir(parents=True, exist_ok=True)

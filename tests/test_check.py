@@ -16,8 +16,8 @@ import pytest
 from fakes import FakeTorch, companion, write_wheel
 from packaging.markers import Marker
 
-from torchguard._check import _wheel_of, pip_reason
-from torchguard._pip_windows import windows_markers
+from torchguard._frontends.check import _wheel_of, pip_reason
+from torchguard._frontends.pip_windows import windows_markers
 
 WINDOWS_ONLY = 'platform_system == "Windows"'
 LINUX_ONLY = 'platform_system == "Linux" and platform_machine == "x86_64"'
@@ -283,7 +283,7 @@ class TestRealIndex:
 def test_a_python_without_pip_is_one_error_line() -> None:
     code = (
         "import runpy, sys; sys.modules['pip'] = None; sys.argv = ['x', '3.11', 'download', 'torch']; "
-        "runpy.run_module('torchguard._pip_windows', run_name='__main__')"
+        "runpy.run_module('torchguard._frontends.pip_windows', run_name='__main__')"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeTorch
 
-from torchguard._cli import main
+from torchguard._frontends.cli import main
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeTorch
 
-from torchguard._colour import Paint, strip, wanted
+from torchguard._report.colour import Paint, strip, wanted
 
 pty = pytest.importorskip("pty")
 

@@ -12,8 +12,8 @@ from pe_builder import I386, build_pe
 
 import torchguard
 from torchguard import _api
-from torchguard._loader import WINERROR
-from torchguard._report import Report
+from torchguard._model.loader import WINERROR
+from torchguard._report.report import Report
 from torchguard._rules.packages import FAILURE_FINDINGS
 
 TORCH = ("c10.dll", "torch_cpu.dll")
@@ -260,7 +260,7 @@ def test_a_sibling_error_does_not_make_ensure_raise(
     assert not report.ok
     monkeypatch.setattr(_api, "_live_report", lambda: report)
     monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr("torchguard._register.register", lambda paths: None)
+    monkeypatch.setattr("torchguard._windows.register.register", lambda paths: None)
     assert _api.ensure() is report
 
 
@@ -278,9 +278,9 @@ def test_a_new_failure_kind_flows_through_by_its_winerror(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What a later kind (the loader's missing-symbol WinError 127) gets without new code here."""
-    from torchguard import _loader
-    from torchguard._findings import ERROR, Finding
-    from torchguard._loader import Failure, LoaderModel, LoadResult
+    from torchguard._model import loader as _loader
+    from torchguard._model.loader import Failure, LoaderModel, LoadResult
+    from torchguard._report.findings import ERROR, Finding
 
     monkeypatch.setitem(_loader.WINERROR, "symbol", 127)
     monkeypatch.setitem(

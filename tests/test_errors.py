@@ -8,9 +8,9 @@ import pytest
 from fakes import FakeTorch
 
 import torchguard
-from torchguard._errors import error_for
-from torchguard._findings import ERROR, Finding, RepairHint
-from torchguard._report import Report
+from torchguard._report.errors import error_for
+from torchguard._report.findings import ERROR, Finding, RepairHint
+from torchguard._report.report import Report
 
 
 def _error(tmp_path: Path, fake_torch: FakeTorch) -> torchguard.TorchDllError:

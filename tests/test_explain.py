@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._explain import _HEADING, first_sentence, parse, reference_text, references
+from torchguard._report.explain import _HEADING, first_sentence, parse, reference_text, references
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,13 @@ import pytest
 from pe_builder import build_pe
 from realwheels import download
 
-from torchguard._fatbin import FatbinArchs, FatbinError, nv_fatb_span, parse_fatbin, read_dll_archs
+from torchguard._binary.fatbin import (
+    FatbinArchs,
+    FatbinError,
+    nv_fatb_span,
+    parse_fatbin,
+    read_dll_archs,
+)
 
 
 def entry(kind: int, arch: int, payload: bytes, header: int = 64) -> bytes:

@@ -16,8 +16,12 @@ from fakes import FakeTorch, system32
 from faults import PlantedFault, boom, fake_windows
 
 import torchguard
-from torchguard import _cache, _cli, _live, _loader, _pipeline, _rules
+from torchguard import _pipeline, _rules
+from torchguard._frontends import cli as _cli
 from torchguard._internal import BUG_REPORT
+from torchguard._model import cache as _cache
+from torchguard._model import loader as _loader
+from torchguard._windows import live as _live
 
 
 def _inside_pefile(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from pe_sections import with_section
 from test_fatbin import container, entry
 
 import torchguard
-from torchguard._gpus import DisplayAdapter, compute_capability, cuda_can_build
+from torchguard._windows.gpus import DisplayAdapter, compute_capability, cuda_can_build
 
 
 def torch_cuda(sass: tuple[int, ...], ptx: tuple[int, ...] = ()) -> bytes:
@@ -166,7 +166,7 @@ def test_a_warm_scan_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_cli_gpu_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from torchguard._cli import main
+    from torchguard._frontends.cli import main
 
     scan(tmp_path, "NVIDIA GeForce RTX 5090")  # writes the site and System32
     argv = ["scan", str(tmp_path / "site"), "--system32", str(tmp_path / "s32"), "--json"]

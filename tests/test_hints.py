@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchguard._hints import HintContext, for_corrupt, for_missing
+from torchguard._rules.hints import HintContext, for_corrupt, for_missing
 
 
 def commands(hints: tuple) -> list[str]:  # type: ignore[type-arg]
@@ -67,7 +67,7 @@ def test_corrupt_file_of_a_companion_reinstalls_that_package() -> None:
 
 
 def test_arch_hint_installs_the_same_python_version_in_64_bit() -> None:
-    from torchguard._hints import for_arch
+    from torchguard._rules.hints import for_arch
 
     (hint,) = for_arch("asmjit.dll", HintContext(python_version=(3, 11)), "x86")
     assert hint.commands == (
@@ -77,7 +77,7 @@ def test_arch_hint_installs_the_same_python_version_in_64_bit() -> None:
 
 
 def test_reinstall_pins_the_installed_version_for_pip_and_conda() -> None:
-    from torchguard._hints import reinstall_torch
+    from torchguard._rules.hints import reinstall_torch
 
     assert reinstall_torch(HintContext(torch_version="2.4.1+cpu", conda=True), "s").commands == (
         "conda install --force-reinstall pytorch=2.4.1",

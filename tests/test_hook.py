@@ -21,8 +21,8 @@ import sys, types
 sys.path.insert(0, {tests!r})
 from fakes import FakeTorch, system32
 from pathlib import Path
-import torchguard, torchguard._api as api, torchguard._live as live
-from torchguard._system import offline_windows
+import torchguard, torchguard._api as api, torchguard._windows.live as live
+from torchguard._windows.system import offline_windows
 root = Path({tmp!r})
 site = FakeTorch().write(root / 'fake-site')
 s32 = [str(system32(root / 's32'))] if {runtime!r} else []
@@ -239,7 +239,7 @@ def test_cli_install_refusal_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from torchguard import _hook
-    from torchguard._cli import main
+    from torchguard._frontends.cli import main
 
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("x")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pe_builder import I386, build_pe
 from test_loader import APP, LIB, SYS, USER, make
 
-from torchguard._fs import MemoryFile
-from torchguard._loader import ARCH, CORRUPT, KNOWNDLL, LOADED, MISSING, glob_unsafe
-from torchguard._loader import preload_order as order
+from torchguard._model.loader import ARCH, CORRUPT, KNOWNDLL, LOADED, MISSING, glob_unsafe
+from torchguard._model.loader import preload_order as order
+from torchguard._windows.tree import MemoryFile
 
 
 def test_a_known_dll_resolves_to_its_system32_file() -> None:

@@ -23,8 +23,8 @@ from pe_builder import build_pe
 from test_symbols import LIB, model
 
 import torchguard
-from torchguard._loader import SYMBOL
-from torchguard._symbols import read_symbols
+from torchguard._binary.pe.symbols import read_symbols
+from torchguard._model.loader import SYMBOL
 
 
 def top(*symbols: str | int) -> bytes:

@@ -10,9 +10,9 @@ from fakes import FakeTorch, system32
 from pe_builder import AMD64, ARM64, I386, build_pe
 
 import torchguard
-from torchguard import _live
-from torchguard._hints import ARM64_INDEX, HintContext, for_arch
-from torchguard._machine import file_machine, image_machine, interpreter_machine
+from torchguard._binary.pe.machine import file_machine, image_machine, interpreter_machine
+from torchguard._rules.hints import ARM64_INDEX, HintContext, for_arch
+from torchguard._windows import live as _live
 
 MACHINES = {"win_amd64": AMD64, "win32": I386, "win_arm64": ARM64}
 
@@ -114,7 +114,7 @@ def test_x64_python_hint_is_unchanged() -> None:
 
 @pytest.mark.parametrize(("machine", "cpu"), [(AMD64, "x64"), (I386, "x86"), (ARM64, "arm64")])
 def test_vc_redist_hint_fits_the_python_cpu(machine: int, cpu: str) -> None:
-    from torchguard._hints import vc_redist
+    from torchguard._rules.hints import vc_redist
 
     hint = vc_redist(HintContext(python_machine=machine), "vcruntime140_threads.dll")
     assert f"Redistributable ({cpu})" in hint.summary

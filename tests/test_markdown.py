@@ -12,7 +12,7 @@ import pytest
 from fakes import FakeTorch, companion, system32
 
 import torchguard
-from torchguard._markdown import redact
+from torchguard._report.markdown import redact
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,12 +11,12 @@ from fakes import FakeTorch, system32
 from pe_builder import build_pe
 from pe_sections import READ_ONLY_DATA, WRITABLE_DATA, with_section
 
-from torchguard._cache import user_cache
-from torchguard._commit import dll_commit
+from torchguard._binary.pe.commit import dll_commit
+from torchguard._binary.pe.sections import HEAD_BYTES, section_table
+from torchguard._model.cache import user_cache
 from torchguard._pipeline import analyze
-from torchguard._report import Report
-from torchguard._sections import HEAD_BYTES, section_table
-from torchguard._system import offline_windows
+from torchguard._report.report import Report
+from torchguard._windows.system import offline_windows
 
 MIB = 1 << 20
 
@@ -126,12 +126,12 @@ def test_real_binaries_cuda_11_and_12() -> None:
 def test_a_warm_estimate_reads_no_dll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     extra = {"torch/lib/cudnn_cnn_infer64_8.dll": fat_dll(900 * MIB, WRITABLE_DATA)}
     first = run(tmp_path, (16 << 30, 600 * MIB), extra)
-    import torchguard._rules.page_file as rule
+    from torchguard._windows.tree import WinTree
 
-    def fail(context: object, path: str) -> None:
+    def fail(tree: object, path: str, size: int) -> None:
         raise AssertionError(f"read {path} again")
 
-    monkeypatch.setattr(rule, "_head", fail)
+    monkeypatch.setattr(WinTree, "read_head", fail)
     site = tmp_path / "site"
     system = offline_windows([str(site)], system32_dirs=[str(tmp_path / "s32")])
     system.commit = (16 << 30, 600 * MIB)

@@ -19,8 +19,8 @@ import pytest
 from pefile_judge import our_view, pefile_view
 from realwheels import wheel
 
-from torchguard._pe import read_image_stream
-from torchguard._symbols import SymbolTables, read_symbols
+from torchguard._binary.pe.image import read_image_stream
+from torchguard._binary.pe.symbols import SymbolTables, read_symbols
 
 pytestmark = pytest.mark.realwheel
 

@@ -11,7 +11,7 @@ import pytest
 from realwheels import unpack, vc_runtime_dir, wheel
 
 import torchguard
-from torchguard._pe import read_image, read_image_stream
+from torchguard._binary.pe.image import read_image, read_image_stream
 
 pytestmark = pytest.mark.realwheel
 

@@ -40,7 +40,7 @@ def test_torch_241_with_vc_runtime_is_clean(vc_runtime: Path) -> None:
 
 
 def test_torch_241_cli_exit_0(vc_runtime: Path) -> None:
-    from torchguard._cli import main
+    from torchguard._frontends.cli import main
 
     assert main(["scan", str(wheel("torch", "2.4.1")), "--system32", str(vc_runtime)]) == 0
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from fakes import FakeTorch, system32
 
 import torchguard
-from torchguard._errors import error_for
-from torchguard._findings import ERROR, WARNING
 from torchguard._pipeline import analyze
-from torchguard._system import offline_windows
+from torchguard._report.errors import error_for
+from torchguard._report.findings import ERROR, WARNING
+from torchguard._windows.system import offline_windows
 
 OLD = (14, 32, 31326, 0)
 NEW = (14, 44, 35211, 0)

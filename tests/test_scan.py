@@ -9,7 +9,7 @@ from fakes import KERNEL, FakeTorch, companion, system32, write_tree, write_whee
 from pe_builder import I386, build_pe
 
 import torchguard
-from torchguard._findings import ERROR, WARNING
+from torchguard._report.findings import ERROR, WARNING
 
 
 def codes(report: torchguard.Report) -> list[tuple[str, str | None, str | None]]:
@@ -266,7 +266,7 @@ def test_brackets_in_the_path_make_torch_preload_nothing(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """glob reads C:\\X\\[Goods]\\... as a pattern: no preloads, so _C is what fails."""
-    from torchguard import _system
+    from torchguard._windows import system as _system
 
     monkeypatch.setattr(_system, "OFFLINE_PREFIX", "C:\\X\\[Goods]\\Python")
     site = fake_torch.write(tmp_path / "site")
@@ -289,7 +289,7 @@ def test_brackets_in_the_path_make_torch_preload_nothing(
 
 
 def test_a_failing_extension_reads_like_pythons_own_error() -> None:
-    from torchguard._report import ImportOutcome
+    from torchguard._report.report import ImportOutcome
 
     assert ImportOutcome(False, 126, "_C.cp311-win_amd64.pyd").describe() == (
         'fails: "DLL load failed while importing _C" (WinError 126)'

@@ -12,13 +12,13 @@ from fakes import KERNEL, FakeTorch
 from pe_builder import DEFAULT_SYMBOL, I386, build_pe
 
 import torchguard
-from torchguard._binaries import Binaries
-from torchguard._demangle import qualified_name, readable
-from torchguard._fs import AssumedFile, MemoryFile, WinTree
-from torchguard._loader import MISSING, SYMBOL, LoaderModel
-from torchguard._pe import PEReadError, read_image
-from torchguard._simulate import simulate_import
-from torchguard._symbols import read_symbols
+from torchguard._binary.demangle import qualified_name, readable
+from torchguard._binary.pe.image import PEReadError, read_image
+from torchguard._binary.pe.symbols import read_symbols
+from torchguard._model.binaries import Binaries
+from torchguard._model.loader import MISSING, SYMBOL, LoaderModel
+from torchguard._model.simulate import simulate_import
+from torchguard._windows.tree import AssumedFile, MemoryFile, WinTree
 
 LIB = "C:\\site\\torch\\lib"
 APP = "C:\\Python"
@@ -306,7 +306,7 @@ def test_a_file_replaced_after_install_is_named(tmp_path: Path, runtime_dir: Pat
 
 
 def test_ensure_raises_for_a_missing_symbol(tmp_path: Path, runtime_dir: Path) -> None:
-    from torchguard._errors import error_for
+    from torchguard._report.errors import error_for
 
     report = torchguard.scan([mixed_torch().wheel(tmp_path)], system32=[runtime_dir])
     error = error_for(report.errors[0], report)
@@ -338,7 +338,7 @@ def test_a_bug_in_the_symbol_reader_is_never_a_finding(
     tmp_path: Path, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch, wheel: bool
 ) -> None:
     """A KeyError inside the export reader (a type zip damage also raises) is our fault."""
-    from torchguard import _symbols
+    from torchguard._binary.pe import symbols as _symbols
 
     def broken(image: object) -> object:
         raise KeyError("planted bug")

@@ -8,8 +8,9 @@ import pickle
 import pe_builder
 import pytest
 
-from torchguard import _boot, _hook, _loader
-from torchguard._findings import Finding
+from torchguard import _boot, _hook
+from torchguard._model import loader as _loader
+from torchguard._report.findings import Finding
 from torchguard._vocab import Code, FailureKind, Machine, Mode, Severity, Step
 
 

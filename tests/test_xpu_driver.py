@@ -9,7 +9,7 @@ import pytest
 from fakes import FakeTorch, system32
 
 import torchguard
-from torchguard._pe import read_pe
+from torchguard._binary.pe.image import read_pe
 
 
 def scan(tmp_path: Path, version: str, names: tuple[str, ...]) -> torchguard.Report:

@@ -8,12 +8,16 @@ platformdirs are imported only when an analysis runs.
 
 from __future__ import annotations
 
+from torchguard._version import __version__
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~10 ms
 if TYPE_CHECKING:
     from typing import Any
 
     from torchguard._api import diagnose, ensure, scan
-    from torchguard._errors import (
+    from torchguard._hook import HookHandle, install_hook
+    from torchguard._internal import InternalError
+    from torchguard._report.errors import (
         ArchitectureMismatchError,
         CorruptDllError,
         MissingDllError,
@@ -22,12 +26,9 @@ if TYPE_CHECKING:
         TorchDllError,
         TorchNotFoundError,
     )
-    from torchguard._findings import Finding, RepairHint
-    from torchguard._hook import HookHandle, install_hook
-    from torchguard._internal import InternalError
-    from torchguard._report import Report
+    from torchguard._report.findings import Finding, RepairHint
+    from torchguard._report.report import Report
 
-__version__ = "0.1.0"
 
 _EXPORTS = {
     "ensure": "torchguard._api",
@@ -35,17 +36,17 @@ _EXPORTS = {
     "scan": "torchguard._api",
     "install_hook": "torchguard._hook",
     "HookHandle": "torchguard._hook",
-    "TorchDllError": "torchguard._errors",
-    "MissingDllError": "torchguard._errors",
-    "MissingSymbolError": "torchguard._errors",
-    "CorruptDllError": "torchguard._errors",
-    "ArchitectureMismatchError": "torchguard._errors",
-    "TorchNotFoundError": "torchguard._errors",
-    "RuntimeTooOldError": "torchguard._errors",
+    "TorchDllError": "torchguard._report.errors",
+    "MissingDllError": "torchguard._report.errors",
+    "MissingSymbolError": "torchguard._report.errors",
+    "CorruptDllError": "torchguard._report.errors",
+    "ArchitectureMismatchError": "torchguard._report.errors",
+    "TorchNotFoundError": "torchguard._report.errors",
+    "RuntimeTooOldError": "torchguard._report.errors",
     "InternalError": "torchguard._internal",
-    "Finding": "torchguard._findings",
-    "RepairHint": "torchguard._findings",
-    "Report": "torchguard._report",
+    "Finding": "torchguard._report.findings",
+    "RepairHint": "torchguard._report.findings",
+    "Report": "torchguard._report.report",
 }
 
 __all__ = [

@@ -1,6 +1,6 @@
 """``python -m torchguard``."""
 
-from torchguard._cli import entry_point
+from torchguard._frontends.cli import entry_point
 
 if __name__ == "__main__":
     entry_point()

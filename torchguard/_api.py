@@ -7,10 +7,10 @@ import sys
 import threading
 from collections.abc import Iterable
 
-from torchguard._errors import TorchDllError, TorchNotFoundError, error_for
-from torchguard._findings import WARNING, Finding
 from torchguard._internal import guarded
-from torchguard._report import Report, TorchSummary
+from torchguard._report.errors import TorchDllError, TorchNotFoundError, error_for
+from torchguard._report.findings import WARNING, Finding
+from torchguard._report.report import Report, TorchSummary
 from torchguard._vocab import Code
 
 _ensure_lock = threading.Lock()
@@ -32,10 +32,10 @@ def _already_imported() -> Report:
 
 def _non_windows() -> Report:
     """Off Windows there is no DLL work: only say where torch is, or that it is missing."""
-    from torchguard._dists import importlib_metadata
-    from torchguard._hints import HintContext
-    from torchguard._live import torch_package_dir
     from torchguard._pipeline import torch_not_found
+    from torchguard._rules.hints import HintContext
+    from torchguard._windows.dists import importlib_metadata
+    from torchguard._windows.live import torch_package_dir
 
     location = torch_package_dir()
     if location is None:
@@ -48,9 +48,9 @@ def _non_windows() -> Report:
 
 
 def _live_report() -> Report:
-    from torchguard._cache import user_cache
-    from torchguard._live import live_windows
+    from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
+    from torchguard._windows.live import live_windows
 
     system = live_windows()
     try:
@@ -101,7 +101,7 @@ def ensure() -> Report:
 def _prepare() -> Report:
     report = _live_report() if sys.platform == "win32" else _non_windows()
     if sys.platform == "win32":
-        from torchguard._register import register
+        from torchguard._windows.register import register
 
         register(d.path for d in report.dll_directories)
     errors = [e for e in report.errors if e.package is None]  # siblings never block torch
@@ -136,9 +136,9 @@ def scan(
         raise ValueError("scan() needs at least one target")
     if not all(isinstance(p, str) for p in paths):
         raise TypeError("scan() targets must be str or os.PathLike[str]")
-    from torchguard._cache import user_cache
+    from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
-    from torchguard._system import TargetError, offline_windows
+    from torchguard._windows.system import TargetError, offline_windows
 
     system32_dirs = [os.fspath(d) for d in system32]
     python_folder = os.fspath(python_dir) if python_dir is not None else None

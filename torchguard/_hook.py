@@ -78,7 +78,7 @@ def run_guard() -> None:
         return
     _ran = True
     from torchguard import _api
-    from torchguard._errors import TorchDllError
+    from torchguard._report.errors import TorchDllError
 
     current = mode()
     if current == Mode.OFF:

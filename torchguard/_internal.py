@@ -33,7 +33,7 @@ def describe(exc: BaseException) -> str:
 
 
 def internal_error(exc: BaseException, during: str) -> InternalError:
-    from torchguard import __version__
+    from torchguard._version import __version__
 
     return InternalError(
         f"torchguard {__version__} failed in {during} ({describe(exc)}); this is a fault in "

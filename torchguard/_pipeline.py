@@ -5,23 +5,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from torchguard._binaries import Binaries
-from torchguard._cache import FactsCache
-from torchguard._dists import find_dists
-from torchguard._ecosystem import discover, outcome, simulate_packages
-from torchguard._findings import ERROR, Finding
-from torchguard._fs import WinTree
-from torchguard._hints import HintContext, for_not_found
-from torchguard._loader import LoaderModel
-from torchguard._locate import TorchInstall, companions, locate_torch, related
-from torchguard._machine import label
-from torchguard._pe import PEFacts
-from torchguard._plan import plan_directories
-from torchguard._report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
+from torchguard._binary.pe.image import PEFacts
+from torchguard._binary.pe.machine import label
+from torchguard._model.binaries import Binaries
+from torchguard._model.cache import FactsCache
+from torchguard._model.ecosystem import discover, outcome, simulate_packages
+from torchguard._model.loader import LoaderModel
+from torchguard._model.plan import plan_directories
+from torchguard._model.simulate import ImportSimulation, simulate_import
+from torchguard._report.findings import ERROR, Finding
+from torchguard._report.report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
-from torchguard._simulate import ImportSimulation, simulate_import
-from torchguard._system import System
+from torchguard._rules.hints import HintContext, for_not_found
 from torchguard._vocab import Code
+from torchguard._windows.dists import find_dists
+from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
+from torchguard._windows.system import System
+from torchguard._windows.tree import WinTree
 
 
 def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from torchguard._findings import Finding
+from torchguard._report.findings import Finding
 from torchguard._rules import (
     closure,
     cpu_build,

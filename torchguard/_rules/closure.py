@@ -5,10 +5,10 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard import _hints
-from torchguard._findings import ERROR, WARNING, Finding
-from torchguard._loader import ARCH, CORRUPT, MISSING, Failure
-from torchguard._pe import machine_name
+from torchguard._binary.pe.image import machine_name
+from torchguard._model.loader import ARCH, CORRUPT, MISSING, Failure
+from torchguard._report.findings import ERROR, WARNING, Finding
+from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
 

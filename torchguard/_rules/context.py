@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import ntpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from torchguard._cache import FactsCache
-from torchguard._dists import InstalledDist
-from torchguard._ecosystem import PackageSimulation
-from torchguard._fs import HostFile, PathKey, join, path_key
-from torchguard._hints import HintContext
-from torchguard._locate import TorchInstall
-from torchguard._pe import PEFacts
-from torchguard._report import DllDirectory
-from torchguard._simulate import ImportSimulation
-from torchguard._system import System
+from torchguard._binary.pe.image import PEFacts
+from torchguard._model.cache import FactsCache
+from torchguard._model.ecosystem import PackageSimulation
+from torchguard._model.simulate import ImportSimulation
+from torchguard._report.report import DllDirectory
+from torchguard._rules.hints import HintContext
+from torchguard._windows.dists import InstalledDist
+from torchguard._windows.locate import TorchInstall
+from torchguard._windows.system import System
+from torchguard._windows.tree import PathKey, join, path_key
 
 
 @dataclass
@@ -88,15 +87,10 @@ class CheckContext:
 
     def _differs_from_record(self, path: str | None) -> bool:
         recorded = self.recorded_hashes.get(path_key(path)) if path else None
-        entry = self.system.tree.entry(path) if path else None
-        if recorded is None or not isinstance(entry, HostFile):
+        if recorded is None or path is None:
             return False
-        digest = hashlib.sha256()
-        try:
-            with open(entry.path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-        except OSError:
+        digest = self.system.tree.host_sha256(path)
+        if digest is None:
             return False
-        encoded = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+        encoded = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
         return recorded != f"sha256={encoded}"

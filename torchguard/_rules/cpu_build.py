@@ -3,14 +3,16 @@
 The answer to "torch.cuda.is_available() is False": the torch wheel on PyPI for Windows is the
 CPU build, the CUDA builds live on download.pytorch.org, one index per CUDA version. Which one
 fits is decided by the driver (read from ``System32\\nvcuda.dll`` as a file, never loaded) and
-by the variants this torch release was published for (:mod:`torchguard._cuda_builds`).
+by the variants this torch release was published for (:mod:`torchguard._rules.cuda_builds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._cuda_builds import (
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     install_command,
@@ -18,8 +20,6 @@ from torchguard._cuda_builds import (
     newest_runnable,
     release_of,
 )
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
 from torchguard._vocab import Code
 

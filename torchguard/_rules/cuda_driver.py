@@ -3,7 +3,7 @@
 Not import failures: torch imports, then ``torch.cuda.is_available()`` is False with "The
 NVIDIA driver on your system is too old (found version 11040)". Hence warnings, with the
 driver number to install, read from ``System32\\nvcuda.dll`` without loading it. The minimum
-drivers and the CUDA variants of each torch release are data in :mod:`torchguard._cuda_builds`.
+drivers and the CUDA variants of each torch release are data in :mod:`.cuda_builds`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from torchguard._cuda_builds import (
+from torchguard._binary.pe.image import PEReadError
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_builds import (
     MINIMUM_DRIVER,
     PREVIOUS_VERSIONS_URL,
     Cuda,
@@ -23,11 +26,8 @@ from torchguard._cuda_builds import (
     newest_runnable,
     release_of,
 )
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._fs import join
-from torchguard._pe import PEReadError
-from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
+from torchguard._windows.tree import join
 
 DRIVERS_URL = "https://www.nvidia.com/drivers"
 

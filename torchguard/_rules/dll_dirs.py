@@ -5,8 +5,8 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._loader import MISSING
+from torchguard._model.loader import MISSING
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
 

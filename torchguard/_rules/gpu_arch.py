@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._cache import host_key
-from torchguard._cuda_builds import (
+from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
+from torchguard._model.cache import host_key
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     Cuda,
@@ -21,13 +24,10 @@ from torchguard._cuda_builds import (
     minimum_driver,
     release_of,
 )
-from torchguard._fatbin import FatbinArchs, FatbinError, read_dll_archs
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._fs import HostFile
-from torchguard._gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
-from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
 from torchguard._vocab import Code
+from torchguard._windows.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
+from torchguard._windows.tree import HostFile
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")

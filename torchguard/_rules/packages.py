@@ -13,9 +13,9 @@ import ntpath
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from torchguard._ecosystem import CORE, OPTIONAL, PackageSimulation
-from torchguard._findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._loader import ARCH, CORRUPT, MISSING, SYMBOL, Failure
+from torchguard._model.ecosystem import CORE, OPTIONAL, PackageSimulation
+from torchguard._model.loader import ARCH, CORRUPT, MISSING, SYMBOL, Failure
+from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import closure, symbols
 from torchguard._rules.context import CheckContext
 

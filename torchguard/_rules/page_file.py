@@ -2,23 +2,24 @@
 
 "[WinError 1455] The paging file is too small for this operation to complete", naming a CUDA
 DLL, at ``import torch`` or in each spawned DataLoader worker: every process that imports torch
-is charged the writable (copy-on-write) sections of every DLL it maps (:mod:`torchguard._commit`),
-and a writable ``.nv_fatb`` makes that hundreds of MB per DLL. Live scans only: the commit
-limit and what is available come from GlobalMemoryStatusEx.
+is charged the writable (copy-on-write) sections of every DLL it maps
+(:mod:`~torchguard._binary.pe.commit`), and a writable ``.nv_fatb`` makes that hundreds of MB
+per DLL. Live scans only: the commit limit and what is available come from
+GlobalMemoryStatusEx.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._cache import host_key
-from torchguard._commit import CommitEstimate, DllCommit, dll_commit, mib
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._fs import ZIP_ERRORS, HostFile, ZipMember
-from torchguard._loader import APISET, KNOWNDLL, LOADED, SYSTEM32
+from torchguard._binary.pe.commit import CommitEstimate, DllCommit, dll_commit, mib
+from torchguard._binary.pe.sections import HEAD_BYTES, SectionTableError, section_table
+from torchguard._model.cache import host_key
+from torchguard._model.loader import APISET, KNOWNDLL, LOADED, SYSTEM32
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
-from torchguard._sections import HEAD_BYTES, SectionTableError, section_table
 from torchguard._vocab import Code
+from torchguard._windows.tree import HostFile
 
 #: The DataLoader workers a typical training script starts (override: TORCHGUARD_WORKERS).
 TYPICAL_WORKERS = 4
@@ -84,7 +85,7 @@ def estimate_commit(context: CheckContext) -> CommitEstimate:
                 continue
             except (TypeError, ValueError):
                 pass  # a damaged entry is read again
-        head = _head(context, path)
+        head = context.system.tree.read_head(path, HEAD_BYTES)
         if head is None:
             continue
         try:
@@ -95,21 +96,6 @@ def estimate_commit(context: CheckContext) -> CommitEstimate:
             cache.put_derived("commit", identity, [share.writable, share.writable_fatbin])
         dlls.append(share)
     return CommitEstimate(tuple(dlls))
-
-
-def _head(context: CheckContext, path: str) -> bytes | None:
-    tree = context.system.tree
-    entry = tree.entry(path)
-    try:
-        if isinstance(entry, HostFile):
-            with open(entry.path, "rb") as handle:
-                return handle.read(HEAD_BYTES)
-        if isinstance(entry, ZipMember):
-            with tree.archive(entry.archive).open(entry.member) as member:
-                return member.read(HEAD_BYTES)
-    except (OSError, *ZIP_ERRORS):
-        return None
-    return None
 
 
 def _workers(context: CheckContext) -> int:

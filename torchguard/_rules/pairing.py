@@ -16,12 +16,12 @@ from __future__ import annotations
 import email.parser
 from collections.abc import Iterator
 
-from torchguard._dists import InstalledDist
-from torchguard._ecosystem import CORE
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._locate import split_local
+from torchguard._model.ecosystem import CORE
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
+from torchguard._windows.dists import InstalledDist
+from torchguard._windows.locate import split_local
 
 #: Each paired package and how its import then fails.
 PAIRED = {

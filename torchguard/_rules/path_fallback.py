@@ -10,8 +10,8 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._loader import PATH_FALLBACK
+from torchguard._model.loader import PATH_FALLBACK
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._findings import WARNING, Finding, RepairHint
-from torchguard._loader import glob_unsafe
+from torchguard._model.loader import glob_unsafe
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
 

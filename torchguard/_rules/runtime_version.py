@@ -12,13 +12,13 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard import _hints
-from torchguard._findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._fs import is_within, same_path
-from torchguard._loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
-from torchguard._pe import PEReadError
+from torchguard._binary.pe.image import PEReadError
+from torchguard._model.loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
+from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
+from torchguard._windows.tree import is_within, same_path
 
 MUTEX_CHANGE = (14, 40)
 PYTHON_LOADED = "python_loaded"

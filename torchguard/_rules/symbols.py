@@ -10,9 +10,9 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard import _hints
-from torchguard._findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._loader import SYMBOL, Failure
+from torchguard._model.loader import SYMBOL, Failure
+from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
 

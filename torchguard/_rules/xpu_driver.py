@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._findings import WARNING, Finding, RepairHint
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
 

@@ -1,0 +1,140 @@
+"""The house rules: data flows one way through torchguard's packages.
+
+Each module's imports (module level and inside functions alike) are read with ``ast``; a module
+may import its own package and any lower floor, never a higher one. A second platform adds
+rooms on the same floors (``_binary/elf``, a Linux machine beside ``_windows``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "torchguard"
+
+# Lowest floor first. A module's floor is that of its first dotted component under torchguard.
+FLOORS: tuple[frozenset[str], ...] = (
+    frozenset({"_vocab", "_version", "_internal"}),
+    frozenset({"_binary"}),  # binary formats: what a file says
+    frozenset({"_windows"}),  # the machine described: trees, distributions, the live process
+    frozenset({"_report"}),  # findings, the Report, exceptions and renderers
+    frozenset({"_model"}),  # the loader model and its facts
+    frozenset({"_rules"}),  # checks and repair knowledge
+    frozenset({"_pipeline", "_api", "_hook", "_boot"}),
+    frozenset({"_frontends", "__init__", "__main__"}),
+)
+
+OS_APIS = {"ctypes", "winreg", "msvcrt", "_winapi"}
+FILE_APIS = {"os", "io", "zipfile", "mmap", "pathlib", "shutil", "tempfile"}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _room(dotted: str) -> str:
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _floor(room: str) -> int:
+    for index, rooms in enumerate(FLOORS):
+        if room in rooms:
+            return index
+    raise AssertionError(f"torchguard.{room} is on no floor: add it to FLOORS")
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module named by an import statement, relative imports resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = _dotted(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            names.append(module)
+            if module == "torchguard":  # from torchguard import _x names a module
+                names.extend(f"torchguard.{alias.name}" for alias in node.names)
+    return names
+
+
+def _calls_open(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
+        for node in ast.walk(tree)
+    )
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
+def test_no_import_runs_up_a_floor(path: Path) -> None:
+    here = _room(_dotted(path))
+    for name in _imports(path):
+        if not name.startswith("torchguard.") or name == "torchguard.__version__":
+            continue
+        there = _room(name)
+        if there.startswith("__") and there not in {"__init__", "__main__"}:
+            continue  # a dunder attribute of the package, e.g. __all__
+        assert _floor(there) <= _floor(here), (
+            f"{_dotted(path)} (floor {_floor(here)}) imports {name} (floor {_floor(there)})"
+        )
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
+def test_nothing_below_the_face_imports_the_face(path: Path) -> None:
+    """``from torchguard import __version__`` ran back up; ``_version`` is the ground floor."""
+    if path.parent == PACKAGE and path.name in {"__init__.py", "__main__.py"}:
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "torchguard" and not node.level:
+            private = [alias.name for alias in node.names if alias.name.startswith("_")]
+            assert private == [alias.name for alias in node.names], (
+                f"{_dotted(path)} imports public names from the package face"
+            )
+            assert "__version__" not in private, f"{_dotted(path)}: use torchguard._version"
+
+
+def test_binary_formats_import_only_the_vocabulary() -> None:
+    for path in (PACKAGE / "_binary").rglob("*.py"):
+        for name in _imports(path):
+            if name.startswith("torchguard."):
+                room = _room(name)
+                assert room in {"_binary", "_vocab"}, f"{_dotted(path)} imports {name}"
+
+
+def test_only_the_live_module_touches_the_windows_api() -> None:
+    live = PACKAGE / "_windows" / "live.py"
+    for path in _modules():
+        roots = {name.split(".")[0] for name in _imports(path)}
+        if path != live:
+            assert not roots & OS_APIS, f"{_dotted(path)} imports {sorted(roots & OS_APIS)}"
+    assert {name.split(".")[0] for name in _imports(live)} & OS_APIS
+
+
+def test_rules_never_touch_files() -> None:
+    """Rules take data; the tree (``_windows.tree``) and the model read files for them."""
+    for path in (PACKAGE / "_rules").rglob("*.py"):
+        roots = {name.split(".")[0] for name in _imports(path)}
+        assert not roots & FILE_APIS, f"{_dotted(path)} imports {sorted(roots & FILE_APIS)}"
+        assert not _calls_open(path), f"{_dotted(path)} opens a file itself"
+
+
+def test_every_package_folder_is_on_a_floor() -> None:
+    rooms = {_room(_dotted(path)) for path in _modules()}
+    for room in rooms:
+        _floor(room)

@@ -1,0 +1,1 @@
+"""Portable Executable (Windows DLL/PYD/EXE) images: headers, sections, symbols."""

@@ -1,0 +1,110 @@
+"""``pytest --torchguard``: judge ``import torch`` once, before collection, and stop early.
+
+A CI job on a Windows runner that cannot import torch otherwise fails in every test with the
+same ``OSError``. With ``--torchguard`` the session runs :func:`torchguard.ensure` first (which
+also registers the DLL folders torch forgets, for the whole test process), prints one header
+line with the verdict and, when torch cannot be imported, prints the diagnosis and ends the
+session before collecting anything (exit status 1). ``--torchguard-scan TARGET`` judges a
+Windows install or wheel offline instead (``torchguard scan``), from any OS.
+
+Registered as a ``pytest11`` entry point; it does nothing unless the option is given, and it
+imports nothing heavy until then.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from torchguard._report.report import Report
+
+_REPORT = pytest.StashKey["Report"]()
+_EXIT_BROKEN = 1
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("torchguard", "torchguard: can torch be imported?")
+    group.addoption(
+        "--torchguard",
+        action="store_true",
+        help="run torchguard.ensure() before collection; stop at once if torch cannot import",
+    )
+    group.addoption(
+        "--torchguard-scan",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="with --torchguard: judge this Windows install or .whl offline (repeatable)",
+    )
+    group.addoption(
+        "--torchguard-system32",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="with --torchguard-scan: DLLs that count as being in System32 (repeatable)",
+    )
+
+
+def _judge(config: pytest.Config) -> Report:
+    targets: list[str] = config.getoption("torchguard_scan")
+    if targets:
+        from torchguard._api import scan
+
+        try:
+            return scan(targets, system32=config.getoption("torchguard_system32"))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--torchguard-scan: {exc}") from None
+    from torchguard._api import ensure
+    from torchguard._report.errors import TorchDllError
+
+    try:
+        return ensure()
+    except TorchDllError as exc:
+        return exc.report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if config.getoption("torchguard"):
+        config.stash[_REPORT] = _judge(config)
+
+
+def verdict(report: Report) -> str:
+    """The one header line."""
+    from torchguard._version import __version__
+
+    torch = f"torch {report.torch.version}" if report.torch else "torch"
+    warnings = f", {len(report.warnings)} warning(s)" if report.warnings else ""
+    if not report.ok:
+        first = report.errors[0]
+        return f"torchguard {__version__}: BROKEN, error[{first.code}]: {first.message}"
+    if report.mode == "non-windows":
+        return f"torchguard {__version__}: {torch} found; not Windows, no DLL checks{warnings}"
+    return f"torchguard {__version__}: import {torch} succeeds{warnings}"
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    report = config.stash.get(_REPORT, None)
+    return verdict(report) if report is not None else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    report = session.config.stash.get(_REPORT, None)
+    if report is None or report.ok:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    writer = getattr(reporter, "_tw", None)
+    colour = bool(getattr(writer, "hasmarkup", False))
+    text = report.render_text(colour=colour)
+    if reporter is not None:
+        reporter.write_sep("=", "torchguard: torch cannot be imported here")
+        reporter.write_line(text)
+    first = report.errors[0]
+    pytest.exit(
+        f"torchguard: import torch would fail ({first.code}); no test collected",
+        returncode=_EXIT_BROKEN,
+    )

@@ -1,0 +1,297 @@
+"""Repair hints that fit the environment: pip or conda, CPU or CUDA build, Python version.
+
+Hints point only at official sources (PyPI, download.pytorch.org, Microsoft, NVIDIA). Never at
+DLL download sites: copying a stray DLL into System32 is how most of these problems start.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from torchguard._binary.pe.machine import ARM64, X64, X86, label
+from torchguard._report.findings import RepairHint
+from torchguard._windows.locate import split_local
+
+VC_RUNTIME = frozenset(
+    {
+        "msvcp140.dll",
+        "msvcp140_1.dll",
+        "msvcp140_2.dll",
+        "msvcp140_atomic_wait.dll",
+        "msvcp140_codecvt_ids.dll",
+        "vcruntime140.dll",
+        "vcruntime140_1.dll",
+        "vcruntime140_threads.dll",
+        "concrt140.dll",
+        "vcomp140.dll",
+        "vccorlib140.dll",
+        "vcamp140.dll",
+    }
+)
+#: Runtime DLLs that only the 14.40+ (Visual Studio 2022 17.10+) redistributable has.
+VC_RUNTIME_14_40 = frozenset({"vcruntime140_threads.dll"})
+_PYTHON_DLL = re.compile(r"^python(\d)(\d+)t?\.dll$")
+_CUDA_DLL = re.compile(
+    r"^(cudart|cublas|cublaslt|cufft|curand|cusolver|cusparse|cudnn|nvrtc|nvjitlink|cupti|nvtoolsext)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class HintContext:
+    """What repair commands must fit."""
+
+    python_cmd: str = "python"
+    torch_version: str | None = None
+    cuda: str | None = None
+    conda: bool = False
+    python_version: tuple[int, int] | None = None
+    python_machine: int = X64
+
+    @property
+    def variant(self) -> str | None:
+        return split_local(self.torch_version)[1] if self.torch_version else None
+
+    @property
+    def index_url(self) -> str | None:
+        """The download.pytorch.org index for this build (None for a plain PyPI wheel)."""
+        variant = self.variant
+        return f"https://download.pytorch.org/whl/{variant}" if variant else None
+
+    def pip(self, *args: str) -> str:
+        command = f"{self.python_cmd} -m pip " + " ".join(args)
+        wants_torch = any(a.startswith(('"torch', "torch")) for a in args)
+        if self.index_url and wants_torch and "--index-url" not in args:
+            command += f" --index-url {self.index_url}"
+        return command
+
+    @property
+    def base_version(self) -> str | None:
+        return split_local(self.torch_version)[0] if self.torch_version else None
+
+
+def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
+    version = f"={ctx.base_version}" if ctx.base_version else ""
+    if ctx.conda:
+        return RepairHint(summary, (f"conda install --force-reinstall pytorch{version}",))
+    pin = f"torch={version}" if version else "torch"
+    return RepairHint(
+        summary, (ctx.pip("install", "--force-reinstall", "--no-deps", "--no-cache-dir", pin),)
+    )
+
+
+def redist_cpu(ctx: HintContext) -> str:
+    """The VC++ redistributable's CPU the running Python needs: x86, x64 or arm64."""
+    cpus: dict[int, str] = {X86: "x86", ARM64: "arm64"}
+    return cpus.get(ctx.python_machine, "x64")
+
+
+def redist_url(ctx: HintContext) -> str:
+    return f"https://aka.ms/vs/17/release/vc_redist.{redist_cpu(ctx)}.exe"
+
+
+def winget_redist(ctx: HintContext, verb: str) -> str:
+    return f"winget {verb} --id Microsoft.VCRedist.2015+.{redist_cpu(ctx)} --exact"
+
+
+def vc_redist(ctx: HintContext, name: str) -> RepairHint:
+    newer = name in VC_RUNTIME_14_40
+    summary = (
+        f"{name} ships with the Microsoft Visual C++ 2015-2022 Redistributable "
+        f"({redist_cpu(ctx)})"
+        + (", version 14.40 or newer" if newer else "")
+        + "; install or update it"
+    )
+    commands = [winget_redist(ctx, "install")]
+    if newer:
+        commands.append(winget_redist(ctx, "upgrade"))
+    if ctx.conda:
+        commands.append("conda install -c conda-forge vc14_runtime")
+    return RepairHint(summary, tuple(commands), redist_url(ctx))
+
+
+def for_missing(name: str, ctx: HintContext, torch_owned: bool) -> tuple[RepairHint, ...]:
+    """Hints for a DLL that cannot be found anywhere the loader looks."""
+    lowered = name.lower()
+    if lowered in VC_RUNTIME:
+        return (vc_redist(ctx, lowered),)
+    if lowered == "libomp140.x86_64.dll":
+        return _libomp(ctx)
+    python = _PYTHON_DLL.match(lowered)
+    if python:
+        wanted = f"{python[1]}.{python[2]}"
+        return (
+            RepairHint(
+                f"this torch was built for Python {wanted}; install torch with the interpreter "
+                "that runs your program, or run it with Python " + wanted,
+                (
+                    ctx.pip("install", "--force-reinstall", "torch"),
+                    f"py -{wanted} -m pip install torch",
+                ),
+            ),
+        )
+    if torch_owned:
+        return (
+            reinstall_torch(
+                ctx, f"{name} is part of torch itself and is missing: the install is incomplete"
+            ),
+        )
+    if lowered.startswith("mkl_"):
+        return (
+            RepairHint(
+                f"{name} comes from Intel MKL, which this torch loads dynamically",
+                (
+                    ctx.pip("install", "--upgrade", "torch")
+                    if not ctx.conda
+                    else "conda install mkl",
+                ),
+            ),
+        )
+    if lowered == "libiomp5md.dll":
+        return (
+            RepairHint(
+                "libiomp5md.dll is Intel OpenMP; pip wheels of torch ship it in torch\\lib",
+                (
+                    ctx.pip("install", "--force-reinstall", "--no-deps", "intel-openmp")
+                    if not ctx.conda
+                    else "conda install intel-openmp",
+                ),
+            ),
+        )
+    if lowered == "nvcuda.dll":
+        return (
+            RepairHint(
+                "nvcuda.dll is installed by the NVIDIA display driver; install the driver, "
+                "or use a CPU build of torch",
+                (
+                    ctx.pip(
+                        "install",
+                        "--force-reinstall",
+                        "torch",
+                        "--index-url",
+                        "https://download.pytorch.org/whl/cpu",
+                    ),
+                ),
+                "https://www.nvidia.com/drivers",
+            ),
+        )
+    if _CUDA_DLL.match(lowered):
+        return (
+            reinstall_torch(
+                ctx,
+                f"{name} is a CUDA library this torch build needs; reinstall torch from the "
+                "index of its CUDA variant so the CUDA DLLs come with it",
+            ),
+        )
+    return (
+        reinstall_torch(
+            ctx,
+            f"no installed package provides {name}; reinstall torch, and do not copy the DLL from "
+            "DLL download sites",
+        ),
+    )
+
+
+def _libomp(ctx: HintContext) -> tuple[RepairHint, ...]:
+    if ctx.base_version == "2.4.0":
+        pin = '"torch>=2.4.1"'
+        command = (
+            ctx.pip("install", "--upgrade", pin)
+            if not ctx.conda
+            else 'conda install "pytorch>=2.4.1" -c pytorch'
+        )
+        return (
+            RepairHint(
+                "torch 2.4.0 for Windows links LLVM OpenMP (libomp140.x86_64.dll), which no "
+                "redistributable installs; torch 2.4.1 fixed it (pytorch#131662): upgrade torch",
+                (command,),
+                "https://github.com/pytorch/pytorch/issues/131662",
+            ),
+        )
+    return (
+        RepairHint(
+            "libomp140.x86_64.dll is Visual Studio's LLVM OpenMP and is not redistributable; "
+            "install a torch build that does not need it, or the Visual Studio Build Tools "
+            "'MSVC v143 C++ x64/x86 build tools' component",
+            (ctx.pip("install", "--upgrade", "torch"),),
+        ),
+    )
+
+
+def for_corrupt(name: str, ctx: HintContext, owner: str | None) -> tuple[RepairHint, ...]:
+    """``owner`` is the distribution whose RECORD lists the file (``torch``, ``mkl==2021.4.0``)."""
+    summary = (
+        f"{name} is damaged (an interrupted download or unpack, a full disk, or an antivirus); "
+        "reinstall it without the pip cache"
+    )
+    if owner is None or owner.split("==")[0] == "torch":
+        return (reinstall_torch(ctx, summary),)
+    return (
+        RepairHint(
+            summary,
+            (ctx.pip("install", "--force-reinstall", "--no-deps", "--no-cache-dir", owner),),
+        ),
+    )
+
+
+#: Where PyTorch publishes its CPU-only Windows ARM64 builds: PyPI's torch wheels for Windows
+#: are all win_amd64 (checked through torch 2.15.0), none win_arm64 and none win32.
+ARM64_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def for_arch(name: str, ctx: HintContext, machine: str) -> tuple[RepairHint, ...]:
+    """Fixes for a DLL of another CPU, fitting the CPU of the Python that runs."""
+    version = "{}.{}".format(*ctx.python_version) if ctx.python_version else "3.12"
+    python = label(ctx.python_machine)
+    x64_python = (
+        f"winget install --id Python.Python.{version} --exact --architecture x64",
+        f"py -{version}-64 -m pip install --force-reinstall torch",
+    )
+    if ctx.python_machine == X86:
+        return (
+            RepairHint(
+                f"{name} is built for {machine}, and this Python is 32-bit (x86): torch has no "
+                "32-bit Windows builds; install 64-bit (x64) Python from python.org",
+                x64_python,
+                "https://www.python.org/downloads/windows/",
+            ),
+        )
+    if ctx.python_machine == ARM64:
+        return (
+            RepairHint(
+                f"{name} is built for {machine}, but this Python is ARM64: PyPI has no Windows "
+                "ARM64 build of torch; PyTorch's own index has CPU-only ARM64 builds",
+                (
+                    f"{ctx.python_cmd} -m pip install --force-reinstall torch --index-url "
+                    f"{ARM64_INDEX}",
+                ),
+                "https://pytorch.org/get-started/locally/",
+            ),
+            RepairHint(
+                "or use an x64 Python, which Windows on ARM runs emulated, with PyPI's x64 torch",
+                x64_python,
+                "https://www.python.org/downloads/windows/",
+            ),
+        )
+    return (
+        RepairHint(
+            f"{name} is built for {machine}, not for this 64-bit {python} Python; torch needs "
+            f"64-bit ({python}) Python from python.org and {python} DLLs",
+            (
+                f"winget install --id Python.Python.{version} --exact",
+                f"py -{version}-64 -m pip install --force-reinstall torch",
+            ),
+            "https://www.python.org/downloads/windows/",
+        ),
+    )
+
+
+def for_not_found(ctx: HintContext) -> tuple[RepairHint, ...]:
+    return (
+        RepairHint(
+            "install torch into the environment of the Python that runs your program",
+            (f"{ctx.python_cmd} -m pip install torch",),
+            "https://pytorch.org/get-started/locally/",
+        ),
+    )

@@ -1,0 +1,136 @@
+"""Installed distributions, read through ``importlib.metadata`` from any Windows tree.
+
+``TreeDistribution`` is an ``importlib.metadata.Distribution`` whose files come from a
+:class:`~.tree.WinTree`, so the same code reads a live site-packages, a folder copied
+from a Windows machine, or wheels overlaid in memory. torch itself is never imported.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import ntpath
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import PureWindowsPath
+from typing import TYPE_CHECKING
+
+from torchguard._windows.tree import WinTree, join
+
+if sys.version_info >= (3, 10):
+    from importlib import metadata as importlib_metadata
+else:  # pragma: no cover - exercised on Python 3.9 only
+    import importlib_metadata
+
+__all__ = [
+    "InstalledDist",
+    "TreeDistribution",
+    "canonical_name",
+    "find_dists",
+    "importlib_metadata",
+]
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+_DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$", re.IGNORECASE)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalisation: ``Intel_OpenMP`` -> ``intel-openmp``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class TreeDistribution(importlib_metadata.Distribution):
+    """An installed distribution whose ``.dist-info`` lives in a :class:`WinTree`."""
+
+    def __init__(self, tree: WinTree, site_dir: str, dist_info: str) -> None:
+        self.tree = tree
+        self._site_dir = site_dir
+        self._dist_info = dist_info
+
+    def read_text(self, filename: str) -> str | None:
+        return self.tree.read_text(join(self._site_dir, self._dist_info, filename))
+
+    def locate_file(self, path: str | PureWindowsPath) -> PureWindowsPath:  # type: ignore[override]
+        return PureWindowsPath(join(self._site_dir, str(path)))
+
+
+@dataclass(frozen=True)
+class InstalledDist:
+    """One distribution found in a site directory, named from its ``.dist-info`` folder."""
+
+    name: str
+    version: str
+    site_dir: str
+    distribution: TreeDistribution
+
+    def file_paths(self) -> list[str]:
+        """Absolute Windows paths of the files its RECORD lists (empty if it has none)."""
+        return [join(self.site_dir, relative) for relative in self.record_paths()]
+
+    def dll_dirs(self) -> list[str]:
+        """Folders holding the DLLs its RECORD lists, in first-seen order.
+
+        ``pip install --target T`` moves a wheel's data files (``Library\\bin\\*.dll`` of mkl
+        or intel-openmp) into ``T`` but leaves RECORD saying ``../../Library/bin/...``; a DLL
+        missing where RECORD says is looked for at that path below the site directory.
+        """
+        tree = self.distribution.tree
+        seen: dict[str, str] = {}
+        for relative in self.record_paths():
+            if not relative.lower().endswith(".dll"):
+                continue
+            path = join(self.site_dir, relative)
+            if not tree.is_file(path):
+                moved = join(
+                    self.site_dir, *[p for p in relative.split("/") if p not in ("..", ".")]
+                )
+                if tree.is_file(moved):
+                    path = moved
+            folder = ntpath.dirname(path)
+            seen.setdefault(folder.lower(), folder)
+        return list(seen.values())
+
+    def record_paths(self) -> list[str]:
+        """The site-relative paths its RECORD lists (empty when it has none or it is broken).
+
+        Parsed here rather than through ``Distribution.files``, which on Python 3.12+ (and
+        importlib-metadata 6+) drops entries it cannot find on the *host* file system.
+        """
+        return [path for path, _ in self.record_rows()]
+
+    def record_rows(self) -> list[tuple[str, str]]:
+        """(site-relative path, ``sha256=...`` or "") for each file its RECORD lists."""
+        text = self.distribution.read_text("RECORD")
+        if not text:
+            return []
+        try:
+            return [
+                (row[0], row[1] if len(row) > 1 else "")
+                for row in csv.reader(io.StringIO(text))
+                if row and row[0]
+            ]
+        except csv.Error:  # a broken RECORD is a finding elsewhere, not a crash here
+            return []
+
+    def installer(self) -> str | None:
+        text = self.distribution.read_text("INSTALLER")
+        return text.strip() or None if text else None
+
+
+def find_dists(tree: WinTree, site_dirs: Iterable[str]) -> list[InstalledDist]:
+    """Every ``*.dist-info`` in ``site_dirs``; the first site dir wins for a given name."""
+    found: dict[str, InstalledDist] = {}
+    for site_dir in site_dirs:
+        for folder in tree.subdirs(site_dir):
+            match = _DIST_INFO.match(folder)
+            if not match:
+                continue
+            name = canonical_name(match["name"])
+            if name not in found:
+                found[name] = InstalledDist(
+                    name, match["version"], site_dir, TreeDistribution(tree, site_dir, folder)
+                )
+    return list(found.values())

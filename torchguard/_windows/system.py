@@ -1,0 +1,226 @@
+"""What the pipeline needs from a Windows machine, live or described offline.
+
+A :class:`System` bundles a :class:`~torchguard._windows.tree.WinTree` with the interpreter's facts
+(folders, version, architecture) and the loader's machine-wide state (System32, KnownDLLs,
+modules already loaded). ``LiveWindows`` (in ``_live``) fills it from the running process;
+:func:`offline_windows` from folders and wheels, on any OS.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+from torchguard._binary.pe.machine import X64, X86, platform_machine
+from torchguard._windows.gpus import DisplayAdapter
+from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
+from torchguard._windows.wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
+
+AMD64 = X64
+
+OFFLINE_PREFIX = "C:\\Python"
+OFFLINE_SYSTEM32 = "C:\\Windows\\System32"
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python process torch would be imported into."""
+
+    version: tuple[int, int]
+    machine: int
+    executable: str
+    prefix: str
+    exec_prefix: str
+    base_exec_prefix: str
+    userbase: str | None
+    app_dir: str
+    site_dirs: tuple[str, ...]
+    environ: Mapping[str, str] = field(default_factory=dict)
+    path_dirs: tuple[str, ...] = ()
+    is_conda: bool = False
+
+    @property
+    def in_venv(self) -> bool:
+        return not same_path(self.exec_prefix, self.base_exec_prefix)
+
+
+@dataclass
+class System:
+    """A Windows machine as the loader model sees it."""
+
+    tree: WinTree
+    interpreter: Interpreter
+    system32: str
+    known_dlls: frozenset[str]
+    loaded: Mapping[str, str]
+    live: bool
+    torch_package_dir: str | None
+    python_cmd: str = "python"
+    display_adapters: tuple[DisplayAdapter, ...] = ()
+    """The machine's display adapters (live: the registry; offline: as given)."""
+    commit: tuple[int, int] | None = None
+    """(commit limit, commit available) in bytes; live only."""
+
+    def close(self) -> None:
+        self.tree.close()
+
+
+@cache
+def bundled_names(resource: str) -> frozenset[str]:
+    """A bundled list of DLL names (``_data/*.txt``, ``#`` comments allowed)."""
+    text = resources.files("torchguard").joinpath("_data").joinpath(resource).read_text("utf-8")
+    return frozenset(
+        line.strip().lower()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+
+
+class TargetError(ValueError):
+    """A scan target that cannot be read (the CLI exits with status 2)."""
+
+
+def offline_windows(
+    targets: Sequence[str],
+    *,
+    system32_dirs: Sequence[str] = (),
+    python_dir: str | None = None,
+    assumed_system32: Sequence[tuple[str, Iterable[str]]] = (),
+    gpus: Sequence[str] = (),
+) -> System:
+    """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
+
+    Targets overlay as one site-packages. Without ``python_dir`` python.exe's folder is a
+    python.org layout for the wheel's Python (``python3XY.dll``, ``vcruntime140.dll`` and
+    ``vcruntime140_1.dll``, no ``msvcp140.dll``). System32 holds the DLLs every Windows 10/11
+    x64 has (but no Visual C++ redistributable) plus the files of ``system32_dirs`` and the
+    names of ``assumed_system32`` (``(source, names)`` pairs: present, without a file to read).
+    The interpreter's CPU is the platform tag of torch's ``_C`` extension, else of the first
+    Windows wheel (``win_amd64``, ``win32``, ``win_arm64``), else x64. ``gpus`` names the
+    machine's display adapters (``"NVIDIA GeForce RTX 5090"``).
+    Raises :class:`TargetError` for a target or folder that cannot be read.
+    """
+    from torchguard._windows.locate import find_torch_package
+
+    tree = WinTree()
+    site_dir = join(OFFLINE_PREFIX, "Lib", "site-packages")
+    try:
+        tags, platforms = _mount_targets(tree, targets, site_dir)
+        for folder in system32_dirs:
+            _mount_folder(tree, OFFLINE_SYSTEM32, folder, "--system32")
+        _assume(
+            tree, OFFLINE_SYSTEM32, bundled_names("system32_x64.txt"), "every Windows 10/11 x64"
+        )
+        for source, names in assumed_system32:
+            _assume(tree, OFFLINE_SYSTEM32, names, source)
+        package_dir = find_torch_package(tree, [site_dir])
+        version = _python_version(tree, package_dir, tags)
+        machine = _python_machine(tree, package_dir, platforms)
+        python_dll = f"python{version[0]}{version[1]}.dll"
+        if python_dir is not None:
+            _mount_folder(tree, OFFLINE_PREFIX, python_dir, "--python-dir")
+        else:
+            shipped = (python_dll, f"python{version[0]}.dll", "vcruntime140.dll") + (
+                () if machine == X86 else ("vcruntime140_1.dll",)  # no x86 build needs it
+            )
+            _assume(tree, OFFLINE_PREFIX, shipped, f"python.org CPython {version[0]}.{version[1]}")
+    except TargetError:
+        tree.close()
+        raise
+    interpreter = Interpreter(
+        version=version,
+        machine=machine,
+        executable=join(OFFLINE_PREFIX, "python.exe"),
+        prefix=OFFLINE_PREFIX,
+        exec_prefix=OFFLINE_PREFIX,
+        base_exec_prefix=OFFLINE_PREFIX,
+        userbase=None,
+        app_dir=OFFLINE_PREFIX,
+        site_dirs=(site_dir,),
+    )
+    # python.exe itself has loaded these by the time anything imports torch.
+    loaded = {
+        name: join(OFFLINE_PREFIX, name)
+        for name in (python_dll, "vcruntime140.dll")
+        if tree.is_file(join(OFFLINE_PREFIX, name))
+    }
+    return System(
+        tree=tree,
+        interpreter=interpreter,
+        system32=OFFLINE_SYSTEM32,
+        known_dlls=bundled_names("known_dlls_x64.txt"),
+        loaded=loaded,
+        live=False,
+        torch_package_dir=package_dir,
+        python_cmd=f"py -{version[0]}.{version[1]}",
+        display_adapters=tuple(DisplayAdapter(name) for name in gpus),
+    )
+
+
+def _mount_targets(
+    tree: WinTree, targets: Sequence[str], site_dir: str
+) -> tuple[list[str], list[str]]:
+    """Overlay each target on the site directory; return the wheels' CPython and platform
+    tags."""
+    tags: list[str] = []
+    platforms: list[str] = []
+    for target in targets:
+        if os.path.isdir(target):
+            tree.mount_host_dir(site_dir, target)
+        elif os.path.isfile(target) and target.lower().endswith(".whl"):
+            try:
+                mount_wheel(tree, os.path.abspath(target), site_dir, OFFLINE_PREFIX)
+            except WheelError as exc:
+                raise TargetError(str(exc)) from None
+            tag = wheel_python_tag(target)
+            if tag and tag.startswith("cp"):
+                tags.append(tag)
+            platform = wheel_platform_tag(target)
+            if platform:
+                platforms.append(platform)
+        elif os.path.exists(target):
+            raise TargetError(f"{target}: not a .whl file or a directory")
+        else:
+            raise TargetError(f"{target}: no such file or directory")
+    return tags, platforms
+
+
+def _mount_folder(tree: WinTree, where: str, folder: str, option: str) -> None:
+    if not os.path.isdir(folder):
+        raise TargetError(f"{option} {folder}: not a directory")
+    tree.mount_host_dir(where, folder)
+
+
+def _assume(tree: WinTree, folder: str, names: Iterable[str], source: str) -> None:
+    """Names that exist in ``folder`` without a file to read (unless a real one is there)."""
+    present = set(tree.listdir(folder))
+    for name in sorted(names):
+        if name.lower() not in present:
+            tree.add_file(join(folder, name), AssumedFile(f"part of {source}"))
+
+
+def _python_machine(tree: WinTree, package_dir: str | None, platforms: list[str]) -> int:
+    """The CPU of the Python a scanned torch was built for (see :func:`offline_windows`)."""
+    from torchguard._windows.locate import extension_platform
+
+    names = [name for name, _ in tree.listdir(package_dir).values()] if package_dir else []
+    for platform in [*filter(None, map(extension_platform, names)), *platforms]:
+        machine = platform_machine(platform)
+        if machine is not None:
+            return machine
+    return X64
+
+
+def _python_version(tree: WinTree, package_dir: str | None, tags: list[str]) -> tuple[int, int]:
+    """The Python a scanned torch was built for: its ``_C`` extension tag, else a wheel tag."""
+    from torchguard._windows.locate import extension_tag, tag_version
+
+    names = [name for name, _ in tree.listdir(package_dir).values()] if package_dir else []
+    for tag in [*filter(None, map(extension_tag, names)), *tags]:
+        version = tag_version(tag)
+        if version is not None:
+            return version
+    return (3, 11)
