@@ -24,7 +24,7 @@ def test_scan_clean_exits_0(tmp_path: Path, fake_torch: FakeTorch, runtime_dir: 
 
 def test_scan_errors_exit_1_with_one_json_document(tmp_path: Path, fake_torch: FakeTorch) -> None:
     site = fake_torch.write(tmp_path / "site")
-    result = run("scan", str(site), "--json")
+    result = run("scan", "--clean-windows", str(site), "--json")
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     assert data["schema"] == 1 and data["ok"] is False
@@ -36,8 +36,29 @@ def test_scan_errors_exit_1_with_one_json_document(tmp_path: Path, fake_torch: F
     assert set(finding["hints"][0]) == {"summary", "commands", "url"}
 
 
+def test_scan_assumes_the_current_redistributable_and_says_so(
+    tmp_path: Path, fake_torch: FakeTorch
+) -> None:
+    """The default `check` uses: a torch needing MSVCP140.dll imports on a usual Windows PC."""
+    site = str(fake_torch.write(tmp_path / "site"))
+    usual = run("scan", site)
+    assert usual.returncode == 0, usual.stdout + usual.stderr
+    assert usual.stdout.splitlines()[-1] == (
+        "assumed: Windows 10/11 x64 with the Visual C++ 2015-2022 Redistributable (current); "
+        "--clean-windows assumes none"
+    )
+    clean = run("scan", site, "--clean-windows", "--system32", str(tmp_path))
+    assert clean.returncode == 1
+    assert clean.stdout.splitlines()[-1] == (
+        "assumed: a clean Windows 10/11 x64 (no Visual C++ redistributable); "
+        f"System32 also holds the DLLs of {tmp_path}"
+    )
+    data = json.loads(run("scan", site, "--json").stdout)
+    assert data["ok"] is True and data["scan"] == {"vc_redist": True}
+
+
 def test_text_output_names_leaf_and_fix(tmp_path: Path, fake_torch: FakeTorch) -> None:
-    result = run("scan", str(fake_torch.write(tmp_path / "site")))
+    result = run("scan", "--clean-windows", str(fake_torch.write(tmp_path / "site")))
     assert result.returncode == 1
     assert "error[missing-dll]: MSVCP140.dll is missing" in result.stdout
     assert 'import torch fails: [WinError 126] Error loading "...\\c10.dll"' in result.stdout

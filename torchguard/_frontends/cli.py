@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help='a display adapter of the machine, e.g. "NVIDIA GeForce RTX 5090" (repeatable)',
     )
+    _clean_windows_option(scan)
     _output_options(scan)
     hook = commands.add_parser(
         "hook", help="protect every `import torch` of this environment (a start-up .pth file)"
@@ -75,16 +76,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="package index (repeatable: the first replaces pip's, the others are extra)",
     )
-    check.add_argument(
-        "--clean-windows",
-        action="store_true",
-        help="assume no Visual C++ redistributable (default: the current one is installed)",
-    )
+    _clean_windows_option(check)
     check.add_argument("--cache-dir", metavar="DIR", help="where wheels are downloaded and reused")
     _output_options(check)
     explain = commands.add_parser("explain", help="what a finding code means and how to fix it")
     explain.add_argument("code", nargs="?", metavar="CODE", help="a finding code, e.g. missing-dll")
     return parser
+
+
+def _clean_windows_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--clean-windows",
+        action="store_true",
+        help="assume no Visual C++ redistributable (default: the current one is installed)",
+    )
 
 
 def _output_options(parser: argparse.ArgumentParser) -> None:
@@ -156,16 +161,27 @@ def _main(argv: Sequence[str] | None) -> int:
         return _emit(diagnose(), args)
     if args.command == "check":
         return _check(args)
+    return _scan(args)
+
+
+def _scan(args: argparse.Namespace) -> int:
     from torchguard._api import scan
+    from torchguard._windows.assumptions import assumed_line
 
     try:
         report = scan(
-            args.targets, system32=args.system32, python_dir=args.python_dir, gpus=args.gpu
+            args.targets,
+            system32=args.system32,
+            python_dir=args.python_dir,
+            gpus=args.gpu,
+            clean_windows=args.clean_windows,
         )
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return _emit(report, args)
+    note = assumed_line(args.clean_windows, args.system32, args.python_dir)
+    extra = {"scan": {"vc_redist": not args.clean_windows}}
+    return _emit(report, args, [note], extra)
 
 
 def _check(args: argparse.Namespace) -> int:
