@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeTorch
 
+import torchguard
 from torchguard._frontends.cli import main
 
 
@@ -87,3 +89,23 @@ def test_doctor_runs_here(tmp_path: Path) -> None:
     assert result.returncode in (0, 1)
     data = json.loads(result.stdout)
     assert data["schema"] == 1 and data["mode"] == "non-windows"
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or importlib.util.find_spec("torch") is not None,
+    reason="needs a non-Windows Python without torch",
+)
+def test_doctor_off_windows_says_what_it_can_do_instead_of_an_error() -> None:
+    result = run("doctor")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "error" not in result.stdout and "pip install torch" not in result.stdout
+    assert "no problems found" not in result.stdout  # nothing was checked
+    assert "`doctor` judges the Windows environment it runs in" in result.stdout
+    assert "torchguard check torch==2.4.1 --python 3.11" in result.stdout
+    assert "torchguard scan PATH..." in result.stdout
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout == f"torchguard {torchguard.__version__} (torch-import-guard)\n"
