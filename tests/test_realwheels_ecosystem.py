@@ -125,7 +125,9 @@ def test_torchaudio_without_the_openmp_runtime_fails_its_import(tmp_path: Path) 
     runtime = vc_runtime_dir(tmp_path / "vc")
     (runtime / "vcomp140.dll").unlink()
     report = torchguard.scan(
-        [wheel("torch", "2.4.1"), *siblings("2.4.1", "torchaudio")], system32=[runtime]
+        [wheel("torch", "2.4.1"), *siblings("2.4.1", "torchaudio")],
+        system32=[runtime],
+        clean_windows=True,
     )
     (error,) = report.errors
     assert (error.package, (error.missing or "").lower()) == ("torchaudio", "vcomp140.dll")

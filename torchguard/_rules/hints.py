@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from torchguard._binary.pe.machine import ARM64, X64, X86, label
 from torchguard._report.findings import RepairHint
+from torchguard._rules import cuda_builds
 from torchguard._windows.locate import split_local
 
 VC_RUNTIME = frozenset(
@@ -36,6 +37,14 @@ _CUDA_DLL = re.compile(
     r"^(cudart|cublas|cublaslt|cufft|curand|cusolver|cusparse|cudnn|nvrtc|nvjitlink|cupti|nvtoolsext)",
     re.IGNORECASE,
 )
+
+
+_TORCH_CUDA_DLL = re.compile(r"^(c10|torch)_cuda[a-z0-9_]*\.dll$", re.IGNORECASE)
+
+
+def is_cuda_dll(name: str) -> bool:
+    """A CUDA library, or torch's own CUDA half (``torch_cuda.dll``, ``c10_cuda.dll``)."""
+    return bool(_CUDA_DLL.match(name) or _TORCH_CUDA_DLL.match(name))
 
 
 @dataclass(frozen=True)
@@ -176,6 +185,8 @@ def for_missing(name: str, ctx: HintContext, torch_owned: bool) -> tuple[RepairH
                 "https://www.nvidia.com/drivers",
             ),
         )
+    if is_cuda_dll(lowered) and ctx.cuda is None:
+        return (cuda_torch(ctx, name),)
     if _CUDA_DLL.match(lowered):
         return (
             reinstall_torch(
@@ -190,6 +201,33 @@ def for_missing(name: str, ctx: HintContext, torch_owned: bool) -> tuple[RepairH
             f"no installed package provides {name}; reinstall torch, and do not copy the DLL from "
             "DLL download sites",
         ),
+    )
+
+
+def cuda_torch(ctx: HintContext, name: str) -> RepairHint:
+    """A CUDA DLL wanted beside a CPU build of torch: reinstalling that build cannot bring it."""
+    release = cuda_builds.release_of(ctx.base_version or "")
+    version = ctx.base_version or "torch"
+    head = (
+        f"{name} is a CUDA library and this torch ({ctx.torch_version or 'unknown version'}) is "
+        "a CPU build, which has none: what needs it was built for a CUDA build of torch"
+    )
+    if release is None or not release.variants:
+        return RepairHint(
+            f"{head}; install torch {version} from the CUDA index that fits your driver",
+            (),
+            cuda_builds.PREVIOUS_VERSIONS_URL,
+        )
+    cuda = release.variants[-1]
+    command = cuda_builds.install_command(
+        ctx.python_cmd, version, cuda, conda=ctx.conda, release=release
+    )
+    return RepairHint(
+        f"{head}; install the CUDA {cuda[0]}.{cuda[1]} build of torch {version} (the newest "
+        f"this release has; {', '.join(cuda_builds.variant_tag(v) for v in release.variants)} "
+        "exist, pick one your driver runs)",
+        (command,),
+        cuda_builds.PREVIOUS_VERSIONS_URL,
     )
 
 
