@@ -134,11 +134,6 @@ def _parse(
 _CHUNK = 1 << 20
 
 
-def read_pe_stream(stream: Readable, size: int) -> PEFacts:
-    """:func:`read_pe` for a forward-only stream (a compressed wheel member)."""
-    return read_image_stream(stream, size).facts
-
-
 def read_image_stream(stream: Readable, size: int, *, symbols: bool = False) -> PEImage:
     """:func:`read_image` for a forward-only stream (a compressed wheel member).
 
