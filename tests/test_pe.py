@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from pe_builder import ARM64, I386, build_pe
 
-from torchguard._binary.pe.image import PEReadError, read_pe
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import read_pe
 
 
 def test_reads_imports_and_delay_imports_in_order() -> None:

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchguard._binary.pe.errors import PEReadError
 from torchguard._vocab import Machine
 
 if TYPE_CHECKING:
@@ -41,13 +42,9 @@ _MAX_NAME = 256
 
 
 class Readable(Protocol):
-    """A forward-only byte stream (a zip member's, through ``_fs.MemberStream``)."""
+    """A forward-only byte stream (a zip member's, through ``tree.MemberStream``)."""
 
     def read(self, size: int = -1, /) -> bytes: ...
-
-
-class PEReadError(Exception):
-    """A file that the Windows loader would reject as an image (WinError 193)."""
 
 
 @dataclass(frozen=True)
