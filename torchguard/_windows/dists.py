@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING
 
-from torchguard._windows.tree import WinTree, join
+from torchguard._windows.tree import WinTree, join, path_key
 
 if sys.version_info >= (3, 10):
     from importlib import metadata as importlib_metadata
@@ -92,7 +92,7 @@ class InstalledDist:
                 if tree.is_file(moved):
                     path = moved
             folder = ntpath.dirname(path)
-            seen.setdefault(folder.lower(), folder)
+            seen.setdefault(path_key(folder), folder)
         return list(seen.values())
 
     def record_paths(self) -> list[str]:
