@@ -31,7 +31,7 @@ from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 
 if TYPE_CHECKING:
-    from torchguard._model.binaries import ForwardResolver, Gap, Trusted
+    from torchguard._model.bindings import ForwardResolver, Gap, Trusted
 
 LOADED = Step.LOADED
 APISET = Step.APISET
@@ -261,7 +261,7 @@ class LoaderModel:
 
     def _forwarded(self, dll: str, load_dir: str) -> Union[str, Trusted, None]:
         """Where an export forwarder's target DLL comes from: a path, trusted, or missing."""
-        from torchguard._model.binaries import TRUSTED
+        from torchguard._model.bindings import TRUSTED
 
         resolution = self.resolve(dll, load_dir)
         if resolution.via == APISET:
