@@ -15,7 +15,7 @@ from torchguard._report.findings import ERROR, Finding
 from torchguard._report.report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
-from torchguard._vocab import Code
+from torchguard._vocab import Analysis, Code
 from torchguard._windows.dists import find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._windows.system import System
@@ -171,5 +171,5 @@ def torch_not_found(hints: HintContext) -> Finding:
     )
 
 
-def _mode(system: System) -> str:
-    return "live" if system.live else "offline"
+def _mode(system: System) -> Analysis:
+    return Analysis.LIVE if system.live else Analysis.OFFLINE

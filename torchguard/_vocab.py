@@ -48,7 +48,6 @@ class Code(_Text):
 class Severity(_Text):
     ERROR = "error"
     WARNING = "warning"
-    INFO = "info"
 
 
 class Step(_Text):
@@ -72,6 +71,23 @@ class FailureKind(_Text):
     CORRUPT = "corrupt"
     ARCH = "arch"
     SYMBOL = "symbol"
+
+
+class Analysis(_Text):
+    """What a Report describes (``Report.mode``)."""
+
+    LIVE = "live"
+    OFFLINE = "offline"
+    NON_WINDOWS = "non-windows"
+
+
+class PackageStatus(_Text):
+    """What importing a sibling or an extension does after ``import torch``."""
+
+    OK = "ok"
+    WARNS = "warns"
+    FAILS = "fails"
+    BLOCKED = "blocked"
 
 
 class Mode(_Text):
