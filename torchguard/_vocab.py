@@ -90,6 +90,27 @@ class PackageStatus(_Text):
     BLOCKED = "blocked"
 
 
+class Role(_Text):
+    """What a failed load of one of a package's binaries costs it."""
+
+    CORE = "core"
+    """A binary the package's import needs: a failure breaks ``import <package>``."""
+    OPTIONAL = "optional"
+    """A binary behind one feature: the import succeeds (maybe with a warning), the feature
+    fails."""
+    QUIET = "quiet"
+    """An optional binary whose failure the package hides completely (a fallback exists)."""
+
+
+class Loader(_Text):
+    """How a package loads one of its binaries."""
+
+    CTYPES = "ctypes"
+    """Loaded with ``torch.ops.load_library`` / ``ctypes.CDLL``."""
+    IMPORT = "import"
+    """Loaded by Python's import of an extension module."""
+
+
 class Mode(_Text):
     """What the start-up hook does (``TORCHGUARD=...``)."""
 
