@@ -157,7 +157,7 @@ def _where(context: CheckContext, resolution: Resolution) -> str:
     return {
         SYSTEM32: "in System32",
         LOADED: f"already loaded into this process from {ntpath.dirname(path)}",
-        PYTHON_LOADED: "beside python.exe, which loaded it at start-up",
+        PYTHON_LOADED: "beside python.exe (loaded by python.exe at start-up)",
         APP_DIR: "beside python.exe",
         USER_DIR: f"in {ntpath.dirname(path)}",
         DLL_LOAD_DIR: "in torch\\lib",
@@ -192,13 +192,14 @@ def _repair(
     source = _source(context, resolution)
     if source == SYSTEM32:
         return (redist,)
-    if source == PYTHON_LOADED:
-        # python.exe loaded its own copy before anything else: no Redistributable and no
-        # file operation changes it, and python.org publishes no newer installer for some
-        # versions (3.11.9 is 3.11's last), so no command is offered.
+    if source == PYTHON_LOADED or (source == APP_DIR and name.startswith("vcruntime140")):
+        # Python's own copy (python.org ships vcruntime140*.dll beside python.exe, which
+        # loads vcruntime140.dll before anything else): no Redistributable changes it, and
+        # python.org publishes no newer installer for some versions (3.11.9 is 3.11's last),
+        # so no command is offered.
         return (
             RepairHint(
-                f"python.exe loads its own {name} ({path}) at start-up; only a Python build "
+                f"{name} ({path}) is Python's own copy; only a Python build "
                 "that ships a newer copy replaces it (a newer Python version from python.org). "
                 "Do not delete or replace Python's own file",
                 (),
