@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.machine import label
 from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
@@ -21,12 +19,6 @@ from torchguard._vocab import Code
 from torchguard._windows.dists import find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._windows.system import System
-from torchguard._windows.tree import WinTree
-
-
-def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
-    """PE facts of any path of ``tree``, each file read once (see :class:`Binaries`)."""
-    return Binaries(tree, persistent).facts
 
 
 class _Clock:

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from torchguard._binary.pe.image import PEFacts, PEImage, PEReadError, read_image, read_image_stream
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEFacts, PEImage, read_image, read_image_stream
 from torchguard._binary.pe.symbols import NotKept, Symbol, SymbolTables
 from torchguard._model.cache import FactsCache, host_key, member_key
 from torchguard._windows.tree import (

@@ -29,7 +29,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from torchguard._binary.pe.image import PEFacts, PEReadError
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEFacts
 from torchguard._model.loader import MISSING, Failure, LoaderModel, LoadResult
 from torchguard._report.report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
 from torchguard._windows.dists import InstalledDist

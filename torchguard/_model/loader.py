@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.image import PEFacts, PEReadError, machine_name
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEFacts, machine_name
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 

@@ -39,7 +39,9 @@ _DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$", re.I
 
 def canonical_name(name: str) -> str:
     """PEP 503 normalisation: ``Intel_OpenMP`` -> ``intel-openmp``."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
 
 
 class TreeDistribution(importlib_metadata.Distribution):
