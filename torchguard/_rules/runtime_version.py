@@ -12,7 +12,7 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._model.loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
@@ -31,7 +31,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     for root, resolution in _runtime_resolutions(context):
         try:
             version = context.facts(resolution.path or "").file_version
-        except PEReadError:
+        except ImageUnavailable:
             continue  # an assumed or unreadable file: no version to judge
         if version is None or version[0] != 14:
             continue
@@ -51,7 +51,7 @@ def _toolset(context: CheckContext) -> tuple[int, int] | None:
                 continue
             try:
                 linker = context.facts(path).linker_version
-            except PEReadError:
+            except ImageUnavailable:
                 continue
             if linker[0] == 14 and (newest is None or linker > newest):
                 newest = linker
