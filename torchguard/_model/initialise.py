@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from torchguard._binary.pe.image import PEFacts, PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
+from torchguard._binary.pe.image import PEFacts
 from torchguard._vocab import FailureKind
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def runtime_version(facts: Callable[[str], PEFacts], path: str | None) -> tuple[
         return None
     try:
         version = facts(path).file_version
-    except PEReadError:
+    except ImageUnavailable:
         return None  # assumed to exist (offline) or unreadable: nothing to judge
     return version if version is not None and version[0] == 14 else None
 
@@ -63,7 +64,7 @@ def init_failure(
     for path, chain in mapped:  # only binaries new to the process run their initialisers
         try:
             binary = facts(path)
-        except PEReadError:
+        except ImageUnavailable:
             continue
         if needs_new_mutex(binary):
             shown = ".".join(map(str, version[:3]))

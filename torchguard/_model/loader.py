@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable, PEReadError
 from torchguard._binary.pe.image import PEFacts, machine_name
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
@@ -109,6 +109,18 @@ class Failure:
         return WINERROR[self.kind]
 
 
+@dataclass(frozen=True)
+class Unread:
+    """A DLL the loader finds that could not be read now (held by a scanner, denied, an
+    offline OneDrive file, out of memory): nothing is known against it, and what it imports
+    is not walked."""
+
+    leaf: str
+    chain: tuple[str, ...]
+    path: str
+    detail: str
+
+
 @dataclass
 class LoadResult:
     """The outcome of one ``LoadLibraryExW`` call on ``root``."""
@@ -118,6 +130,8 @@ class LoadResult:
     modules: dict[str, Resolution] = field(default_factory=dict)
     retry: LoadResult | None = None
     """torch's retry through PATH after WinError 126, when that retry failed too."""
+    unread: list[Unread] = field(default_factory=list)
+    """Binaries of the closure that could not be read now: not failures, but unchecked."""
 
     @property
     def ok(self) -> bool:
@@ -196,7 +210,7 @@ class LoaderModel:
     def _machine(self, path: str) -> int | None:
         try:
             return self.facts(path).machine
-        except PEReadError:
+        except ImageUnavailable:
             return None  # a corrupt candidate is taken, and fails the load when read
 
     def walkable(self, resolution: Resolution) -> bool:
@@ -223,6 +237,9 @@ class LoaderModel:
             path, chain = queue.popleft()
             try:
                 facts = self.facts(path)
+            except FileUnreadable as exc:  # not the file's fault: unchecked, never failed
+                result.unread.append(Unread(chain[-1], chain, path, str(exc)))
+                continue
             except PEReadError as exc:
                 result.failures.append(Failure(CORRUPT, chain[-1], chain, path, str(exc)))
                 continue
