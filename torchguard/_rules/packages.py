@@ -15,10 +15,16 @@ from dataclasses import replace
 
 from torchguard._model.builds import BuildTarget
 from torchguard._model.ecosystem import CORE, OPTIONAL, PackageSimulation, is_torch_dll
-from torchguard._model.loader import ARCH, CORRUPT, MISSING, SYMBOL, Failure
+from torchguard._model.loader import ARCH, CORRUPT, INIT, MISSING, SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._rules import closure, cuda_builds, symbols
+from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_builds import (
+    PREVIOUS_VERSIONS_URL,
+    Release,
+    install_command,
+    release_of,
+)
 from torchguard._rules.hints import is_cuda_dll
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
@@ -29,6 +35,7 @@ FAILURE_FINDINGS: dict[str, FindingBuilder] = {
     CORRUPT: closure.failure_finding,
     ARCH: closure.failure_finding,
     SYMBOL: symbols.symbol_finding,
+    INIT: runtime_version.init_finding,
 }
 
 _SEVERITY = {CORE: ERROR, OPTIONAL: WARNING}
@@ -102,7 +109,7 @@ def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHi
     if target is None or target.matches(torch.version, torch.cuda):
         return None
     plan, ctx = simulation.plan, context.hints
-    release = cuda_builds.release_of(target.torch)
+    release = release_of(target.torch)
     version = target.torch
     if version.count(".") < 2 and release is not None:
         version = release.releases[-1]  # a series (torch2.8): its newest release
@@ -113,8 +120,8 @@ def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHi
     )
     wants_cuda, cuda = _cuda_of(target, release, simulation, torch.cuda)
     if wants_cuda and cuda is None:  # no known CUDA variant of that release to name
-        return RepairHint(summary, (), cuda_builds.PREVIOUS_VERSIONS_URL)
-    command = cuda_builds.install_command(
+        return RepairHint(summary, (), PREVIOUS_VERSIONS_URL)
+    command = install_command(
         ctx.python_cmd, version, cuda, conda=ctx.conda, release=release
     )
     return RepairHint(summary, (command,))
@@ -122,7 +129,7 @@ def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHi
 
 def _cuda_of(
     target: BuildTarget,
-    release: cuda_builds.Release | None,
+    release: Release | None,
     simulation: PackageSimulation,
     current: str | None,
 ) -> tuple[bool, tuple[int, int] | None]:
