@@ -115,8 +115,8 @@ def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHi
         version = release.releases[-1]  # a series (torch2.8): its newest release
     summary = (
         f"{plan.name} {plan.dist.version} was built for {target.label} ({target.source}), and "
-        f"this is torch {torch.version}: install the torch it was built for, or a "
-        f"{plan.name} built for this torch"
+        f"this is torch {torch.version}: install the torch it was built for, or a build "
+        f"of {plan.name} for this torch"
     )
     wants_cuda, cuda = _cuda_of(target, release, simulation, torch.cuda)
     if wants_cuda and cuda is None:  # no known CUDA variant of that release to name
