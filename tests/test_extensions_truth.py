@@ -197,3 +197,32 @@ def test_the_preloaded_dll_is_itself_judged(tmp_path: Path) -> None:
     assert [(f.missing, f.chain) for f in report.errors] == [
         ("absent.dll", ("mylib_core.dll", "absent.dll"))
     ]
+
+
+def test_a_package_that_registers_its_dll_folder_imports(tmp_path: Path) -> None:
+    init = (
+        b"import os\n"
+        b'os.add_dll_directory(os.path.join(os.path.dirname(__file__), "lib"))\n'
+        b"from . import _ext\n"
+    )
+    report = scan(tmp_path, FakeTorch(), own_dll_package(init))
+    assert report.findings == ()
+    assert package(report, "mylib")["status"] == "ok"
+
+
+def test_code_that_loads_dlls_in_a_way_not_tied_to_it_is_a_warning_not_an_error(
+    tmp_path: Path,
+) -> None:
+    """It may load mylib_core.dll (a glob, a computed name): no proof either way."""
+    init = (
+        b"import glob, os, torch\n"
+        b"for dll in glob.glob(os.path.join(os.path.dirname(__file__), '*', '*.dll')):\n"
+        b"    torch.ops.load_library(dll)\n"
+        b"from . import _ext\n"
+    )
+    report = scan(tmp_path, FakeTorch(), own_dll_package(init))
+    assert report.ok
+    outcome = package(report, "mylib")
+    assert outcome["status"] == "warns"
+    assert str(outcome["message"]).startswith("may fail: _ext.pyd needs mylib_core.dll")
+    assert [(f.missing, f.severity) for f in report.findings] == [("mylib_core.dll", "warning")]

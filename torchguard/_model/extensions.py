@@ -37,10 +37,11 @@ from torchguard._model.ecosystem import (
     simulate_packages,
 )
 from torchguard._model.loader import MISSING, LoaderModel
-from torchguard._windows.tree import join, path_key
+from torchguard._windows.tree import PathKey, join, path_key
 
 #: Calls that load a DLL by path or name from Python.
 _LOAD_CALLS = ("load_library(", "CDLL(", "WinDLL(", "PyDLL(", "LoadLibrary")
+_REGISTER = "add_dll_directory("
 #: Bounds on the source read for one package (only ever for a failing one).
 _MAX_SOURCES, _MAX_SOURCE_BYTES = 400, 2_000_000
 
@@ -103,6 +104,12 @@ def _failures(simulation: PackageSimulation) -> bool:
 
 
 def _own_dlls_first(simulation: PackageSimulation, process: LoaderModel) -> PackageSimulation:
+    """Replay a ``.pyd`` whose own DLL its package's code loads or registers first.
+
+    Per own DLL the ``.pyd`` misses: named beside a load call -> loaded by full path before the
+    ``.pyd``; its folder named beside ``os.add_dll_directory`` -> that folder registered; the
+    code loads or registers DLLs in a way not tied to it -> not provable either way, a warning.
+    """
     plan = simulation.plan
     tree = plan.dist.distribution.tree
     owned = {
@@ -110,32 +117,55 @@ def _own_dlls_first(simulation: PackageSimulation, process: LoaderModel) -> Pack
         for path in plan.dist.file_paths()
         if path.lower().endswith(".dll") and tree.is_file(path)
     }
-    wanted: dict[str, list[str]] = {}  # failing .pyd (path key) -> own DLLs it misses
+    wanted: dict[PathKey, list[str]] = {}  # failing .pyd -> own DLLs it misses (only those)
     for result in simulation.results:
         if result.load is None or result.load.ok or result.step.loader != IMPORT:
             continue
-        for failure in result.load.failures:
-            leaf = failure.leaf.lower()
-            if failure.kind == MISSING and leaf in owned:
-                wanted.setdefault(path_key(result.step.path), []).append(leaf)
+        leaves = [f.leaf.lower() for f in result.load.failures]
+        kinds = {f.kind for f in result.load.failures}
+        if kinds == {MISSING} and all(leaf in owned for leaf in leaves):
+            wanted[path_key(result.step.path)] = leaves
     if not wanted:
         return simulation
     sources = _sources(plan)
-    preloaded = {
-        leaf for leaves in wanted.values() for leaf in leaves if _loads_by_name(sources, leaf)
-    }
-    if not preloaded:
-        return simulation
+    registered = [
+        ntpath.dirname(owned[leaf])
+        for leaves in wanted.values()
+        for leaf in leaves
+        if _registers_folder(sources, ntpath.dirname(owned[leaf]))
+    ]
     steps: list[Step] = []
     for step in plan.steps:
+        leaves = wanted.get(path_key(step.path), [])
         first: str | None = None
-        for leaf in wanted.get(path_key(step.path), []):
-            if leaf in preloaded and all(path_key(s.path) != path_key(owned[leaf]) for s in steps):
-                steps.append(Step(owned[leaf], step.role, CTYPES, step.feature))
+        unsure: list[str] = []
+        for leaf in leaves:
+            if ntpath.dirname(owned[leaf]) in registered:
+                continue
+            if _loads_by_name(sources, leaf):
+                if all(path_key(s.path) != path_key(owned[leaf]) for s in steps):
+                    steps.append(Step(owned[leaf], step.role, CTYPES, step.feature))
                 first = first or owned[leaf]
+            elif _loads_dlls(sources):
+                unsure.append(leaf)
+        if unsure:  # the package's code may well load it: a warning, never an error
+            step = replace(
+                step,
+                role=OPTIONAL,
+                feature=f"{step.feature} unless its own code loads {unsure[0]} first",
+                reaction=(
+                    f"may fail: {ntpath.basename(step.path)} needs {unsure[0]}, a DLL of "
+                    f"{plan.name}'s own that the loader finds only if {plan.name}'s code loads "
+                    "or registers it first (its code loads DLLs, not visibly this one)"
+                ),
+            )
         # the import comes after the preload, which raises first when it fails
         steps.append(replace(step, after=step.after or first))
-    (resimulated,) = simulate_packages(process, [replace(plan, steps=tuple(steps))], torch_ok=True)
+    dirs = tuple(dict.fromkeys((*plan.dll_dirs, *registered)))
+    changed = replace(plan, steps=tuple(steps), dll_dirs=dirs)
+    if changed == plan:
+        return simulation
+    (resimulated,) = simulate_packages(process, [changed], torch_ok=True)
     return resimulated
 
 
@@ -152,6 +182,22 @@ def _sources(plan: PackagePlan) -> list[str]:
         if len(texts) >= _MAX_SOURCES:
             break
     return texts
+
+
+def _loads_dlls(sources: list[str]) -> bool:
+    return any(
+        call.lower() in text.lower() for text in sources for call in (*_LOAD_CALLS, _REGISTER)
+    )
+
+
+def _registers_folder(sources: list[str], folder: str) -> bool:
+    """Whether a module calls ``os.add_dll_directory`` and names ``folder`` (in quotes)."""
+    name = ntpath.basename(folder).lower()
+    for text in sources:
+        lowered = text.lower()
+        if _REGISTER.lower() in lowered and (f'"{name}"' in lowered or f"'{name}'" in lowered):
+            return True
+    return False
 
 
 def _loads_by_name(sources: list[str], dll: str) -> bool:
