@@ -19,7 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable, PEReadError
+from torchguard._binary.budget import inflate_budget, mib
+from torchguard._binary.pe.errors import (
+    FileUnreadable,
+    ImageUnavailable,
+    OverBudget,
+    PEReadError,
+)
 from torchguard._binary.pe.image import PEFacts, PEImage, read_image, read_image_stream
 from torchguard._binary.pe.symbols import NotKept, Symbol, SymbolTables
 from torchguard._model.cache import FactsCache, host_key, member_key
@@ -98,9 +104,18 @@ def _read(tree: WinTree, path: str) -> PEImage | ImageUnavailable:
                     return FileUnreadable.from_error(exc)
                 return PEReadError(f"not a readable zip archive: {exc}")
             try:
+                budget = inflate_budget(archive.getinfo(entry.member).compress_size)
+            except ZIP_ERRORS as exc:  # the archive changed since it was listed
+                return PEReadError(f"not in the archive any more: {exc}")
+            try:
                 with MemberStream(archive, entry.member) as stream:
-                    return read_image_stream(stream, entry.size, symbols=True)
+                    return read_image_stream(stream, entry.size, symbols=True, budget=budget)
             except NotKept:  # a table in a code section: inflate the whole member
+                if entry.size > budget:
+                    return OverBudget(
+                        f"its tables lie in code, and reading all {mib(entry.size)} of it is "
+                        f"more than the {mib(budget)} its size in the archive allows"
+                    )
                 return read_image(tree.read_entry(entry), symbols=True)
         return read_image(tree.read_entry(entry), symbols=True)
     except ImageUnavailable as exc:
@@ -291,9 +306,7 @@ class Binaries:
 
     def _unread(self, paths: list[str]) -> bool:
         """Whether a verdict leaned on a file that could not be read now: not to be cached."""
-        return any(
-            isinstance(self._symbols.get(path_key(path)), FileUnreadable) for path in paths
-        )
+        return any(isinstance(self._symbols.get(path_key(path)), FileUnreadable) for path in paths)
 
     def _edge_key(self, importer: str, dll: str, exporter: str, delay: bool) -> str | None:
         first, second = self.identity(importer), self.identity(exporter)
