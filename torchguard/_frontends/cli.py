@@ -213,6 +213,10 @@ def _hook(action: str, user: bool) -> int:
     from torchguard import _hook as hook
 
     directory = hook.site_dir(user)
+    never = hook.why_hook_never_runs(user)
+    if action == "install" and never is not None:
+        print(f"torchguard: error: not installed: {never}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if action == "install":
             written = hook.write_hook_files(directory)
@@ -228,6 +232,8 @@ def _hook(action: str, user: bool) -> int:
             active = hook.installed_watcher() is not None
             print(f"watcher active in this process: {'yes' if active else 'no'}")
             print(f"mode: {hook.mode()}")
+            if never is not None:
+                print(f"warning: {never}")
     except OSError as exc:
         print(
             f"torchguard: error: cannot change {directory}: {exc.strerror or exc}"
