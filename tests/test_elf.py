@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -41,10 +42,10 @@ RICH = {
 }
 
 EXPECTED_DEFINED = (
-    Defined(b"plain", None, False, True, c.STT_FUNC),
-    Defined(b"cur", "LIB_2.0", False, False, c.STT_FUNC),
-    Defined(b"old", "LIB_1.0", True, False, c.STT_FUNC),
-    Defined(b"tls_thing", "LIB_2.0", False, False, c.STT_FUNC),
+    Defined(b"plain", None, False, True, c.STT_FUNC, 1),
+    Defined(b"cur", "LIB_2.0", False, False, c.STT_FUNC, 2),
+    Defined(b"old", "LIB_1.0", True, False, c.STT_FUNC, 3),
+    Defined(b"tls_thing", "LIB_2.0", False, False, c.STT_FUNC, 2),
 )
 EXPECTED_UNDEFINED = (
     Undefined(b"unversioned", None, None, False),
@@ -261,8 +262,8 @@ def test_string_offset_outside_dynstr() -> None:
         read_elf_bytes(bytes(data))
 
 
-def test_overlapping_long_names_cannot_blow_up_memory() -> None:
-    """Every symbol names one long string: the names' total is bounded by the file's size."""
+def _long_name_file(shift: int) -> bytes:
+    """4000 symbols whose names all point into one 60 kB string (at +shift*index)."""
     many = [f"s{i}" for i in range(4000)]
     long_name = "x" * 60_000
     data = bytearray(build_elf(defined=[long_name], undefined=many, hash_style="sysv"))
@@ -270,9 +271,26 @@ def test_overlapping_long_names_cannot_blow_up_memory() -> None:
     strtab, _ = region(bytes(data), ".dynstr")
     long_at = bytes(data).index(long_name.encode(), strtab) - strtab
     for index in range(1, 4001):
-        struct.pack_into("<I", data, table + 24 * index, long_at)
+        struct.pack_into("<I", data, table + 24 * index, long_at + shift * index)
+    return bytes(data)
+
+
+def test_overlapping_long_names_cannot_blow_up_memory() -> None:
+    """4000 distinct suffixes of one long string would cost 230 MB: bounded by the file."""
     with pytest.raises(ElfReadError, match="names add up"):
-        read_elf_bytes(bytes(data), symbols=True)
+        read_elf_bytes(_long_name_file(1), symbols=True)
+
+
+def test_names_sharing_one_string_share_its_bytes() -> None:
+    data = _long_name_file(0)
+    tracemalloc.start()
+    try:
+        image = read_elf_bytes(data, symbols=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert image.symbols is not None and len(image.symbols.undefined) == 4000
+    assert peak < 10 * len(data)
 
 
 def test_a_gnu_hash_bucket_past_its_segment() -> None:

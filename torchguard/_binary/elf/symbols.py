@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from array import array
 from dataclasses import dataclass
+from itertools import accumulate, repeat
 from typing import NamedTuple
 
 from torchguard._binary.elf import constants as c
@@ -31,7 +32,6 @@ _BINDABLE_TYPES = frozenset(
     {c.STT_NOTYPE, c.STT_OBJECT, c.STT_FUNC, c.STT_COMMON, c.STT_TLS, c.STT_GNU_IFUNC}
 )
 _EXTERNAL = frozenset({c.STB_GLOBAL, c.STB_WEAK, c.STB_GNU_UNIQUE})
-_MAX_NAME = 1 << 16
 
 
 class Defined(NamedTuple):
@@ -45,6 +45,13 @@ class Defined(NamedTuple):
     weak: bool
     kind: int
     """The symbol type (STT_FUNC, STT_OBJECT, STT_TLS ...)."""
+    version_index: int = 1
+    """Its raw ``.gnu.version`` index (hidden bit removed): 0 local, 1 global, 2+ a node.
+
+    glibc's ``check_match`` needs it: an unversioned reference binds to index 0-2 but only
+    counts higher ones, and in an object with version definitions index 1 is the base node
+    (named by the soname), which a versioned reference does not bind to.
+    """
 
     @property
     def default(self) -> bool:
@@ -96,47 +103,77 @@ def read_symbols(
     table = layout.slice(table_at, count * entry, "the dynamic symbols")
     versions = _versym(layout, tags, count)
     needs = {need.index: need for need in verneed}
-    defs = {node.index: node.name for node in verdef if not node.base}
+    # ld.so's l_versions: one table of names for needed and defined nodes alike (an
+    # executable's copy-relocated definitions carry a needed version's index).
+    labels = {need.index: need.name for need in verneed}
+    labels.update((node.index, node.name) for node in verdef if not node.base)
     strtab = layout.slice(dynamic.strtab, dynamic.strend - dynamic.strtab, ".dynstr")
-    limit = len(strtab)
-    budget = 2 * layout.size + (1 << 20)
+    names = _Names(strtab, 2 * layout.size + (1 << 20))
+    # Columns of 32-bit words, sliced in C: the name offset, the word holding st_info and
+    # st_shndx, and st_value (two words on ELF64) for the "no value" test.
+    words = array_of(layout, table)
+    step = entry // 4
+    name_column = words[0::step]
+    packed = words[1::step] if layout.wide else words[3::step]
+    value_low = words[2::step] if layout.wide else words[1::step]
+    value_high = words[3::step] if layout.wide else value_low
+    little = layout.little
+    known = names.starts.get
     defined: list[Defined] = []
     undefined: list[Undefined] = []
-    find = strtab.find
-    wide = layout.wide
-    for index, fields in enumerate(layout.sym.iter_unpack(table)):
-        if index == 0:
-            continue
-        if wide:
-            name_at, info, _other, shndx, value, _size = fields
-        else:
-            name_at, value, _size, info, _other, shndx = fields
+    rows = zip(name_column, packed, value_low, value_high, versions or repeat(0, count))
+    for index, (name_at, word, low, high, raw) in enumerate(rows):
+        info, shndx = (word & 0xFF, word >> 16) if little else (word >> 24, word & 0xFFFF)
         bind = info >> 4
-        if bind not in _EXTERNAL or name_at == 0:
+        if bind not in _EXTERNAL or name_at == 0 or index == 0:
             continue
         kind = info & 0xF
-        if name_at >= limit:
-            raise ElfReadError(f"symbol {index}: name offset {name_at} lies outside .dynstr")
-        stop = find(b"\0", name_at, min(limit, name_at + _MAX_NAME))
-        if stop < 0:
-            raise ElfReadError(f"symbol {index}: unterminated name at .dynstr offset {name_at}")
-        budget -= stop - name_at
-        if budget < 0:
-            raise ElfReadError("the symbol names add up to far more than the file holds")
-        name = strtab[name_at:stop]
-        raw = versions[index] if versions is not None else 0
+        name = known(name_at) or names.at(name_at, index)
         slot = raw & 0x7FFF
         weak = bind == c.STB_WEAK
         if shndx == c.SHN_UNDEF:
             need = needs.get(slot) if slot > c.VER_NDX_GLOBAL else None
-            if need is None:
-                undefined.append(Undefined(name, None, None, weak))
-            else:
+            if need is not None:
                 undefined.append(Undefined(name, need.name, need.file, weak))
-        elif kind in _BINDABLE_TYPES and (value or kind == c.STT_TLS):
-            version = defs.get(slot) if slot > c.VER_NDX_GLOBAL else None
-            defined.append(Defined(name, version, bool(raw & c.VERSYM_HIDDEN), weak, kind))
+            else:
+                version = labels.get(slot) if slot > c.VER_NDX_GLOBAL else None
+                undefined.append(Undefined(name, version, None, weak))
+        elif kind in _BINDABLE_TYPES and (low or high or kind == c.STT_TLS):
+            version = labels.get(slot) if slot > c.VER_NDX_GLOBAL else None
+            hidden = bool(raw & c.VERSYM_HIDDEN)
+            defined.append(Defined(name, version, hidden, weak, kind, slot))
     return ElfSymbols(tuple(defined), tuple(undefined), count)
+
+
+class _Names:
+    """Names out of .dynstr: whole strings split once in C, tail-merged suffixes on demand.
+
+    A name that starts a string is shared with the split (no new memory whatever the number
+    of symbols naming it); a suffix costs its length, charged to ``budget``.
+    """
+
+    def __init__(self, strtab: bytes, budget: int) -> None:
+        self.strtab = strtab
+        self.budget = budget
+        parts = strtab.split(b"\0")
+        starts = accumulate(map((1).__add__, map(len, parts)), initial=0)
+        self.starts = dict(zip(starts, parts))
+
+    def at(self, offset: int, index: int) -> bytes:
+        name = self.starts.get(offset)
+        if name is not None:
+            return name
+        if offset >= len(self.strtab):
+            raise ElfReadError(f"symbol {index}: name offset {offset} lies outside .dynstr")
+        stop = self.strtab.find(b"\0", offset)
+        if stop < 0:
+            raise ElfReadError(f"symbol {index}: unterminated name at .dynstr offset {offset}")
+        self.budget -= stop - offset
+        if self.budget < 0:
+            raise ElfReadError("the symbol names add up to far more than the file holds")
+        name = self.strtab[offset:stop]
+        self.starts[offset] = name  # the same suffix again costs nothing
+        return name
 
 
 def _versym(layout: Layout, tags: dict[int, int], count: int) -> array[int] | None:
