@@ -22,8 +22,8 @@ Public interface (stable: the Linux loader model builds on it)
   ``tls_align``, ``exec_stack``, ``fatbin`` ((offset, size) of ``.nv_fatbin`` or None),
   ``segments``.
 - :class:`ElfSymbols`: ``defined`` (:class:`Defined`: name bytes, version or None, hidden,
-  weak, kind, version_index; ``default``), ``undefined`` (:class:`Undefined`: name bytes, version, file,
-  weak), ``count`` (.dynsym entries with the null one), ``names()``.
+  weak, kind, version_index; ``default``), ``undefined`` (:class:`Undefined`: name bytes,
+  version, file, weak), ``count`` (.dynsym entries with the null one), ``names()``.
 - :class:`ElfReadError`: the one error for damaged or non-ELF input, with a message a user
   can act on. Anything else escaping is a bug of torchguard's.
 - :mod:`.constants`: classes, machines, tags and flags (``EM_X86_64``, ``DF_1_NODELETE`` ...).
