@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from torchguard._binary.elf import constants as c
+import torchguard._binary.elf.constants as c
 from torchguard._binary.elf.layout import (
     MAX_DYNAMIC,
     MAX_VERSIONS,
