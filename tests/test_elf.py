@@ -144,6 +144,15 @@ def test_gnu_hash_with_only_undefined_symbols() -> None:
     assert image.symbols.defined == ()
 
 
+def test_an_empty_gnu_hash_with_ld_symoffset_one_still_counts_every_reference() -> None:
+    """GNU ld writes symoffset 1 when nothing is hashed (torch's libtorch_global_deps.so)."""
+    refs = ["__gmon_start__", ("__cxa_finalize", "GLIBC_2.2.5", "libc.so.6")]
+    data = build_elf(["libc.so.6"], undefined=refs, weak=["__gmon_start__"], gnu_symoffset=1)  # type: ignore[arg-type]
+    image = read_elf_bytes(data, symbols=True)
+    assert image.symbols is not None and image.symbols.count == 3
+    assert [s.name for s in image.symbols.undefined] == [b"__gmon_start__", b"__cxa_finalize"]
+
+
 def test_dynstr_in_a_segment_at_another_address_is_found_through_the_mapping() -> None:
     """patchelf moved torch 2.9.1's .dynstr into a new segment at the end of the file."""
     image = read_elf_bytes(build_elf(**RICH, dynstr_segment=True), symbols=True)  # type: ignore[arg-type]
