@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import tracemalloc
 from pathlib import Path
@@ -235,8 +236,14 @@ def test_not_elf_or_too_short(tmp_path: Path, content: bytes, message: str) -> N
 def test_unreadable_paths(tmp_path: Path) -> None:
     with pytest.raises(ElfReadError, match="cannot read"):
         read_elf_file(tmp_path / "missing.so")
-    with pytest.raises(ElfReadError, match="cannot read"):
+    with pytest.raises(ElfReadError, match="not a regular file"):
         read_elf_file(tmp_path)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.so")
+        with pytest.raises(ElfReadError, match="not a regular file"):
+            read_elf_file(tmp_path / "pipe.so")  # must not block waiting for a writer
+        with pytest.raises(ElfReadError, match="not a regular file"):
+            read_fatbin_archs(tmp_path / "pipe.so")
 
 
 def test_a_cut_short_file_is_truncated() -> None:
