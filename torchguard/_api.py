@@ -103,10 +103,10 @@ def _prepare() -> Report:
     if sys.platform == "win32":
         from torchguard._windows.register import register
 
-        register(d.path for d in report.dll_directories)
-    errors = [e for e in report.errors if e.package is None]  # siblings never block torch
-    if errors:
-        first = errors[0]
+        # only the folders torch forgets, each safe and needed (torch registers its own)
+        register(d.path for d in report.dll_directories if not d.by_torch)
+    if report.blocking:
+        first = report.blockers[0]
         if first.code == "torch-not-found":
             raise TorchNotFoundError(first, report)
         raise error_for(first, report)

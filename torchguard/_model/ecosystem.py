@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 from torchguard._model.loader import MISSING, Failure, LoaderModel, LoadResult
 from torchguard._report.report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
@@ -135,7 +135,7 @@ def binaries(dist: InstalledDist) -> list[str]:
 def imports_torch(facts: Callable[[str], PEFacts], path: str) -> bool:
     try:
         found = facts(path)
-    except PEReadError:
+    except ImageUnavailable:
         return False
     return any(is_torch_dll(name) for name in (*found.imports, *found.delay_imports))
 

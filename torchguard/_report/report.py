@@ -162,6 +162,27 @@ class Report:
         return tuple(f for f in self.findings if f.severity == ERROR)
 
     @property
+    def blockers(self) -> tuple[Finding, ...]:
+        """The errors that make ``import torch`` fail here, most fundamental first.
+
+        An error blocks only when it is about torch itself (never a sibling's or an
+        extension's: a program that never imports torchvision must not be stopped by it) and
+        the replay predicts that ``import torch`` fails after ``ensure()``
+        (:attr:`import_torch`; a report without a prediction, e.g. torch not installed,
+        trusts its errors). An error the prediction contradicts never blocks: an error must
+        be a proof.
+        """
+        if self.import_torch is not None and self.import_torch.ok:
+            return ()
+        return tuple(f for f in self.errors if f.package is None)
+
+    @property
+    def blocking(self) -> bool:
+        """Whether ``import torch`` fails here: the one answer ``ensure()``, the hook, the
+        pytest plugin, the markdown verdict and the error text all use."""
+        return bool(self.blockers)
+
+    @property
     def warnings(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == WARNING)
 
