@@ -331,6 +331,16 @@ def test_repeated_dynamic_strings_are_decoded_once() -> None:
     assert len({id(name) for name in facts.needed}) == 1
 
 
+def test_a_name_the_string_table_never_terminates() -> None:
+    """A symbol name running past DT_STRSZ is damage, not a shorter name."""
+    from torchguard._binary.elf.symbols import _Names
+
+    names = _Names(b"abc\0tail", 1 << 20)
+    assert names.at(0, 1) == b"abc" and names.at(1, 1) == b"bc"
+    with pytest.raises(ElfReadError, match="unterminated"):
+        names.at(4, 2)
+
+
 def test_a_gnu_hash_bucket_past_its_segment() -> None:
     data = bytearray(build_elf(defined=["a", "b"]))
     offset, _size = region(bytes(data), ".gnu.hash")

@@ -157,7 +157,8 @@ class _Names:
         self.budget = budget
         parts = strtab.split(b"\0")
         starts = accumulate(map((1).__add__, map(len, parts)), initial=0)
-        self.starts = dict(zip(starts, parts))
+        # the last part follows the last NUL: empty, or a string the table never terminates
+        self.starts = dict(zip(starts, parts[:-1]))
 
     def at(self, offset: int, index: int) -> bytes:
         name = self.starts.get(offset)
