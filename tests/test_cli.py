@@ -91,6 +91,23 @@ def test_doctor_runs_here(tmp_path: Path) -> None:
     assert data["schema"] == 1 and data["mode"] == "non-windows"
 
 
+def test_a_closed_pipe_is_not_an_internal_error(tmp_path: Path, fake_torch: FakeTorch) -> None:
+    """``torchguard scan ... | head`` exited 3 with "internal error" (issue 13.9): the reader
+    closing the pipe ends the output quietly, and the exit status is still the verdict."""
+    site = fake_torch.write(tmp_path / "site")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torchguard", "scan", str(site), "--clean-windows"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # like `head` after its lines: nobody reads any more
+    status = process.wait(timeout=120)
+    errors = process.stderr.read().decode()
+    process.stderr.close()
+    assert status == 1 and errors == ""  # errors found (no VC++ runtime), said nothing else
+
+
 @pytest.mark.skipif(
     sys.platform == "win32" or importlib.util.find_spec("torch") is not None,
     reason="needs a non-Windows Python without torch",

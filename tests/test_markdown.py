@@ -101,3 +101,23 @@ def test_redact_works_for_other_formats(
     args = ["scan", "--clean-windows", str(site), "--redact", *([flag] if flag else [])]
     result = run(*args, env={"HOME": str(home), "USER": "zed-the-user"})
     assert result.returncode == 1 and "zed-the-user" not in result.stdout
+
+
+@pytest.mark.parametrize("name", ["José Smith", "Zoë", "Ann Lee"])
+def test_json_redact_hides_user_names_json_would_escape(tmp_path: Path, name: str) -> None:
+    """``--json`` escaped ``é`` as ``\\u00e9`` and backslashes before redacting the text, so a
+    name with a non-ASCII letter or a space leaked (issue 13.9)."""
+    home = tmp_path / name
+    site = FakeTorch().write(home / "site")
+    result = run("scan", str(site), "--clean-windows", "--json", "--redact", env={"HOME": str(home), "USER": name})
+    assert result.returncode == 1, result.stderr
+    text = result.stdout.lower()
+    for part in name.lower().split():
+        assert part not in text and part.encode("ascii", "backslashreplace").decode() not in text
+    assert '"~/site/torch' in result.stdout  # still a usable report
+
+
+def test_redact_takes_a_spaced_user_folder_whole() -> None:
+    out = redact("C:\\Users\\John Smith\\venv and /home/Ann Lee/x", home="/none", user="zz")
+    assert out == "C:\\Users\\<user>\\venv and /home/<user>/x"
+    assert redact("/home/bob and /srv/x", home="/none", user="zz") == "/home/<user> and /srv/x"

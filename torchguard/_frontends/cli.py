@@ -115,18 +115,27 @@ def _emit(
     extra: dict[str, Any] | None = None,
     folded: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> int:
-    from torchguard._report.markdown import redact, render_markdown
+    from torchguard._report.markdown import redact, redact_values, render_markdown
 
     if args.json:
-        text = json.dumps({**report.to_dict(), **(extra or {})}, indent=2)
-    elif args.markdown:
-        text = render_markdown(report, notes=notes, folded=folded).rstrip("\n")
+        data: dict[str, Any] = {**report.to_dict(), **(extra or {})}
+        # the values, not the escaped JSON text: "C:\\Users\\Jos\u00e9" hides names
+        text = json.dumps(redact_values(data) if args.redact else data, indent=2)
     else:
-        from torchguard._report.colour import wanted
+        if args.markdown:
+            text = render_markdown(report, notes=notes, folded=folded).rstrip("\n")
+        else:
+            from torchguard._report.colour import wanted
 
-        text = "\n".join([report.render_text(colour=wanted(sys.stdout)), *notes])
-    print(redact(text) if args.redact else text)
-    return EXIT_OK if report.ok else EXIT_ERRORS
+            text = "\n".join([report.render_text(colour=wanted(sys.stdout)), *notes])
+        text = redact(text) if args.redact else text
+    status = EXIT_OK if report.ok else EXIT_ERRORS
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `torchguard scan ... | head`: the reader has seen enough
+        _quiet_stdout()
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -134,10 +143,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return _main(argv)
+    except BrokenPipeError:  # output cut short by its reader (`| head`): not a fault
+        _quiet_stdout()
+        return EXIT_OK
     except InternalError as exc:
         return _internal(exc)
     except Exception as exc:  # a fault outside the guarded API (rendering, the hook files)
         return _internal(internal_error(exc, "the command line"), exc)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so flushing it at exit cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (a captured stream)
+        pass
 
 
 def _internal(exc: BaseException, cause: BaseException | None = None) -> int:
@@ -240,6 +262,10 @@ def _hook(action: str, user: bool) -> int:
     from torchguard import _hook as hook
 
     directory = hook.site_dir(user)
+    never = hook.why_hook_never_runs(user)
+    if action == "install" and never is not None:
+        print(f"torchguard: error: not installed: {never}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if action == "install":
             written = hook.write_hook_files(directory)
@@ -255,6 +281,8 @@ def _hook(action: str, user: bool) -> int:
             active = hook.installed_watcher() is not None
             print(f"watcher active in this process: {'yes' if active else 'no'}")
             print(f"mode: {hook.mode()}")
+            if never is not None:
+                print(f"warning: {never}")
     except OSError as exc:
         print(
             f"torchguard: error: cannot change {directory}: {exc.strerror or exc}"
