@@ -102,7 +102,7 @@ def test_an_unwritable_cache_folder_is_ignored(
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(blocker / "cache"))
-    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], clean_windows=True)
     assert report.errors and blocker.read_text() == "x"
 
 

@@ -29,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchguard",
         description="Explain why `import torch` fails on Windows, before it does.",
     )
+    from torchguard._version import __version__
+
+    parser.add_argument(
+        "--version", action="version", version=f"torchguard {__version__} (torch-import-guard)"
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     doctor = commands.add_parser("doctor", help="diagnose this Python environment")
     _output_options(doctor)
@@ -55,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help='a display adapter of the machine, e.g. "NVIDIA GeForce RTX 5090" (repeatable)',
     )
+    _clean_windows_option(scan)
     _output_options(scan)
     hook = commands.add_parser(
         "hook", help="protect every `import torch` of this environment (a start-up .pth file)"
@@ -75,16 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="package index (repeatable: the first replaces pip's, the others are extra)",
     )
-    check.add_argument(
-        "--clean-windows",
-        action="store_true",
-        help="assume no Visual C++ redistributable (default: the current one is installed)",
-    )
+    _clean_windows_option(check)
     check.add_argument("--cache-dir", metavar="DIR", help="where wheels are downloaded and reused")
     _output_options(check)
     explain = commands.add_parser("explain", help="what a finding code means and how to fix it")
     explain.add_argument("code", nargs="?", metavar="CODE", help="a finding code, e.g. missing-dll")
     return parser
+
+
+def _clean_windows_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--clean-windows",
+        action="store_true",
+        help="assume no Visual C++ redistributable (default: the current one is installed)",
+    )
 
 
 def _output_options(parser: argparse.ArgumentParser) -> None:
@@ -173,21 +183,60 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return explain(args.code)
     if args.command == "doctor":
-        from torchguard._api import diagnose
-
-        return _emit(diagnose(), args)
+        return _doctor(args)
     if args.command == "check":
         return _check(args)
+    return _scan(args)
+
+
+def _scan(args: argparse.Namespace) -> int:
     from torchguard._api import scan
+    from torchguard._windows.assumptions import assumed_line
 
     try:
         report = scan(
-            args.targets, system32=args.system32, python_dir=args.python_dir, gpus=args.gpu
+            args.targets,
+            system32=args.system32,
+            python_dir=args.python_dir,
+            gpus=args.gpu,
+            clean_windows=args.clean_windows,
         )
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return _emit(report, args)
+    note = assumed_line(args.clean_windows, args.system32, args.python_dir)
+    extra = {"scan": {"vc_redist": not args.clean_windows}}
+    return _emit(report, args, [note], extra)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from torchguard._api import diagnose
+
+    report = diagnose()
+    if report.mode != "non-windows":
+        return _emit(report, args)
+    report, notes = _doctor_elsewhere(report)
+    return _emit(report, args, notes)
+
+
+def _doctor_elsewhere(report: Report) -> tuple[Report, list[str]]:
+    """Off Windows there is no DLL to load: say what torchguard does from here, not an error
+    about this machine's torch (which `doctor` on Linux is not asked about)."""
+    import dataclasses
+    import platform
+
+    from torchguard._vocab import Code
+
+    here = {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
+    kept = tuple(f for f in report.findings if f.code != Code.TORCH_NOT_FOUND)
+    notes = [
+        f"this is {here}: `doctor` judges the Windows environment it runs in; from here,",
+        "  torchguard check torch==2.4.1 --python 3.11   # will `pip install` of these work "
+        "on Windows?",
+        "  torchguard scan PATH...                       # a Windows site-packages folder or "
+        ".whl files",
+    ]
+    return dataclasses.replace(report, findings=kept), notes
 
 
 def _check(args: argparse.Namespace) -> int:
