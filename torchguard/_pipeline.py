@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.machine import label
 from torchguard._model import registration
 from torchguard._model.binaries import Binaries
@@ -18,16 +16,10 @@ from torchguard._report.findings import ERROR, Finding
 from torchguard._report.report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
-from torchguard._vocab import Code
+from torchguard._vocab import Analysis, Code
 from torchguard._windows.dists import find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._windows.system import System
-from torchguard._windows.tree import WinTree
-
-
-def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
-    """PE facts of any path of ``tree``, each file read once (see :class:`Binaries`)."""
-    return Binaries(tree, persistent).facts
 
 
 class _Clock:
@@ -202,5 +194,5 @@ def torch_not_found(hints: HintContext) -> Finding:
     )
 
 
-def _mode(system: System) -> str:
-    return "live" if system.live else "offline"
+def _mode(system: System) -> Analysis:
+    return Analysis.LIVE if system.live else Analysis.OFFLINE

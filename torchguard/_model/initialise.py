@@ -10,14 +10,10 @@ no version resource; their linker version stands for the toolset.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
-from torchguard._binary.pe.image import PEFacts, PEReadError
-from torchguard._vocab import FailureKind
-
-if TYPE_CHECKING:
-    from torchguard._model.loader import Failure, Resolution
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEFacts
 
 MUTEX_CHANGE = (14, 40)
 """The first runtime (and toolset) with the ``constexpr`` ``std::mutex``."""
@@ -45,34 +41,25 @@ def _imports_msvcp140(facts: PEFacts) -> bool:
     return any(name.lower() == MSVCP140 for name in facts.imports)
 
 
-def init_failure(
+def too_old_for(
     facts: Callable[[str], PEFacts],
     mapped: Sequence[tuple[str, tuple[str, ...]]],
-    modules: Mapping[str, Resolution],
-) -> Failure | None:
-    """The 1114 failure of a load whose newly mapped binaries (``mapped``: path, chain from
-    the root) include 14.40+ code bound to an ``msvcp140.dll`` older than 14.40, else None."""
-    from torchguard._model.loader import Failure
+    runtime: str | None,
+) -> tuple[str, tuple[str, ...], str] | None:
+    """Which newly mapped binary fails to initialise on the ``msvcp140.dll`` at ``runtime``.
 
-    runtime = modules.get(MSVCP140)
-    if runtime is None or runtime.path is None:
-        return None
-    version = runtime_version(facts, runtime.path)
+    ``mapped``: (path, chain from the root) of each binary the load maps for the first time,
+    in load order. Returns (its path, its chain, the runtime's version as text), or None when
+    the runtime is 14.40+, cannot be judged, or no binary needs the new mutex.
+    """
+    version = runtime_version(facts, runtime)
     if version is None or tuple(version[:2]) >= MUTEX_CHANGE:
         return None
-    for path, chain in mapped:  # only binaries new to the process run their initialisers
+    for path, chain in mapped:
         try:
             binary = facts(path)
         except PEReadError:
             continue
         if needs_new_mutex(binary):
-            shown = ".".join(map(str, version[:3]))
-            return Failure(
-                FailureKind.INIT,
-                runtime.name,
-                (*chain, runtime.name),
-                runtime.path,
-                shown,
-                importer=path,
-            )
+            return path, chain, ".".join(map(str, version[:3]))
     return None

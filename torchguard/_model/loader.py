@@ -32,12 +32,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.image import PEFacts, PEReadError, machine_name
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEFacts, machine_name
+from torchguard._model.initialise import MSVCP140, too_old_for
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 
 if TYPE_CHECKING:
-    from torchguard._model.binaries import ForwardResolver, Gap, Trusted
+    from torchguard._model.bindings import ForwardResolver, Gap, Trusted
 
 LOADED = Step.LOADED
 APISET = Step.APISET
@@ -255,12 +257,21 @@ class LoaderModel:
                 result.modules[lowered] = resolution
                 if resolution.path is not None and self.walkable(resolution):
                     queue.append((resolution.path, (*chain, name)))
-        if result.ok:
-            from torchguard._model.initialise import init_failure
-
-            failure = init_failure(self.facts, mapped, result.modules)
-            if failure is not None:
-                result.failures.append(failure)
+        runtime = result.modules.get(MSVCP140)
+        if result.ok and runtime is not None:  # every DLL maps and binds: initialisers run
+            stale = too_old_for(self.facts, mapped, runtime.path)
+            if stale is not None:
+                importer, chain, version = stale
+                result.failures.append(
+                    Failure(
+                        INIT,
+                        runtime.name,
+                        (*chain, runtime.name),
+                        runtime.path,
+                        version,
+                        importer=importer,
+                    )
+                )
         if result.ok:
             for lowered, resolution in result.modules.items():
                 if resolution.path is not None:
@@ -299,7 +310,7 @@ class LoaderModel:
         self, dll: str, load_dir: str, order: SearchOrder | None = None
     ) -> Union[str, Trusted, None]:
         """Where an export forwarder's target DLL comes from: a path, trusted, or missing."""
-        from torchguard._model.binaries import TRUSTED
+        from torchguard._model.bindings import TRUSTED
 
         resolution = self.resolve(dll, load_dir, order)
         if resolution.via == APISET:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._binary.pe.image import PEReadError
+from torchguard._binary.pe.errors import PEReadError
 from torchguard._model.initialise import MUTEX_CHANGE, runtime_version
 from torchguard._model.loader import (
     APP_DIR,
