@@ -27,6 +27,7 @@ class Code(_Text):
 
     MISSING_DLL = "missing-dll"
     CORRUPT_DLL = "corrupt-dll"
+    UNREADABLE_DLL = "unreadable-dll"
     ARCH_MISMATCH = "arch-mismatch"
     MISSING_SYMBOL = "missing-symbol"
     RUNTIME_TOO_OLD = "runtime-too-old"

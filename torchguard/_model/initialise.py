@@ -11,8 +11,9 @@ no version resource; their linker version stands for the toolset.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 
 MUTEX_CHANGE = (14, 40)
@@ -26,7 +27,7 @@ def runtime_version(facts: Callable[[str], PEFacts], path: str | None) -> tuple[
         return None
     try:
         version = facts(path).file_version
-    except PEReadError:
+    except ImageUnavailable:
         return None  # assumed to exist (offline) or unreadable: nothing to judge
     return version if version is not None and version[0] == 14 else None
 
@@ -41,25 +42,36 @@ def _imports_msvcp140(facts: PEFacts) -> bool:
     return any(name.lower() == MSVCP140 for name in facts.imports)
 
 
-def too_old_for(
+@dataclass(frozen=True)
+class InitFailure:
+    """A binary whose initialiser fails on the runtime copy it bound to."""
+
+    binary: str
+    """The path of the 14.40+ binary that fails to initialise."""
+    chain: tuple[str, ...]
+    """DLL names from the load's root to that binary."""
+    runtime_version: str
+    """The older ``msvcp140.dll``'s version, e.g. ``14.34.31938``."""
+
+
+def init_failure(
     facts: Callable[[str], PEFacts],
     mapped: Sequence[tuple[str, tuple[str, ...]]],
-    runtime: str | None,
-) -> tuple[str, tuple[str, ...], str] | None:
-    """Which newly mapped binary fails to initialise on the ``msvcp140.dll`` at ``runtime``.
-
-    ``mapped``: (path, chain from the root) of each binary the load maps for the first time,
-    in load order. Returns (its path, its chain, the runtime's version as text), or None when
-    the runtime is 14.40+, cannot be judged, or no binary needs the new mutex.
-    """
-    version = runtime_version(facts, runtime)
+    runtime_path: str | None,
+) -> InitFailure | None:
+    """The 1114 failure of a load whose newly mapped binaries (``mapped``: path, chain from
+    the root) include 14.40+ code bound to an ``msvcp140.dll`` (at ``runtime_path``) older
+    than 14.40, else None."""
+    if runtime_path is None:
+        return None
+    version = runtime_version(facts, runtime_path)
     if version is None or tuple(version[:2]) >= MUTEX_CHANGE:
         return None
-    for path, chain in mapped:
+    for path, chain in mapped:  # only binaries new to the process run their initialisers
         try:
             binary = facts(path)
-        except PEReadError:
+        except ImageUnavailable:
             continue
         if needs_new_mutex(binary):
-            return path, chain, ".".join(map(str, version[:3]))
+            return InitFailure(path, chain, ".".join(map(str, version[:3])))
     return None

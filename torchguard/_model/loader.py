@@ -32,9 +32,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import (
+    FileUnreadable,
+    ImageUnavailable,
+    OverBudget,
+    PEReadError,
+)
 from torchguard._binary.pe.image import PEFacts, machine_name
-from torchguard._model.initialise import MSVCP140, too_old_for
+from torchguard._model.initialise import MSVCP140, init_failure
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 
@@ -110,6 +115,20 @@ class Failure:
         return WINERROR[self.kind]
 
 
+@dataclass(frozen=True)
+class Unread:
+    """A DLL the loader finds that could not be read now (held by a scanner, denied, an
+    offline OneDrive file, out of memory): nothing is known against it, and what it imports
+    is not walked."""
+
+    leaf: str
+    chain: tuple[str, ...]
+    path: str
+    detail: str
+    over_budget: bool = False
+    """Reading it would cost more memory than its size allows (a hostile file)."""
+
+
 @dataclass
 class LoadResult:
     """The outcome of one ``LoadLibraryExW`` call on ``root``."""
@@ -119,6 +138,8 @@ class LoadResult:
     modules: dict[str, Resolution] = field(default_factory=dict)
     retry: LoadResult | None = None
     """torch's retry through PATH after WinError 126, when that retry failed too."""
+    unread: list[Unread] = field(default_factory=list)
+    """Binaries of the closure that could not be read now: not failures, but unchecked."""
 
     @property
     def ok(self) -> bool:
@@ -197,7 +218,7 @@ class LoaderModel:
     def _machine(self, path: str) -> int | None:
         try:
             return self.facts(path).machine
-        except PEReadError:
+        except ImageUnavailable:
             return None  # a corrupt candidate is taken, and fails the load when read
 
     def walkable(self, resolution: Resolution) -> bool:
@@ -224,6 +245,10 @@ class LoaderModel:
             path, chain = queue.popleft()
             try:
                 facts = self.facts(path)
+            except FileUnreadable as exc:  # not the file's fault: unchecked, never failed
+                budget = isinstance(exc, OverBudget)
+                result.unread.append(Unread(chain[-1], chain, path, str(exc), budget))
+                continue
             except PEReadError as exc:
                 result.failures.append(Failure(CORRUPT, chain[-1], chain, path, str(exc)))
                 continue
@@ -257,19 +282,18 @@ class LoaderModel:
                 result.modules[lowered] = resolution
                 if resolution.path is not None and self.walkable(resolution):
                     queue.append((resolution.path, (*chain, name)))
-        runtime = result.modules.get(MSVCP140)
-        if result.ok and runtime is not None:  # every DLL maps and binds: initialisers run
-            stale = too_old_for(self.facts, mapped, runtime.path)
-            if stale is not None:
-                importer, chain, version = stale
+        if result.ok:
+            runtime = result.modules.get(MSVCP140)
+            failed = init_failure(self.facts, mapped, runtime.path if runtime else None)
+            if failed is not None and runtime is not None:
                 result.failures.append(
                     Failure(
-                        INIT,
+                        FailureKind.INIT,
                         runtime.name,
-                        (*chain, runtime.name),
+                        (*failed.chain, runtime.name),
                         runtime.path,
-                        version,
-                        importer=importer,
+                        failed.runtime_version,
+                        importer=failed.binary,
                     )
                 )
         if result.ok:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._model.initialise import MUTEX_CHANGE, runtime_version
 from torchguard._model.loader import (
     APP_DIR,
@@ -95,7 +95,7 @@ def _via(context: CheckContext, failure: Failure) -> Step | None:
 def _linker(context: CheckContext, path: str | None) -> tuple[int, int] | None:
     try:
         return context.facts(path).linker_version if path else None
-    except PEReadError:
+    except ImageUnavailable:
         return None
 
 
