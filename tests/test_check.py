@@ -16,7 +16,7 @@ import pytest
 from fakes import FakeTorch, companion, write_wheel
 from packaging.markers import Marker
 
-from torchguard._frontends.check import _wheel_of, pip_reason
+from torchguard._frontends.pip_reasons import explain_failure
 from torchguard._frontends.pip_windows import windows_markers
 
 WINDOWS_ONLY = 'platform_system == "Windows"'
@@ -41,13 +41,17 @@ def test_windows_markers_are_windows() -> None:
     assert not Marker('python_version < "3.12"').evaluate(env)
 
 
+def pip_reason(lines: list[str]) -> str:
+    return "\n".join(explain_failure(lines, [], [], "3.11").lines)
+
+
 def test_pip_reason_is_one_line() -> None:
     unresolvable = [
         "ERROR: Ignored the following versions that require a different python version: 3.7",
         "ERROR: Could not find a version that satisfies the requirement torch==1.0 (from versions: 2.0.0)",
         "ERROR: No matching distribution found for torch==1.0",
     ]
-    assert pip_reason(unresolvable) == (
+    assert pip_reason(unresolvable).startswith(
         "Could not find a version that satisfies the requirement torch==1.0 (from versions: 2.0.0)"
     )
     unreachable = [
@@ -62,16 +66,6 @@ def test_pip_reason_is_one_line() -> None:
         "Failed to establish a new connection: [Errno 111] Connection refused"
     )
     assert pip_reason([]) == "pip failed without a message"
-
-
-def test_wheel_lines() -> None:
-    assert _wheel_of("Saved /c/torch-2.4.1-cp311-cp311-win_amd64.whl") == (
-        "/c/torch-2.4.1-cp311-cp311-win_amd64.whl"
-    )
-    assert _wheel_of("  File was already downloaded ./a-1-py3-none-any.whl") == (
-        "./a-1-py3-none-any.whl"
-    )
-    assert _wheel_of("Successfully downloaded torch") is None
 
 
 def local_index(root: Path, fake: FakeTorch) -> str:
@@ -113,7 +107,11 @@ def test_resolves_for_windows_and_finds_the_missing_runtime(index: str, tmp_path
     ]
     assert data["check"]["python"] == "3.11" and data["check"]["vc_redist"] is False
     assert data["findings"][0]["missing"] == "msvcp140.dll"
-    assert sorted(p.name for p in cache.iterdir()) == sorted(data["check"]["wheels"])
+    # only the wheel that can hold Windows binaries is downloaded; the pure one is not
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == [
+        "torch-2.4.1-cp311-cp311-win_amd64.whl"
+    ]
+    assert data["check"]["scanned"] == ["torch-2.4.1-cp311-cp311-win_amd64.whl"]
 
     default = run(*args)  # the current VC++ redistributable is assumed
     assert default.returncode == 0, default.stdout + default.stderr
@@ -138,9 +136,10 @@ def test_markdown_carries_what_was_checked(index: str, tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert result.stdout.startswith("### torchguard report")
-    assert "> checked: pip install torch for python.org CPython 3.11, win_amd64 (2 wheel(s))" in (
-        result.stdout
-    )
+    assert (
+        "> checked: pip install torch for python.org CPython 3.11, win_amd64 (2 wheel(s): "
+        "1 with binaries scanned, 1 pure-Python; downloaded"
+    ) in result.stdout
     assert "#### error `missing-dll`" in result.stdout
     wheels = result.stdout[result.stdout.index("<details><summary>wheels pip would install (2)") :]
     assert "- `torch-2.4.1-cp311-cp311-win_amd64.whl`\n- `winhelper-1.0-py3-none-any.whl`" in wheels
