@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _usage_hint(prog: str, message: str) -> str:
     """What to type instead, for the mistakes argparse cannot explain."""
-    if prog.endswith(" check") and "unrecognized arguments" in message:
+    if "unrecognized arguments" in message:
         unknown = message.split(":", 1)[1].split()
         if any(
             word in ("-r", "--requirement", "-c", "--constraint", "-e")

@@ -8,6 +8,7 @@ import html
 import os
 import re
 from dataclasses import dataclass
+from urllib.error import HTTPError, URLError
 from urllib.parse import unquote, urlparse
 from urllib.request import Request, url2pathname, urlopen
 
@@ -84,3 +85,19 @@ def project_files(index: str, project: str) -> list[IndexFile] | None:
             files.append(parsed)
     files.sort(key=lambda f: (f.version or Version("0"), f.filename))
     return files
+
+
+def index_reachable(index: str, timeout: float = 20.0) -> str | None:
+    """None when the index answers; else why not (one short phrase)."""
+    if index.startswith("file:"):
+        folder = url2pathname(urlparse(index).path)
+        return None if os.path.isdir(folder) else f"no folder {folder}"
+    try:
+        with urlopen(Request(index, method="HEAD"), timeout=timeout):
+            return None
+    except HTTPError as exc:
+        return None if exc.code < 500 else f"HTTP {exc.code} {exc.reason}"
+    except URLError as exc:
+        return str(exc.reason)
+    except (OSError, ValueError) as exc:
+        return str(exc)

@@ -93,6 +93,11 @@ def explain_failure(
     if any("has no pip" in e for e in errors):
         return PipFailure([errors[0]], "pip")
     conflict = _conflict(lines)
+    versions_none = any(e.endswith("(from versions: none)") for e in errors)
+    if (conflict and any("(constraint)" in c for c in conflict)) or versions_none:
+        unreachable = _unreachable(lines, index_urls)
+        if unreachable is not None:
+            return unreachable
     if conflict:
         missing = _missing_from_conflict(conflict[1:], index_urls, python)
         return PipFailure([*(missing or conflict[:1]), *conflict[1:], *_constraint_note()])
@@ -105,6 +110,20 @@ def explain_failure(
         return PipFailure([errors[0], *_constraint_note()])
     tail = [line.strip() for line in lines if line.strip()]
     return PipFailure([tail[-1] if tail else "pip failed without a message"], "pip")
+
+
+def _unreachable(lines: Sequence[str], index_urls: Sequence[str]) -> PipFailure | None:
+    """pip saw no files at all (with a constraint file it calls that a conflict): if the
+    index's root page cannot be read either, the index is unreachable, not the versions."""
+    from torchguard._frontends.index_files import index_reachable
+
+    index = index_urls[0] if index_urls else os.environ.get("PIP_INDEX_URL", PYPI)
+    problem = index_reachable(index)
+    if problem is None:
+        return None
+    return PipFailure(
+        [f"cannot reach the package index {index}: {problem}", *_constraint_note()], "network"
+    )
 
 
 def _conflict(lines: Sequence[str]) -> list[str]:

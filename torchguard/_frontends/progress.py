@@ -53,8 +53,11 @@ class Progress:
             parts.append(f"ETA {eta((total - done) / speed)}")
         numbers = "  ".join(parts)
         room = self.width() - len(numbers) - 2
+        if room < 12:
+            self.show(numbers, force=done == total)  # too narrow for a name: numbers only
+            return
         if len(label) > room:
-            label = "..." + label[-max(room - 3, 8) :]
+            label = "..." + label[-(room - 3) :]
         self.show(f"{label}  {numbers}", force=done == total)
 
     def clear(self) -> None:

@@ -60,9 +60,11 @@ def pip_arguments(
     requirements: Sequence[str], python: str, index_urls: Sequence[str], target: str
 ) -> list[str]:
     """pip's own command line for a dry-run resolution for Windows x64 CPython ``python``."""
-    command = ["install", "--dry-run", "--ignore-installed", "--report", "-", "--quiet"]
+    report = os.path.join(target, "report.json")  # not stdout: pip's reasons go there
+    command = ["install", "--dry-run", "--ignore-installed", "--report", report]
     command += ["--only-binary=:all:", "--platform", "win_amd64", "--python-version", python]
-    command += ["--implementation", "cp", "--target", target, "--progress-bar", "off"]
+    command += ["--implementation", "cp", "--target", os.path.join(target, "site")]
+    command += ["--progress-bar", "off"]
     for number, url in enumerate(index_urls):
         command += ["--index-url" if number == 0 else "--extra-index-url", url]
     return [*command, *requirements]
@@ -107,10 +109,14 @@ def resolve(
             if status is not None:
                 status.write("\r\x1b[K")
                 status.flush()
-    if done.returncode != 0:
-        lines = (done.stderr + "\n" + done.stdout).splitlines()
-        raise explain_failure(lines, requirements, index_urls, python)
-    planned = parse_report(done.stdout)
+        if done.returncode != 0:
+            lines = (done.stdout + "\n" + done.stderr).splitlines()
+            raise explain_failure(lines, requirements, index_urls, python)
+        try:
+            with open(os.path.join(target, "report.json"), encoding="utf-8") as handle:
+                planned = parse_report(handle.read())
+        except OSError:
+            planned = parse_report("")
     if memo is not None:
         _remember(memo, planned)
     return planned, False
@@ -151,6 +157,7 @@ def _memo_key(arguments: Sequence[str], requirements: Sequence[str], target: str
     digest = hashlib.sha256()
     for argument in arguments:
         digest.update(argument.replace(target, "<target>").encode() + b"\0")
+    digest.update(b"pip-report-1")
     files = [r for r in requirements if os.path.isfile(r)]
     files += [v for k, v in os.environ.items() if k in ("PIP_CONSTRAINT", "PIP_REQUIREMENT")]
     for path in files:

@@ -47,7 +47,8 @@ def check(context: CheckContext) -> Iterator[Finding]:
     capabilities = _named_capabilities(context)
     runs_gpu = [v for v in row.variants if all(cuda_can_build(v, c) for c in capabilities)]
     if capabilities and not runs_gpu:
-        yield _no_build_for_gpu(context, version, installed.path, installed.file, capabilities)
+        named = ", ".join(a.name for a in context.system.display_adapters if a.is_nvidia)
+        yield _no_build_for_gpu(context, version, named, installed.file, capabilities)
         return
     variants = tuple(runs_gpu)
     best = newest_runnable(variants, driver) if driver else variants[-1]

@@ -92,8 +92,11 @@ def named_adapter(name: str) -> str:
     """A GPU named by a user ("RTX 4090", "GeForce RTX 5090") as Windows lists it, with the
     vendor first, so that a known NVIDIA model counts as an NVIDIA adapter."""
     text = " ".join(name.split())
-    if compute_capability(text) is not None and not text.upper().startswith("NVIDIA"):
-        return f"NVIDIA {text}"
+    if text.upper().startswith("NVIDIA"):
+        return text
+    for candidate in (text, f"GeForce {text}"):  # "RTX 4090" is how people say it
+        if compute_capability(candidate) is not None:
+            return f"NVIDIA {candidate}"
     return text
 
 
