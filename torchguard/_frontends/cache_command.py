@@ -32,9 +32,20 @@ def _ours(name: str) -> bool:
     return name.endswith((".whl", ".part"))
 
 
-def cache_command(action: str, explicit: str | None) -> int:
-    from torchguard._frontends.check import wheel_cache
+def wheel_cache(explicit: str | None = None) -> str:
+    """Where downloaded wheels are kept: ``explicit``, ``TORCHGUARD_WHEEL_CACHE``, or the
+    platformdirs user cache folder's ``wheels``."""
+    if explicit:
+        return os.path.abspath(explicit)
+    configured = os.environ.get("TORCHGUARD_WHEEL_CACHE")
+    if configured:
+        return os.path.abspath(configured)
+    from platformdirs import user_cache_dir
 
+    return os.path.join(user_cache_dir("torchguard", appauthor=False), "wheels")
+
+
+def cache_command(action: str, explicit: str | None) -> int:
     cache = wheel_cache(explicit)
     if not os.path.isdir(cache):
         print(f"wheel cache: {cache} (empty: nothing downloaded yet)")

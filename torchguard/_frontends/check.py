@@ -15,25 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from torchguard._frontends.cache_command import wheel_cache
+from torchguard._frontends.check_error import CheckError
 from torchguard._frontends.pip_reasons import PipFailure
 from torchguard._frontends.progress import Progress, human_size
 from torchguard._frontends.resolve import Planned, resolve, running_python, valid_python
 from torchguard._report.report import Report
 
 _VC_REDIST = "the Visual C++ 2015-2022 Redistributable"
-
-
-class CheckError(Exception):
-    """Requirements pip cannot resolve, or an index it cannot reach (exit status 2).
-
-    ``lines`` are pip's reasons (the first one a summary); ``kind`` is ``network``,
-    ``resolution``, ``pip`` or ``usage``.
-    """
-
-    def __init__(self, lines: Sequence[str] | str, kind: str = "usage") -> None:
-        self.lines = [lines] if isinstance(lines, str) else list(lines)
-        super().__init__("\n".join(self.lines))
-        self.kind = kind
 
 
 @dataclass
@@ -71,19 +60,6 @@ class Check:
             "downloaded_bytes": self.downloaded_bytes,
             "fix": self.fix,
         }
-
-
-def wheel_cache(explicit: str | None = None) -> str:
-    """Where downloaded wheels are kept: ``explicit``, ``TORCHGUARD_WHEEL_CACHE``, or the
-    platformdirs user cache folder's ``wheels``."""
-    if explicit:
-        return os.path.abspath(explicit)
-    configured = os.environ.get("TORCHGUARD_WHEEL_CACHE")
-    if configured:
-        return os.path.abspath(configured)
-    from platformdirs import user_cache_dir
-
-    return os.path.join(user_cache_dir("torchguard", appauthor=False), "wheels")
 
 
 def parse_cuda_option(text: str | None) -> tuple[int, int] | None:
@@ -128,16 +104,20 @@ def check(
         from torchguard._frontends.verify import verify_fix as verify
 
         result.fix = verify(
-            result,
-            lambda reqs, urls: _run(
-                reqs,
-                version,
-                urls,
-                clean_windows,
-                wheel_cache(cache),
-                bar,
-                tuple(gpus),
-                driver_cuda,
+            result.requirements,
+            result.report,
+            result.notes,
+            lambda reqs, urls: (
+                _run(
+                    reqs,
+                    version,
+                    urls,
+                    clean_windows,
+                    wheel_cache(cache),
+                    bar,
+                    tuple(gpus),
+                    driver_cuda,
+                ).report
             ),
             index_urls,
         )
@@ -262,3 +242,6 @@ def _cpu_build_note(report: Report, gpus: Sequence[str], cuda: tuple[int, int] |
         f"--index-url {index_url(best)}"
         + ("" if gpus else " (name your GPU with --gpu to check it)")
     ]
+
+
+__all__ = ["Check", "CheckError", "check", "parse_cuda_option", "wheel_cache"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from torchguard._frontends.check import Check
+from torchguard._frontends.check_error import CheckError
+from torchguard._report.report import Report
 
-Runner = Callable[[Sequence[str], Sequence[str]], "Check"]
+Runner = Callable[[Sequence[str], Sequence[str]], Report]
+"""Runs the same check on other requirements and indexes; raises CheckError."""
 _VALUE_OPTIONS = ("--index-url", "-i", "--extra-index-url", "-c", "--constraint", "-r")
 
 
@@ -56,9 +56,9 @@ def _project(requirement: str) -> str | None:
         return None
 
 
-def proposed(check: Check) -> tuple[str, list[str], list[str]] | None:
+def proposed(report: Report) -> tuple[str, list[str], list[str]] | None:
     """The first pip command a hint of an error proposes: (command, requirements, indexes)."""
-    for finding in check.report.errors:
+    for finding in report.errors:
         for hint in finding.hints:
             for command in hint.commands:
                 parsed = pip_install(command)
@@ -75,15 +75,19 @@ def replaced(requirements: Sequence[str], fix: Sequence[str]) -> list[str]:
     return [*kept, *fix]
 
 
-def verify_fix(check: Check, run: Runner, index_urls: Sequence[str]) -> dict[str, object] | None:
-    """The verdict on the fix a hint proposes, also added to ``check.notes``; None if none."""
-    from torchguard._frontends.check import CheckError
-
-    found = proposed(check)
+def verify_fix(
+    original: Sequence[str],
+    report: Report,
+    notes: list[str],
+    run: Runner,
+    index_urls: Sequence[str],
+) -> dict[str, object] | None:
+    """The verdict on the fix a hint proposes, also added to ``notes``; None if none."""
+    found = proposed(report)
     if found is None:
         return None
     command, fix, indexes = found
-    requirements = replaced(check.requirements, fix)
+    requirements = replaced(original, fix)
     urls = list(index_urls)
     if not urls and indexes:
         import os
@@ -103,23 +107,23 @@ def verify_fix(check: Check, run: Runner, index_urls: Sequence[str]) -> dict[str
         after = run(requirements, urls)
     except CheckError as exc:
         result["reason"] = exc.lines[0]
-        check.notes.append(
+        notes.append(
             f"fix (could not verify): {shown}: pip cannot resolve it: " + "; ".join(exc.lines[:4])
         )
         return result
-    torch = after.report.torch
+    torch = after.torch
     version = torch.version if torch else "?"
-    if after.report.ok:
+    if after.ok:
         result["verified"] = True
         result["torch"] = version
-        check.notes.append(
+        notes.append(
             f"fix (verified): {command}: pip then installs torch {version}, "
             "import torch succeeds (the same check, run on that set)"
         )
     else:
-        first = after.report.errors[0]
+        first = after.errors[0]
         result["reason"] = first.message
-        check.notes.append(
+        notes.append(
             f"fix (not enough): {command} installs torch {version}, which still fails: "
             f"{first.code}: {first.message}"
         )
