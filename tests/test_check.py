@@ -236,7 +236,8 @@ class TestRealIndex:
 
     def test_unknown_version_is_exit_2(self, cache: Path) -> None:
         result = run("torch==1.0", "--python", "3.11", "--cache-dir", str(cache))
-        assert result.returncode == 2 and result.stderr.count("\n") == 1
+        assert result.returncode == 2 and result.stderr.count("\n") == 2
+        assert "torch ==1.0 has wheels, but none for Windows x64" in result.stderr  # Linux only
         assert "torch==1.0" in result.stderr and "2.4.1" in result.stderr
 
     @pytest.mark.skipif(sys.platform == "win32", reason="pty")
@@ -274,7 +275,7 @@ class TestRealIndex:
         stdout = proc.stdout.read().decode() if proc.stdout else ""
         assert proc.wait(timeout=600) == 0
         shown = b"".join(chunks).decode()
-        assert "\r\x1b[KCollecting torch==2.4.1" in shown
+        assert "\r\x1b[Kresolving with pip..." in shown or "reused" in stdout
         assert "reading " in shown and shown.endswith("\r\x1b[K")
         assert "\x1b[" not in stdout and "no problems found" in stdout
 
