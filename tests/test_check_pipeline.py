@@ -327,3 +327,55 @@ def test_verified_fix_for_torch_240() -> None:
     assert result.returncode == 1, result.stderr
     assert "fix (verified): " in result.stdout and "import torch succeeds" in result.stdout
     assert result.stdout.splitlines()[0].endswith('[WinError 126] Error loading "...\\fbgemm.dll"')
+
+
+def test_check_in_an_environment_without_pip(index: Path, tmp_path: Path) -> None:
+    """As in a venv made by uv: no pip inside, so the pip of another Python resolves."""
+    import importlib.util
+    import venv
+
+    import packaging
+    import pefile
+    import platformdirs
+
+    env = tmp_path / "nopip"
+    venv.create(env, with_pip=False)
+    python = env / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for module in (pefile, packaging, platformdirs):
+        source = Path(module.__file__ or "")
+        target = source if source.name != "__init__.py" else source.parent
+        (deps / target.name).symlink_to(target)
+    spec = importlib.util.find_spec("ordlookup")
+    if spec and spec.origin:
+        (deps / "ordlookup").symlink_to(Path(spec.origin).parent)
+    root = Path(__file__).resolve().parent.parent
+    probe = subprocess.run([str(python), "-c", "import pip"], capture_output=True)
+    assert probe.returncode != 0  # really without pip
+    result = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "torchguard",
+            "check",
+            "torch==2.4.1",
+            "--python",
+            "3.11",
+            "--index-url",
+            index.as_uri(),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--no-verify",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **os.environ,
+            "PYTHONPATH": f"{root}{os.pathsep}{deps}",
+            "PIP_CONFIG_FILE": os.devnull,
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert "import torch succeeds" in result.stdout.splitlines()[0]
