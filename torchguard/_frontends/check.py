@@ -190,7 +190,7 @@ def _run(
         + ")",
         f"assumed: {machine}",
     ]
-    notes += _cpu_build_note(report, gpus, cuda)
+    notes += _cpu_build_note(report, gpus, cuda, planned)
     return Check(
         tuple(requirements),
         version,
@@ -206,9 +206,16 @@ def _run(
     )
 
 
-def _cpu_build_note(report: Report, gpus: Sequence[str], cuda: tuple[int, int] | None) -> list[str]:
-    """For a CPU build: the CUDA build of this release and its exact index URL."""
+def _cpu_build_note(
+    report: Report,
+    gpus: Sequence[str],
+    cuda: tuple[int, int] | None,
+    planned: Sequence[Planned] = (),
+) -> list[str]:
+    """For a CPU build: the CUDA build of this release (with the torchvision/torchaudio pip
+    resolved, which come from the same index) and its exact index URL."""
     from torchguard._rules.cuda_builds import (
+        RELEASES,
         index_url,
         minimum_driver,
         newest_runnable,
@@ -222,11 +229,21 @@ def _cpu_build_note(report: Report, gpus: Sequence[str], cuda: tuple[int, int] |
         return []  # the warning already names the build to install
     base = torch.version.partition("+")[0]
     release = release_of(base)
+    caveat = ""
     if release is None:
-        return [
-            f"note: torch {base} is the CPU build; torchguard's table of CUDA builds does "
-            "not cover this release (see https://pytorch.org/get-started/previous-versions/)"
-        ]
+        newest = RELEASES[-1]
+        parts = base.split(".")
+        series = tuple(int(p) for p in parts[:2] if p.isdigit())
+        if len(series) != 2 or series <= newest.series:
+            return [
+                f"note: torch {base} is the CPU build; torchguard's table of CUDA builds does "
+                "not cover this release (see https://pytorch.org/get-started/previous-versions/)"
+            ]
+        release = newest
+        caveat = (
+            f" (torchguard's table ends at {newest.series[0]}.{newest.series[1]}: the CUDA "
+            "version shown is that release's)"
+        )
     best = (
         newest_runnable(release.variants, minimum_driver(cuda) or (0, 0))
         if cuda
@@ -236,10 +253,17 @@ def _cpu_build_note(report: Report, gpus: Sequence[str], cuda: tuple[int, int] |
         best = release.variants[0]
     need = minimum_driver(best)
     driver = f", NVIDIA driver {need[0]}.{need[1]:02d} or newer" if need else ""
+    siblings = "".join(
+        f" {p.name.lower()}=={p.version}"
+        for p in planned
+        if p.name.lower() in ("torchvision", "torchaudio")
+    )
     return [
         f"note: torch {base} here is the CPU build (PyPI's Windows wheels are); for an NVIDIA "
-        f"GPU install the CUDA {best[0]}.{best[1]} build{driver}: pip install torch=={base} "
+        f"GPU install the CUDA {best[0]}.{best[1]} build{driver}: pip install torch=={base}"
+        f"{siblings} "
         f"--index-url {index_url(best)}"
+        + caveat
         + ("" if gpus else " (name your GPU with --gpu to check it)")
     ]
 
