@@ -120,6 +120,7 @@ def scan(
     python_dir: str | os.PathLike[str] | None = None,
     gpus: Iterable[str] = (),
     cuda: str | None = None,
+    clean_windows: bool = False,
 ) -> Report:
     """Diagnose a Windows install offline, from any OS.
 
@@ -140,6 +141,7 @@ def scan(
         raise TypeError("scan() targets must be str or os.PathLike[str]")
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
+    from torchguard._windows.assumptions import assumed_system32
     from torchguard._windows.system import TargetError, offline_windows
 
     system32_dirs = [os.fspath(d) for d in system32]
@@ -152,6 +154,7 @@ def scan(
             paths,
             system32_dirs=system32_dirs,
             python_dir=python_folder,
+            assumed_system32=assumed_system32(bool(clean_windows)),
             gpus=adapters,
             driver_cuda=driver_cuda,
         )

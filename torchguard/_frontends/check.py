@@ -22,8 +22,6 @@ from torchguard._frontends.progress import Progress, human_size
 from torchguard._frontends.resolve import Planned, resolve, running_python, valid_python
 from torchguard._report.report import Report
 
-_VC_REDIST = "the Visual C++ 2015-2022 Redistributable"
-
 
 @dataclass
 class Check:
@@ -137,7 +135,8 @@ def _run(
     from torchguard._frontends.download import fetch
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
-    from torchguard._windows.system import TargetError, bundled_names, offline_windows
+    from torchguard._windows.assumptions import assumed_line, assumed_system32
+    from torchguard._windows.system import TargetError, offline_windows
 
     try:
         planned, reused = resolve(
@@ -155,7 +154,7 @@ def _run(
     except PipFailure as exc:
         raise CheckError(exc.lines, exc.kind) from None
     bar.show(f"reading {len(fetched.paths)} wheel(s)...", force=True)
-    assumed = () if clean_windows else ((_VC_REDIST, bundled_names("vc_redist_x64.txt")),)
+    assumed = assumed_system32(clean_windows)
     try:
         system = offline_windows(
             fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
@@ -169,11 +168,7 @@ def _run(
     finally:
         bar.clear()
     pure = len(planned) - len(binary)
-    machine = (
-        "a clean Windows 10/11 x64 (no Visual C++ redistributable)"
-        if clean_windows
-        else f"Windows 10/11 x64 with {_VC_REDIST} (current); --clean-windows assumes none"
-    )
+    machine = assumed_line(clean_windows)
     if gpus or cuda:
         shown = ", ".join(gpus) or "an NVIDIA GPU"
         machine += f"; {shown}" + (f" with a driver for CUDA {cuda[0]}.{cuda[1]}" if cuda else "")
@@ -188,7 +183,7 @@ def _run(
         f"{pure} pure-Python; {transfer}"
         + ("; pip's resolution from the last 10 minutes reused" if reused else "")
         + ")",
-        f"assumed: {machine}",
+        machine,
     ]
     notes += _cpu_build_note(report, gpus, cuda, planned)
     return Check(
