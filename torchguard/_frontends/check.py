@@ -222,6 +222,8 @@ def _cpu_build_note(
         return []
     if any(f.code == "cpu-build-on-gpu" for f in report.findings):
         return []  # the warning already names the build to install
+    if not report.ok:
+        return []  # the fix comes first: no CUDA variant of a release that fails to import
     base = torch.version.partition("+")[0]
     release = release_of(base)
     caveat = ""

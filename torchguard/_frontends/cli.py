@@ -320,7 +320,11 @@ def _check(args: argparse.Namespace) -> int:
         from torchguard._report.markdown import redact
 
         text = render_check(result, Paint(wanted(sys.stdout)))
-        print(redact(text) if args.redact else text)
+        try:
+            print(redact(text) if args.redact else text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `torchguard check ... | head`
+            _quiet_stdout()
         return EXIT_OK if result.report.ok else EXIT_ERRORS
     return _emit(result.report, args, result.notes, {"check": result.to_dict()}, folded)
 
