@@ -60,6 +60,14 @@ class Check:
         }
 
 
+def gpu_assumption(gpus: Sequence[str], cuda: tuple[int, int] | None) -> str:
+    """The GPU and driver part of the ``assumed:`` line (empty when none was named)."""
+    if not gpus and cuda is None:
+        return ""
+    shown = ", ".join(gpus) or "an NVIDIA GPU"
+    return f"; {shown}" + (f" with a driver for CUDA {cuda[0]}.{cuda[1]}" if cuda else "")
+
+
 def parse_cuda_option(text: str | None) -> tuple[int, int] | None:
     """``--cuda 12.4`` -> (12, 4); CheckError for anything else."""
     if text is None:
@@ -169,9 +177,7 @@ def _run(
         bar.clear()
     pure = len(planned) - len(binary)
     machine = assumed_line(clean_windows)
-    if gpus or cuda:
-        shown = ", ".join(gpus) or "an NVIDIA GPU"
-        machine += f"; {shown}" + (f" with a driver for CUDA {cuda[0]}.{cuda[1]}" if cuda else "")
+    machine += gpu_assumption(gpus, cuda)
     transfer = (
         f"downloaded {human_size(fetched.downloaded_bytes)}"
         if fetched.downloaded_bytes

@@ -250,7 +250,10 @@ def _scan(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return _usage_error(args, [str(exc)])
+    from torchguard._frontends.check import gpu_assumption, parse_cuda_option
+
     note = assumed_line(args.clean_windows, args.system32, args.python_dir)
+    note += gpu_assumption(args.gpu, parse_cuda_option(args.cuda))
     extra = {"scan": {"vc_redist": not args.clean_windows}}
     return _emit(report, args, [note], extra)
 
