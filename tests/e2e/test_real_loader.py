@@ -265,15 +265,6 @@ SCENARIOS["libiomp5md.dll only in the working directory"] = moved_out("cwd")
 PRELUDES["libiomp5md.dll only in the working directory"] = in_working_directory
 IMPORT_WORKS |= {"libiomp5md.dll only on PATH", "libiomp5md.dll only in the working directory"}
 
-#: Scenarios today's torchguard still gets wrong, fixed on another branch (issue 13 item N).
-KNOWN_FALSE_ALARMS: dict[str, str] = {
-    "libiomp5md.dll only on PATH": "issue 13 item 2: a DLL torch's PATH retry finds is an error",
-    "libiomp5md.dll only in the working directory": (
-        "issue 13 item 2: torch's PATH retry also searches the current directory"
-    ),
-}
-
-
 #: Scenarios whose folder name matters: glob reads "[...]" in torch's path as a pattern, so
 #: torch preloads nothing and the failure surfaces at ``from torch._C import *`` instead.
 FOLDERS = {
@@ -315,18 +306,7 @@ def slug(name: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_FALSE_ALARMS[name])]
-            if name in KNOWN_FALSE_ALARMS
-            else [],
-        )
-        for name in SCENARIOS
-    ],
-)
+@pytest.mark.parametrize("name", list(SCENARIOS))
 def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
     site = wine_env.make_scenario_site(FOLDERS.get(name, slug(name)))
     with SCENARIOS[name](wine_env, site) as extra:

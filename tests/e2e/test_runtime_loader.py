@@ -57,7 +57,7 @@ SCENARIOS: dict[str, tuple[str | None, str | None, bool]] = {
 
 ITEM_1 = "issue 13 item 1: python.org's own vcruntime140.dll judged too old"
 ITEM_10 = "issue 13 item 10: the proven initialisation failure is not in the predicted outcome"
-KNOWN = {
+KNOWN: dict[str, str] = {
     "torch 2.9.1 on python.org's own vcruntime140 14.38 (Wine's msvcp140)": ITEM_1,
     "torch 2.9.1, Microsoft's msvcp140 14.44 forced native": ITEM_1,
     "torch 2.9.1, Microsoft's msvcp140 14.34 forced native": ITEM_10,
