@@ -119,6 +119,7 @@ def scan(
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
     gpus: Iterable[str] = (),
+    clean_windows: bool = False,
 ) -> Report:
     """Diagnose a Windows install offline, from any OS.
 
@@ -138,6 +139,7 @@ def scan(
         raise TypeError("scan() targets must be str or os.PathLike[str]")
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
+    from torchguard._windows.assumptions import assumed_system32
     from torchguard._windows.system import TargetError, offline_windows
 
     system32_dirs = [os.fspath(d) for d in system32]
@@ -146,7 +148,11 @@ def scan(
 
     def run() -> Report:
         system = offline_windows(
-            paths, system32_dirs=system32_dirs, python_dir=python_folder, gpus=adapters
+            paths,
+            system32_dirs=system32_dirs,
+            python_dir=python_folder,
+            assumed_system32=assumed_system32(bool(clean_windows)),
+            gpus=adapters,
         )
         try:
             return analyze(system, cache=user_cache())

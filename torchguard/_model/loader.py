@@ -32,8 +32,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable, PEReadError
+from torchguard._binary.pe.errors import (
+    FileUnreadable,
+    ImageUnavailable,
+    OverBudget,
+    PEReadError,
+)
 from torchguard._binary.pe.image import PEFacts, machine_name
+from torchguard._model.initialise import MSVCP140, init_failure
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 
@@ -119,6 +125,8 @@ class Unread:
     chain: tuple[str, ...]
     path: str
     detail: str
+    over_budget: bool = False
+    """Reading it would cost more memory than its size allows (a hostile file)."""
 
 
 @dataclass
@@ -238,7 +246,8 @@ class LoaderModel:
             try:
                 facts = self.facts(path)
             except FileUnreadable as exc:  # not the file's fault: unchecked, never failed
-                result.unread.append(Unread(chain[-1], chain, path, str(exc)))
+                budget = isinstance(exc, OverBudget)
+                result.unread.append(Unread(chain[-1], chain, path, str(exc), budget))
                 continue
             except PEReadError as exc:
                 result.failures.append(Failure(CORRUPT, chain[-1], chain, path, str(exc)))
@@ -274,11 +283,19 @@ class LoaderModel:
                 if resolution.path is not None and self.walkable(resolution):
                     queue.append((resolution.path, (*chain, name)))
         if result.ok:
-            from torchguard._model.initialise import init_failure
-
-            failure = init_failure(self.facts, mapped, result.modules)
-            if failure is not None:
-                result.failures.append(failure)
+            runtime = result.modules.get(MSVCP140)
+            failed = init_failure(self.facts, mapped, runtime.path if runtime else None)
+            if failed is not None and runtime is not None:
+                result.failures.append(
+                    Failure(
+                        FailureKind.INIT,
+                        runtime.name,
+                        (*failed.chain, runtime.name),
+                        runtime.path,
+                        failed.runtime_version,
+                        importer=failed.binary,
+                    )
+                )
         if result.ok:
             for lowered, resolution in result.modules.items():
                 if resolution.path is not None:
