@@ -141,6 +141,7 @@ LAYOUTS = {
         Layout("plain", "python.org CPython, torch in its own site-packages"),
         Layout("venv", "a venv: Scripts\\python.exe, base prefix elsewhere"),
         Layout("venv+msvc-runtime", "a venv with the msvc-runtime wheel (DLLs in the venv root)"),
+        Layout("venv+msvc-runtime-14.34", "the same with an older msvc-runtime (14.34)"),
         Layout("user", "pip install --user: the user site, data files in the user base"),
         Layout("target", "pip install --target: packages and data folders in T (PYTHONPATH)"),
         Layout("conda", "a conda environment (conda-meta, Library\\bin registered by torch)"),
