@@ -55,24 +55,8 @@ SCENARIOS: dict[str, tuple[str | None, str | None, bool]] = {
     "torch 2.9.1, Microsoft's msvcp140 14.34 forced native": ("14.34.31931", NATIVE, False),
 }
 
-ITEM_1 = "issue 13 item 1: python.org's own vcruntime140.dll judged too old"
-ITEM_10 = "issue 13 item 10: the proven initialisation failure is not in the predicted outcome"
-KNOWN: dict[str, str] = {
-    "torch 2.9.1 on python.org's own vcruntime140 14.38 (Wine's msvcp140)": ITEM_1,
-    "torch 2.9.1, Microsoft's msvcp140 14.44 forced native": ITEM_1,
-    "torch 2.9.1, Microsoft's msvcp140 14.34 forced native": ITEM_10,
-}
 
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[name])])
-        if name in KNOWN
-        else name
-        for name in SCENARIOS
-    ],
-)
+@pytest.mark.parametrize("name", list(SCENARIOS))
 def test_runtime_verdict_matches_the_real_loader(
     wine_env: WineEnv, torch_site: Path, redist: Callable[[str], Path], name: str
 ) -> None:

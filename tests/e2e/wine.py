@@ -990,12 +990,15 @@ def failed_module(stderr: str) -> str | None:
 
     That is the first DLL an ``import_dll`` line reports not found (a missing leaf), else the
     first image ``map_image_into_view`` could not map (a truncated file), else the first module
-    ``load_dll`` failed to load. Wine escapes backslashes in these paths (``\\\\``).
+    ``load_dll`` failed to load; Wine's own display drivers (``winemac.drv`` ...), which fail
+    to load in every headless run, are not culprits. Wine escapes backslashes in these paths
+    (``\\\\``).
     """
     for pattern in (_IMPORT_DLL_FAILURE, _MAP_FAILURE, _LOAD_FAILURE):
-        match = pattern.search(stderr)
-        if match:
-            return ntpath.basename(match.group(1).replace("\\\\", "\\")).lower()
+        for match in pattern.finditer(stderr):
+            name = ntpath.basename(match.group(1).replace("\\\\", "\\")).lower()
+            if not name.endswith(".drv"):  # Wine's own display drivers, absent when headless
+                return name
     return None
 
 
