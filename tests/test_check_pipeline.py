@@ -347,9 +347,12 @@ def test_check_in_an_environment_without_pip(index: Path, tmp_path: Path) -> Non
         source = Path(module.__file__ or "")
         target = source if source.name != "__init__.py" else source.parent
         (deps / target.name).symlink_to(target)
-    spec = importlib.util.find_spec("ordlookup")
-    if spec and spec.origin:
-        (deps / "ordlookup").symlink_to(Path(spec.origin).parent)
+    for extra in ("ordlookup", "importlib_metadata", "zipp"):  # the last two: Python 3.9
+        spec = importlib.util.find_spec(extra)
+        if spec and spec.origin:
+            origin = Path(spec.origin)
+            target = origin.parent if origin.name == "__init__.py" else origin
+            (deps / target.name).symlink_to(target)
     root = Path(__file__).resolve().parent.parent
     probe = subprocess.run([str(python), "-c", "import pip"], capture_output=True)
     assert probe.returncode != 0  # really without pip
