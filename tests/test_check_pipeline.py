@@ -267,29 +267,38 @@ def run_cache(action: str, cache: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "torchguard",
-            "check",
-            "torch",
-            "--python",
-            "3.11",
-            "--index-url",
-            "https://10.255.255.1/simple",
-            "--cache-dir",
-            str(tmp_path / "c"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DEFAULT_TIMEOUT": "60"},
-    )
-    time.sleep(3)  # inside pip's resolution, waiting on an index that never answers
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    import socket
+
+    silent = socket.socket()  # accepts connections (the kernel's backlog), never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    try:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torchguard",
+                "check",
+                "torch",
+                "--python",
+                "3.11",
+                "--index-url",
+                f"http://127.0.0.1:{port}/simple",
+                "--cache-dir",
+                str(tmp_path / "c"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DEFAULT_TIMEOUT": "120"},
+        )
+        time.sleep(4)  # inside pip's resolution, waiting on the index
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        silent.close()
+    assert proc.returncode == 130, stderr
     assert stderr == "torchguard: interrupted\n" and stdout == ""
 
 
@@ -347,9 +356,12 @@ def test_check_in_an_environment_without_pip(index: Path, tmp_path: Path) -> Non
         source = Path(module.__file__ or "")
         target = source if source.name != "__init__.py" else source.parent
         (deps / target.name).symlink_to(target)
-    spec = importlib.util.find_spec("ordlookup")
-    if spec and spec.origin:
-        (deps / "ordlookup").symlink_to(Path(spec.origin).parent)
+    for extra in ("ordlookup", "importlib_metadata", "zipp"):  # the last two: Python 3.9
+        spec = importlib.util.find_spec(extra)
+        if spec and spec.origin:
+            origin = Path(spec.origin)
+            target = origin.parent if origin.name == "__init__.py" else origin
+            (deps / target.name).symlink_to(target)
     root = Path(__file__).resolve().parent.parent
     probe = subprocess.run([str(python), "-c", "import pip"], capture_output=True)
     assert probe.returncode != 0  # really without pip
