@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.machine import label
@@ -11,17 +11,25 @@ from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
 from torchguard._model.loader import LoaderModel
+from torchguard._model.openmp import OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
 from torchguard._model.simulate import ImportSimulation, simulate_import
 from torchguard._report.findings import ERROR, Finding
-from torchguard._report.report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
+from torchguard._report.report import (
+    DistSummary,
+    DllDirectory,
+    ModuleRecord,
+    PreloadRecord,
+    Report,
+    TorchSummary,
+)
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
 from torchguard._vocab import Code
-from torchguard._windows.dists import find_dists
+from torchguard._windows.dists import InstalledDist, find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._windows.system import System
-from torchguard._windows.tree import WinTree
+from torchguard._windows.tree import WinTree, join
 
 
 def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
@@ -71,6 +79,8 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok
     )
     clock.lap("packages")
+    openmp = _openmp(system, torch, dists, binaries, process)
+    clock.lap("openmp")
     context = CheckContext(
         system,
         torch,
@@ -82,6 +92,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         dists,
         packages,
         cache=cache,
+        openmp=openmp,
     )
     findings = run_rules(context)
     if cache is not None:
@@ -98,6 +109,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         import_torch_without_torchguard=unguarded.outcome(),
         modules=_modules(system, guarded),
         packages=tuple(outcome(p) for p in packages),
+        preloads=_preloads(openmp, system.interpreter.environ),
         timings=clock.done(),
     )
 
@@ -131,6 +143,47 @@ def _replay(
 
     guarded = model(plan)  # the process after ``ensure()``: its siblings load into it later
     return replay(guarded), replay(model([d for d in plan if d.by_torch])), guarded
+
+
+def _openmp(
+    system: System,
+    torch: TorchInstall,
+    dists: list[InstalledDist],
+    binaries: Binaries,
+    process: LoaderModel,
+) -> OpenMPState:
+    """Every OpenMP runtime and user, and which of them abort together (see ``_model.openmp``)."""
+    interpreter = system.interpreter
+    conda_bin = join(interpreter.prefix, "Library", "bin") if interpreter.is_conda else None
+    files = candidate_files(system.tree, torch.lib_dir, dists, conda_bin)
+    return analyse(
+        binaries,
+        process,
+        files,
+        torch.lib_dir,
+        torch.package_dir,
+        interpreter.environ,
+        started=system.kmp_started,
+    )
+
+
+#: ``TORCHGUARD_OPENMP=keep``: ensure() leaves OpenMP runtimes alone.
+OPENMP_SWITCH = "TORCHGUARD_OPENMP=keep"
+
+
+def _preloads(openmp: OpenMPState, environ: Mapping[str, str]) -> tuple[PreloadRecord, ...]:
+    """MKL's sibling runtime, loaded before torch so torch and MKL share one runtime; never
+    when torch would not bind to it cleanly, or when ``TORCHGUARD_OPENMP=keep``."""
+    preload = openmp.preload
+    if preload is None or preload.gap is not None:
+        return ()
+    if environ.get("TORCHGUARD_OPENMP", "").strip().lower() == "keep":
+        return ()
+    reason = (
+        "MKL starts this OpenMP runtime by full path; loaded first, torch binds to it as well, "
+        "so one runtime runs instead of two (OMP: Error #15)"
+    )
+    return (PreloadRecord(preload.path, reason, OPENMP_SWITCH),)
 
 
 def _hints(system: System, torch: TorchInstall) -> HintContext:

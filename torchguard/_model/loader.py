@@ -251,14 +251,14 @@ class LoaderModel:
         assert resolution.path is not None
         load_dir = ntpath.dirname(result.root)
         gap = bindings.gap(
-            importer, name, resolution.path, delay, lambda dll: self._forwarded(dll, load_dir)
+            importer, name, resolution.path, delay, lambda dll: self.forwarded(dll, load_dir)
         )
         if gap is not None:
             result.failures.append(
                 Failure(SYMBOL, name, (*chain, name), resolution.path, "", delay, gap, importer)
             )
 
-    def _forwarded(self, dll: str, load_dir: str) -> Union[str, Trusted, None]:
+    def forwarded(self, dll: str, load_dir: str) -> Union[str, Trusted, None]:
         """Where an export forwarder's target DLL comes from: a path, trusted, or missing."""
         from torchguard._model.binaries import TRUSTED
 

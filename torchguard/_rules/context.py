@@ -11,9 +11,11 @@ from functools import cached_property
 from torchguard._binary.pe.image import PEFacts
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import PackageSimulation
+from torchguard._model.openmp import OpenMPState
 from torchguard._model.simulate import ImportSimulation
 from torchguard._report.report import DllDirectory
 from torchguard._rules.hints import HintContext
+from torchguard._windows.conda import conda_owners
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.locate import TorchInstall
 from torchguard._windows.system import System
@@ -37,6 +39,8 @@ class CheckContext:
     """torch's siblings and extensions, loaded after the guarded ``import torch``."""
     cache: FactsCache | None = None
     """Facts kept across runs (``get_derived``/``put_derived`` for a rule's own), or None."""
+    openmp: OpenMPState = field(default_factory=OpenMPState)
+    """Every OpenMP runtime and user, and the conflicts among them."""
     _replaced: dict[PathKey, bool] = field(default_factory=dict, repr=False)
 
     @cached_property
@@ -47,8 +51,13 @@ class CheckContext:
             *(d for d in self.dists if d.name != "torch"),
             *([self.torch.dist] if self.torch.dist else []),
         ]:
-            for path in dist.file_paths():
-                owners[path_key(path)] = f"{dist.name}=={dist.version}"
+            label = f"{dist.name}=={dist.version}"
+            for relative in dist.record_paths():
+                owners[path_key(join(dist.site_dir, relative))] = label
+                parts = relative.split("/")
+                if ".." in parts:  # pip --target keeps ../../Library/bin/x.dll below the target
+                    moved = join(dist.site_dir, *[p for p in parts if p not in ("..", ".")])
+                    owners.setdefault(path_key(moved), label)
         return owners
 
     @cached_property
@@ -64,6 +73,17 @@ class CheckContext:
 
     def owner_of(self, path: str | None) -> str | None:
         return self.owners.get(path_key(path)) if path else None
+
+    @cached_property
+    def conda_owners(self) -> dict[PathKey, str]:
+        """Each file a conda package of this environment lists -> ``name==version``."""
+        interpreter = self.system.interpreter
+        if not interpreter.is_conda:
+            return {}
+        return conda_owners(self.system.tree, interpreter.prefix)
+
+    def conda_owner_of(self, path: str | None) -> str | None:
+        return self.conda_owners.get(path_key(path)) if path else None
 
     @cached_property
     def recorded_hashes(self) -> dict[PathKey, str]:

@@ -63,6 +63,10 @@ class System:
     """The machine's display adapters (live: the registry; offline: as given)."""
     commit: tuple[int, int] | None = None
     """(commit limit, commit available) in bytes; live only."""
+    loaded_paths: tuple[str, ...] = ()
+    """Live: every module of the process in load order, same-named copies included."""
+    kmp_started: str | None = None
+    """Live: the module whose KMP (OpenMP) runtime already registered in this process."""
 
     def close(self) -> None:
         self.tree.close()
