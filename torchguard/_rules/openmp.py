@@ -50,7 +50,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
 def _owner(context: CheckContext, path: str | None) -> str | None:
     if path is None:
         return None
-    return context.owner_of(path) or context.conda_owner_of(path)
+    return context.file_owner(path) or context.conda_owner_of(path)
 
 
 def _who(context: CheckContext, path: str | None) -> str:
