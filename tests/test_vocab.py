@@ -50,3 +50,21 @@ def test_hook_modes_are_one_set() -> None:
 
     assert set(_hook.MODES) == {str(m) for m in Mode}
     assert f'== "{Mode.OFF}"' in inspect.getsource(_boot.activate)
+
+
+def test_report_words_are_the_documented_strings() -> None:
+    from torchguard._report.report import ModuleRecord, PackageOutcome, Report
+    from torchguard._vocab import Analysis, PackageStatus
+
+    assert [s.value for s in PackageStatus] == ["ok", "warns", "fails", "blocked"]
+    assert [a.value for a in Analysis] == ["live", "offline", "non-windows"]
+    assert [s.value for s in Severity] == ["error", "warning"]  # no severity nobody produces
+    report = Report(
+        mode=Analysis.LIVE,
+        modules=(ModuleRecord("c10.dll", "C:\\t\\c10.dll", Step.DLL_LOAD_DIR),),
+        packages=(PackageOutcome("tv", "1", "tv", PackageStatus.WARNS, "m"),),
+    )
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["mode"] == "live" and data["modules"][0]["via"] == "dll_load_dir"
+    assert data["packages"][0]["status"] == "warns"
+    assert pickle.loads(pickle.dumps(report)) == report

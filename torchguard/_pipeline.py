@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.machine import label
 from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
@@ -25,16 +24,11 @@ from torchguard._report.report import (
 )
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
-from torchguard._vocab import Code
+from torchguard._vocab import Analysis, Code
 from torchguard._windows.dists import InstalledDist, find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._windows.system import System
-from torchguard._windows.tree import WinTree, join
-
-
-def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
-    """PE facts of any path of ``tree``, each file read once (see :class:`Binaries`)."""
-    return Binaries(tree, persistent).facts
+from torchguard._windows.tree import join
 
 
 class _Clock:
@@ -232,5 +226,5 @@ def torch_not_found(hints: HintContext) -> Finding:
     )
 
 
-def _mode(system: System) -> str:
-    return "live" if system.live else "offline"
+def _mode(system: System) -> Analysis:
+    return Analysis.LIVE if system.live else Analysis.OFFLINE

@@ -49,7 +49,6 @@ class Code(_Text):
 class Severity(_Text):
     ERROR = "error"
     WARNING = "warning"
-    INFO = "info"
 
 
 class Step(_Text):
@@ -73,6 +72,44 @@ class FailureKind(_Text):
     CORRUPT = "corrupt"
     ARCH = "arch"
     SYMBOL = "symbol"
+
+
+class Analysis(_Text):
+    """What a Report describes (``Report.mode``)."""
+
+    LIVE = "live"
+    OFFLINE = "offline"
+    NON_WINDOWS = "non-windows"
+
+
+class PackageStatus(_Text):
+    """What importing a sibling or an extension does after ``import torch``."""
+
+    OK = "ok"
+    WARNS = "warns"
+    FAILS = "fails"
+    BLOCKED = "blocked"
+
+
+class Role(_Text):
+    """What a failed load of one of a package's binaries costs it."""
+
+    CORE = "core"
+    """A binary the package's import needs: a failure breaks ``import <package>``."""
+    OPTIONAL = "optional"
+    """A binary behind one feature: the import succeeds (maybe with a warning), the feature
+    fails."""
+    QUIET = "quiet"
+    """An optional binary whose failure the package hides completely (a fallback exists)."""
+
+
+class Loader(_Text):
+    """How a package loads one of its binaries."""
+
+    CTYPES = "ctypes"
+    """Loaded with ``torch.ops.load_library`` / ``ctypes.CDLL``."""
+    IMPORT = "import"
+    """Loaded by Python's import of an extension module."""
 
 
 class Mode(_Text):

@@ -30,7 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from torchguard._binary.pe.image import READER_VERSION, PEFacts, PEReadError
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import READER_VERSION, PEFacts
 
 SCHEMA = 2
 FILE_NAME = f"pe-facts-v{SCHEMA}.json"

@@ -25,12 +25,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.image import PEFacts, PEReadError, machine_name
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEFacts, machine_name
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 
 if TYPE_CHECKING:
-    from torchguard._model.binaries import ForwardResolver, Gap, Trusted
+    from torchguard._model.bindings import ForwardResolver, Gap, Trusted
 
 LOADED = Step.LOADED
 APISET = Step.APISET
@@ -260,7 +261,7 @@ class LoaderModel:
 
     def forwarded(self, dll: str, load_dir: str) -> Union[str, Trusted, None]:
         """Where an export forwarder's target DLL comes from: a path, trusted, or missing."""
-        from torchguard._model.binaries import TRUSTED
+        from torchguard._model.bindings import TRUSTED
 
         resolution = self.resolve(dll, load_dir)
         if resolution.via == APISET:

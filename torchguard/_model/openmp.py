@@ -24,9 +24,11 @@ import ntpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from torchguard._binary.pe.image import PEFacts, PEReadError
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
-from torchguard._model.binaries import Binaries, Gap
+from torchguard._model.binaries import Binaries
+from torchguard._model.bindings import Gap
 from torchguard._model.ecosystem import binaries as dist_binaries
 from torchguard._model.loader import LoaderModel
 from torchguard._windows.dists import InstalledDist

@@ -8,6 +8,7 @@ from typing import Any
 
 from torchguard._report.colour import PLAIN, Paint
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._vocab import Analysis, PackageStatus, Step
 
 SCHEMA_VERSION = 1
 
@@ -80,10 +81,10 @@ class ImportOutcome:
         }
 
 
-OK = "ok"
-WARNS = "warns"
-FAILS = "fails"
-BLOCKED = "blocked"
+OK = PackageStatus.OK
+WARNS = PackageStatus.WARNS
+FAILS = PackageStatus.FAILS
+BLOCKED = PackageStatus.BLOCKED
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class PackageOutcome:
     name: str
     version: str
     import_name: str
-    status: str
+    status: PackageStatus
     message: str
     winerror: int | None = None
     dll: str | None = None
@@ -128,7 +129,7 @@ class ModuleRecord:
 
     name: str
     path: str | None
-    via: str | None
+    via: Step | None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name.lower(), "path": self.path, "via": self.via}
@@ -169,7 +170,7 @@ class Report:
 
     findings: tuple[Finding, ...] = ()
     torch: TorchSummary | None = None
-    mode: str = "offline"
+    mode: Analysis = Analysis.OFFLINE
     python: dict[str, Any] = field(default_factory=dict)
     dll_directories: tuple[DllDirectory, ...] = ()
     import_torch: ImportOutcome | None = None

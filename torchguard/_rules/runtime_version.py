@@ -12,7 +12,7 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._binary.pe.image import PEReadError
+from torchguard._binary.pe.errors import PEReadError
 from torchguard._model.loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints

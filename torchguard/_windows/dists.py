@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING
 
-from torchguard._windows.tree import WinTree, join
+from torchguard._windows.tree import WinTree, join, path_key
 
 if sys.version_info >= (3, 10):
     from importlib import metadata as importlib_metadata
@@ -39,7 +39,9 @@ _DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$", re.I
 
 def canonical_name(name: str) -> str:
     """PEP 503 normalisation: ``Intel_OpenMP`` -> ``intel-openmp``."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
 
 
 class TreeDistribution(importlib_metadata.Distribution):
@@ -90,7 +92,7 @@ class InstalledDist:
                 if tree.is_file(moved):
                     path = moved
             folder = ntpath.dirname(path)
-            seen.setdefault(folder.lower(), folder)
+            seen.setdefault(path_key(folder), folder)
         return list(seen.values())
 
     def record_paths(self) -> list[str]:

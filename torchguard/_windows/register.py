@@ -41,11 +41,3 @@ def register(paths: Iterable[str]) -> list[str]:
 def registered() -> list[str]:
     with _lock:
         return list(_handles)
-
-
-def unregister_all() -> None:
-    """Close every handle this process registered (tests, and undoing a failed setup)."""
-    with _lock:
-        for handle in _handles.values():
-            handle.close()
-        _handles.clear()

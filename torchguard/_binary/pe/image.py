@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchguard._binary.pe.errors import PEReadError
 from torchguard._vocab import Machine
 
 if TYPE_CHECKING:
@@ -41,13 +42,9 @@ _MAX_NAME = 256
 
 
 class Readable(Protocol):
-    """A forward-only byte stream (a zip member's, through ``_fs.MemberStream``)."""
+    """A forward-only byte stream (a zip member's, through ``tree.MemberStream``)."""
 
     def read(self, size: int = -1, /) -> bytes: ...
-
-
-class PEReadError(Exception):
-    """A file that the Windows loader would reject as an image (WinError 193)."""
 
 
 @dataclass(frozen=True)
@@ -139,11 +136,6 @@ def _parse(
 
 
 _CHUNK = 1 << 20
-
-
-def read_pe_stream(stream: Readable, size: int) -> PEFacts:
-    """:func:`read_pe` for a forward-only stream (a compressed wheel member)."""
-    return read_image_stream(stream, size).facts
 
 
 def read_image_stream(stream: Readable, size: int, *, symbols: bool = False) -> PEImage:
