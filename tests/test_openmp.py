@@ -298,3 +298,31 @@ def test_ensure_preloads_the_sibling_before_torch(
         live, "live_windows", lambda: system(root, runtime_dir, TORCHGUARD_OPENMP="keep")
     )
     assert torchguard.ensure().preloads == () and loaded == []
+
+
+def test_owners_from_absolute_record_paths(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """pip writes absolute Windows paths in RECORD when the prefix is on another drive."""
+    where = "C:\\Python\\Lib\\site-packages\\Library\\bin\\"
+    files = companion(
+        "mkl",
+        "2021.4.0",
+        {
+            "Library/bin/mkl_intel_thread.1.dll": build_pe(
+                list(KERNEL), ["libiomp5md.dll"], strings=[HOOK]
+            )
+        },
+        {"Library/bin/mkl_intel_thread.1.dll": where + "mkl_intel_thread.1.dll"},
+    )
+    files.update(
+        companion(
+            "intel-openmp",
+            "2021.4.0",
+            {"Library/bin/libiomp5md.dll": kmp()},
+            {"Library/bin/libiomp5md.dll": where + "libiomp5md.dll"},
+        )
+    )
+    report = torchguard.scan([site(tmp_path, fake_torch, files)], system32=[runtime_dir])
+    (finding,) = openmp(report)
+    assert finding.package == "mkl" and "intel-openmp==2021.4.0" in finding.message

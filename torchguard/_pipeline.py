@@ -155,7 +155,6 @@ def _openmp(
         process,
         files,
         torch.lib_dir,
-        torch.package_dir,
         interpreter.environ,
         started=system.kmp_started,
     )

@@ -32,7 +32,7 @@ from torchguard._model.bindings import Gap
 from torchguard._model.ecosystem import binaries as dist_binaries
 from torchguard._model.loader import LoaderModel
 from torchguard._windows.dists import InstalledDist
-from torchguard._windows.tree import PathKey, WinTree, is_within, join, path_key
+from torchguard._windows.tree import PathKey, WinTree, join, path_key
 
 #: How a user binds its runtime.
 BY_NAME = "name"
@@ -124,17 +124,19 @@ def candidate_files(
     lib_dir: str,
     dists: Iterable[InstalledDist],
     conda_bin: str | None,
-) -> list[str]:
-    """torch\\lib's DLLs, every distribution's listed binaries (its ``Library\\bin`` data files
-    too) and a conda environment's ``Library\\bin`` DLLs, each once."""
+) -> tuple[list[str], list[str]]:
+    """torch\\lib's DLLs; and every other distribution's listed binaries (its ``Library\\bin``
+    data files too) and a conda environment's ``Library\\bin`` DLLs, each once."""
+    torch_files = [
+        join(lib_dir, name)
+        for name, _entry in tree.listdir(lib_dir).values()
+        if name.lower().endswith(".dll")
+    ]
     seen: dict[PathKey, str] = {}
 
     def add(path: str) -> None:
         seen.setdefault(path_key(path), path)
 
-    for _key, (name, _entry) in tree.listdir(lib_dir).items():
-        if name.lower().endswith(".dll"):
-            add(join(lib_dir, name))
     for dist in dists:
         if dist.name == "torch":
             continue
@@ -146,7 +148,7 @@ def candidate_files(
         for _key, (name, _entry) in tree.listdir(conda_bin).items():
             if name.lower().endswith(".dll"):
                 add(join(conda_bin, name))
-    return list(seen.values())
+    return torch_files, list(seen.values())
 
 
 def _data_binaries(dist: InstalledDist) -> list[str]:
@@ -156,7 +158,10 @@ def _data_binaries(dist: InstalledDist) -> list[str]:
         return []
     tree = dist.distribution.tree
     found: list[str] = []
-    for relative in dist.record_paths():
+    for line in text.splitlines():
+        if "../" not in line or ".dll" not in line.lower():
+            continue
+        relative = line.rsplit(",", 2)[0].strip('"')
         parts = relative.split("/")
         if ".." not in parts or not relative.lower().endswith(".dll"):
             continue
@@ -168,8 +173,6 @@ def _data_binaries(dist: InstalledDist) -> list[str]:
 
 
 def _facts(binaries: Binaries, path: str) -> PEFacts | None:
-    if not binaries.tree.is_file(path):
-        return None
     try:
         return binaries.facts(path)
     except PEReadError:
@@ -179,9 +182,8 @@ def _facts(binaries: Binaries, path: str) -> PEFacts | None:
 def analyse(
     binaries: Binaries,
     process: LoaderModel,
-    files: Sequence[str],
+    files: tuple[Sequence[str], Sequence[str]],
     lib_dir: str,
-    package_dir: str,
     environ: Mapping[str, str],
     *,
     started: str | None = None,
@@ -196,21 +198,22 @@ def analyse(
         masked=truthy(environ.get("KMP_DUPLICATE_LIB_OK")),
         sequential=environ.get("MKL_THREADING_LAYER", "").strip().upper() == "SEQUENTIAL",
     )
-    facts = {path_key(p): (p, f) for p in files if (f := _facts(binaries, p)) is not None}
+    torch_files, other_files = files
+    facts = [(p, f) for p in other_files if (f := _facts(binaries, p)) is not None]
     by_name: dict[str, list[Runtime]] = {}
-    for path, found in facts.values():
+    for path, found in facts:
         runtime = _runtime(path, found)
         if runtime is not None:
             state.runtimes.append(runtime)
             by_name.setdefault(runtime.name, []).append(runtime)
-    for path, found in facts.values():
+    for path, found in facts:
         imported = [(n, False) for n in found.imports] + [(n, True) for n in found.delay_imports]
         for dll, delay in imported:
             lowered = dll.lower()
             if lowered in by_name:
                 binding = SIBLING if delay and SIBLING_HOOK in found.openmp else BY_NAME
                 state.users.append(User(path, lowered, binding))
-    _torch_side(state, binaries, process, facts, lib_dir, package_dir)
+    _torch_side(state, binaries, process, torch_files, lib_dir)
     if state.torch_copy is None:
         return state
     torch_runtime = _runtime_at(binaries, state.torch_copy)
@@ -218,8 +221,6 @@ def analyse(
         torch_runtime.effective if torch_runtime else ntpath.basename(state.torch_copy).lower()
     )
     for user in state.users:
-        if is_within(user.path, package_dir):
-            continue
         conflict = _user_conflict(state, binaries, process, user, by_name, torch_effective)
         if conflict is not None and conflict not in state.conflicts:
             state.conflicts.append(conflict)
@@ -246,35 +247,50 @@ def _torch_side(
     state: OpenMPState,
     binaries: Binaries,
     process: LoaderModel,
-    facts: Mapping[PathKey, tuple[str, PEFacts]],
+    torch_files: Sequence[str],
     lib_dir: str,
-    package_dir: str,
 ) -> None:
     """Which runtime ``import torch`` starts: the copy torch's by-name import binds to, or,
-    for torch 2.3 (no OpenMP import of its own), the sibling MKL's hook pins."""
+    for torch 2.3 (no OpenMP import of its own), the sibling MKL's hook pins. Each imported
+    name is judged once, through the module the replayed process loaded for it."""
     importers: list[str] = []
     copy: str | None = None
-    for path, found in facts.values():
-        if not is_within(path, package_dir):
+    judged: dict[str, str | None] = {}  # imported name -> the runtime it starts, or None
+    for path in torch_files:
+        found = _facts(binaries, path)
+        if found is None:
             continue
         for dll in found.imports:
-            resolution = process.resolve(dll, lib_dir)
-            if resolution.path is None:
+            lowered = dll.lower()
+            if lowered not in judged:
+                judged[lowered] = _started_by(binaries, process, dll, lib_dir)
+            runtime = judged[lowered]
+            if runtime is None:
                 continue
-            target = _facts(binaries, resolution.path)
-            if target is None:
-                continue
-            if _runtime(resolution.path, target) is not None:
-                copy = copy or resolution.path
-                if path_key(resolution.path) == path_key(copy):
-                    importers.append(path)
-            elif SIBLING_HOOK in target.openmp and copy is None:
-                for delayed in target.delay_imports:
-                    sibling = _sibling(binaries.tree, resolution.path, delayed.lower())
-                    if sibling is not None and _runtime_at(binaries, sibling) is not None:
-                        copy = sibling
+            copy = copy or runtime
+            if runtime == copy and lowered == ntpath.basename(runtime).lower():
+                importers.append(path)
     state.torch_copy = copy
     state.torch_importers = tuple(dict.fromkeys(importers))
+
+
+def _started_by(binaries: Binaries, process: LoaderModel, dll: str, lib_dir: str) -> str | None:
+    """The runtime an import of ``dll`` starts: the copy it binds to when that is a runtime,
+    the sibling MKL pins when it is MKL's threading layer; else None."""
+    where = process.loaded.get(dll.lower()) or process.resolve(dll, lib_dir).path
+    if where is None:
+        return None
+    target = _facts(binaries, where)
+    if target is None:
+        return None
+    if _runtime(where, target) is not None:
+        return where
+    if SIBLING_HOOK in target.openmp:
+        for delayed in target.delay_imports:
+            sibling = _sibling(binaries.tree, where, delayed.lower())
+            if sibling is not None and _runtime_at(binaries, sibling) is not None:
+                return sibling
+    return None
 
 
 def _sibling(tree: WinTree, user: str, dll: str) -> str | None:

@@ -89,7 +89,7 @@ class CheckContext:
                 continue
             for relative in dist.record_paths():
                 parts = relative.split("/")
-                if parts[-1].lower() != name:
+                if ntpath.basename(relative.replace("/", "\\")).lower() != name:
                     continue
                 moved = [p for p in parts if p not in ("..", ".")]
                 if key in (
