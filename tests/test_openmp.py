@@ -326,3 +326,40 @@ def test_owners_from_absolute_record_paths(
     report = torchguard.scan([site(tmp_path, fake_torch, files)], system32=[runtime_dir])
     (finding,) = openmp(report)
     assert finding.package == "mkl" and "intel-openmp==2021.4.0" in finding.message
+
+
+def test_conda_runtime_overwritten_by_llvms_gets_intel_openmp_reinstalled(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """conda-forge's llvm-openmp ships a libiomp5md.dll forwarding to libomp.dll, without the
+    ordinals torch <= 2.2 imports (WinError 182): reinstall intel-openmp, never delete it."""
+    import json
+
+    graph = dict(fake_torch.graph)
+    del fake_torch.graph["libiomp5md.dll"]
+    fake_torch.extra["torch/lib/torch_cpu.dll"] = build_pe(
+        graph["torch_cpu.dll"], symbols={"libiomp5md.dll": [41]}
+    )
+    root = fake_torch.write(tmp_path / "site")
+    prefix = tmp_path / "prefix"
+    files = {
+        "python311.dll": build_pe(list(KERNEL)),
+        "vcruntime140.dll": build_pe(["KERNEL32.dll"]),
+        "vcruntime140_1.dll": build_pe(["KERNEL32.dll"]),
+        "Library/bin/libiomp5md.dll": build_pe(
+            list(KERNEL), forwarders={"__kmpc_fork_call": "libomp.__kmpc_fork_call"}
+        ),
+        "Library/bin/libomp.dll": kmp(),
+    }
+    for package, version in (("intel-openmp", "2023.1.0"), ("llvm-openmp", "17.0.6")):
+        record = {"name": package, "version": version, "files": ["Library/bin/libiomp5md.dll"]}
+        files[f"conda-meta/{package}-{version}-0.json"] = json.dumps(record).encode()
+    write_tree(prefix, files)
+    found = offline_windows([str(root)], system32_dirs=[str(runtime_dir)], python_dir=str(prefix))
+    found.interpreter = dataclasses.replace(found.interpreter, is_conda=True)  # type: ignore[misc]
+    report = run(found)
+    (error,) = [f for f in report.errors if f.code == "missing-symbol"]
+    assert error.symbols == ("#41",)
+    (hint,) = error.hints
+    assert hint.commands == ("conda install --force-reinstall intel-openmp",)
+    assert "llvm-openmp" in hint.summary and "remove" not in hint.summary

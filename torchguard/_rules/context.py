@@ -100,15 +100,20 @@ class CheckContext:
         return None
 
     @cached_property
-    def conda_owners(self) -> dict[PathKey, str]:
-        """Each file a conda package of this environment lists -> ``name==version``."""
+    def conda_owners(self) -> dict[PathKey, list[str]]:
+        """Each file a conda package of this environment lists -> every ``name==version``."""
         interpreter = self.system.interpreter
         if not interpreter.is_conda:
             return {}
         return conda_owners(self.system.tree, interpreter.prefix)
 
     def conda_owner_of(self, path: str | None) -> str | None:
-        return self.conda_owners.get(path_key(path)) if path else None
+        found = self.conda_owners_of(path)
+        return " and ".join(found) if found else None
+
+    def conda_owners_of(self, path: str | None) -> list[str]:
+        """The conda packages that list ``path`` (only read for a finding about such a file)."""
+        return list(self.conda_owners.get(path_key(path), [])) if path else []
 
     @cached_property
     def recorded_hashes(self) -> dict[PathKey, str]:

@@ -11,10 +11,12 @@ import json
 from torchguard._windows.tree import PathKey, WinTree, join, path_key
 
 
-def conda_owners(tree: WinTree, prefix: str) -> dict[PathKey, str]:
-    """Path of each file a conda package lists -> ``name==version`` (empty outside conda)."""
+def conda_owners(tree: WinTree, prefix: str) -> dict[PathKey, list[str]]:
+    """Path of each file a conda package lists -> every ``name==version`` listing it (two when
+    one package's file overwrote another's: conda-forge's llvm-openmp and intel-openmp both
+    ship ``Library\\bin\\libiomp5md.dll``); empty outside conda."""
     meta = join(prefix, "conda-meta")
-    owners: dict[PathKey, str] = {}
+    owners: dict[PathKey, list[str]] = {}
     for _key, (name, _entry) in sorted(tree.listdir(meta).items()):
         if not name.lower().endswith(".json"):
             continue
@@ -31,5 +33,6 @@ def conda_owners(tree: WinTree, prefix: str) -> dict[PathKey, str]:
         label = f"{package}=={version}" if isinstance(version, str) else package
         for relative in files:
             if isinstance(relative, str) and relative:
-                owners.setdefault(path_key(join(prefix, relative.replace("/", "\\"))), label)
+                key = path_key(join(prefix, relative.replace("/", "\\")))
+                owners.setdefault(key, []).append(label)
     return owners
