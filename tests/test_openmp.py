@@ -363,3 +363,77 @@ def test_conda_runtime_overwritten_by_llvms_gets_intel_openmp_reinstalled(
     (hint,) = error.hints
     assert hint.commands == ("conda install --force-reinstall intel-openmp",)
     assert "llvm-openmp" in hint.summary and "remove" not in hint.summary
+
+
+# -- a stale VC++ runtime that another package loads first ------------------------------------
+def pyqt5_like(version: tuple[int, int, int, int] = (14, 26, 28720, 3)) -> dict[str, bytes]:
+    """PyQt5 5.15: Qt5\\bin holds msvcp140.dll 14.26, which Qt5Core.dll imports."""
+    return companion(
+        "PyQt5",
+        "5.15.11",
+        {
+            "PyQt5/Qt5/bin/msvcp140.dll": build_pe(["KERNEL32.dll"], file_version=version),
+            "PyQt5/Qt5/bin/Qt5Core.dll": build_pe(["MSVCP140.dll", *KERNEL]),
+            "PyQt5/QtCore.pyd": build_pe(["Qt5Core.dll", *KERNEL]),
+        },
+        {},
+    )
+
+
+def stale(report: Report) -> list[torchguard.Finding]:
+    return [f for f in report.findings if f.code == "runtime-too-old" and f.package]
+
+
+def test_a_package_shipping_an_older_msvcp140_is_a_warning(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    fake = FakeTorch(linker=(14, 42))
+    report = torchguard.scan([site(tmp_path, fake, pyqt5_like())], system32=[runtime_dir])
+    (finding,) = stale(report)
+    assert finding.severity == "warning" and finding.package == "pyqt5"
+    assert finding.path is not None and finding.path.lower().endswith("qt5\\bin\\msvcp140.dll")
+    assert "14.26.28720" in finding.message and "Qt5Core.dll" in finding.message
+    assert finding.hints[0].summary.startswith("import torch before pyqt5")
+    assert report.ok and report.preloads == ()  # System32's copy has no version to compare
+
+
+def test_ensure_loads_system32s_newer_runtime_first(tmp_path: Path) -> None:
+    from fakes import system32
+
+    fake = FakeTorch(linker=(14, 42))
+    newer = system32(tmp_path / "s32", version=(14, 44, 35112, 1))
+    root = site(tmp_path, fake, pyqt5_like())
+    report = torchguard.scan([root], system32=[newer])
+    (preload,) = report.preloads
+    assert preload.path.lower().endswith("system32\\msvcp140.dll")
+    assert preload.switch == "TORCHGUARD_VCRUNTIME=keep"
+    assert stale(report)[0].hints[0].summary.startswith("automatic")
+    kept = run(system(root, newer, TORCHGUARD_VCRUNTIME="keep"))
+    assert kept.preloads == () and len(stale(kept)) == 1
+
+
+def test_no_preload_when_system32s_copy_is_not_newer(tmp_path: Path) -> None:
+    from fakes import system32
+
+    fake = FakeTorch(linker=(14, 42))
+    older = system32(tmp_path / "s32", version=(14, 29, 30133, 0))
+    report = torchguard.scan([site(tmp_path, fake, pyqt5_like())], system32=[older])
+    assert report.preloads == ()
+
+
+def test_an_old_runtime_is_fine_for_an_older_toolset(tmp_path: Path, runtime_dir: Path) -> None:
+    report = torchguard.scan(
+        [site(tmp_path, FakeTorch(linker=(14, 29)), pyqt5_like())], system32=[runtime_dir]
+    )
+    assert stale(report) == []
+
+
+def test_live_already_loaded_copy_is_judged_once(tmp_path: Path, runtime_dir: Path) -> None:
+    """PyQt5 imported already: the existing runtime-too-old error about the loaded copy."""
+    found = system(site(tmp_path, FakeTorch(linker=(14, 42)), pyqt5_like()), runtime_dir)
+    qt = join(found.interpreter.site_dirs[0], "PyQt5", "Qt5", "bin", "msvcp140.dll")
+    found.loaded = {**found.loaded, "msvcp140.dll": qt}
+    report = run(found)
+    assert stale(report) == []
+    (error,) = report.errors
+    assert error.code == "runtime-too-old" and error.path == qt

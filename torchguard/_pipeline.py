@@ -10,9 +10,10 @@ from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
 from torchguard._model.loader import LoaderModel
-from torchguard._model.openmp import OpenMPState, analyse, candidate_files
+from torchguard._model.openmp import Candidates, OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
 from torchguard._model.simulate import ImportSimulation, simulate_import
+from torchguard._model.vcruntime import StaleCopy, stale_copies, system_copy, toolset
 from torchguard._report.findings import ERROR, Finding
 from torchguard._report.report import (
     DistSummary,
@@ -73,7 +74,17 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok
     )
     clock.lap("packages")
-    openmp = _openmp(system, torch, dists, binaries, process)
+    candidates = _candidates(system, torch, dists)
+    openmp = _openmp(system, torch, candidates, binaries, process)
+    needed = toolset(guarded, binaries.facts, torch.package_dir)
+    stale = (
+        []
+        if "msvcp140.dll" in {k.lower() for k in system.loaded}
+        else stale_copies(candidates.other, candidates.dist_of, binaries.facts, needed)
+    )  # already loaded: runtime-too-old judges the loaded copy itself
+    preloads = _preloads(openmp, system.interpreter.environ) + _runtime_preloads(
+        system, binaries, stale, needed
+    )
     clock.lap("openmp")
     context = CheckContext(
         system,
@@ -87,6 +98,8 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         packages,
         cache=cache,
         openmp=openmp,
+        stale_runtimes=stale,
+        preloads=preloads,
     )
     findings = run_rules(context)
     if cache is not None:
@@ -103,7 +116,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         import_torch_without_torchguard=unguarded.outcome(),
         modules=_modules(system, guarded),
         packages=tuple(outcome(p) for p in packages),
-        preloads=_preloads(openmp, system.interpreter.environ),
+        preloads=preloads,
         timings=clock.done(),
     )
 
@@ -139,17 +152,21 @@ def _replay(
     return replay(guarded), replay(model([d for d in plan if d.by_torch])), guarded
 
 
+def _candidates(system: System, torch: TorchInstall, dists: list[InstalledDist]) -> Candidates:
+    interpreter = system.interpreter
+    conda_bin = join(interpreter.prefix, "Library", "bin") if interpreter.is_conda else None
+    return candidate_files(system.tree, torch.lib_dir, dists, conda_bin)
+
+
 def _openmp(
     system: System,
     torch: TorchInstall,
-    dists: list[InstalledDist],
+    files: Candidates,
     binaries: Binaries,
     process: LoaderModel,
 ) -> OpenMPState:
     """Every OpenMP runtime and user, and which of them abort together (see ``_model.openmp``)."""
     interpreter = system.interpreter
-    conda_bin = join(interpreter.prefix, "Library", "bin") if interpreter.is_conda else None
-    files = candidate_files(system.tree, torch.lib_dir, dists, conda_bin)
     return analyse(
         binaries,
         process,
@@ -177,6 +194,29 @@ def _preloads(openmp: OpenMPState, environ: Mapping[str, str]) -> tuple[PreloadR
         "so one runtime runs instead of two (OMP: Error #15)"
     )
     return (PreloadRecord(preload.path, reason, OPENMP_SWITCH),)
+
+
+#: ``TORCHGUARD_VCRUNTIME=keep``: ensure() loads no VC++ runtime ahead of other packages.
+VCRUNTIME_SWITCH = "TORCHGUARD_VCRUNTIME=keep"
+
+
+def _runtime_preloads(
+    system: System, binaries: Binaries, stale: list[StaleCopy], needed: tuple[int, int] | None
+) -> tuple[PreloadRecord, ...]:
+    """System32's msvcp140.dll, loaded before a package that ships an older one is imported,
+    so that package binds to the newer copy; only where System32's is really newer."""
+    if system.interpreter.environ.get("TORCHGUARD_VCRUNTIME", "").strip().lower() == "keep":
+        return ()
+    loaded = {k.lower(): v for k, v in system.loaded.items()}
+    path = system_copy(system.system32, binaries.facts, stale, needed, loaded)
+    if path is None:
+        return ()
+    packages = ", ".join(sorted({copy.dist for copy in stale}))
+    reason = (
+        f"{packages} ship an older msvcp140.dll and load it when imported; loaded first, this "
+        "newer copy is the one every later import binds to, torch's included"
+    )
+    return (PreloadRecord(path, reason, VCRUNTIME_SWITCH),)
 
 
 def _hints(system: System, torch: TorchInstall) -> HintContext:

@@ -119,12 +119,24 @@ def truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in _TRUE
 
 
+@dataclass
+class Candidates:
+    """The binaries that may be OpenMP runtimes or users (or ship a VC++ runtime)."""
+
+    torch: list[str]
+    """torch\\lib's DLLs."""
+    other: list[str]
+    """Every other binary, each once."""
+    dist_of: dict[str, str]
+    """Path (as listed in ``other``) -> the distribution that lists it, when one does."""
+
+
 def candidate_files(
     tree: WinTree,
     lib_dir: str,
     dists: Iterable[InstalledDist],
     conda_bin: str | None,
-) -> tuple[list[str], list[str]]:
+) -> Candidates:
     """torch\\lib's DLLs; and every other distribution's listed binaries (its ``Library\\bin``
     data files too) and a conda environment's ``Library\\bin`` DLLs, each once."""
     torch_files = [
@@ -133,22 +145,25 @@ def candidate_files(
         if name.lower().endswith(".dll")
     ]
     seen: dict[PathKey, str] = {}
+    dist_of: dict[str, str] = {}
 
-    def add(path: str) -> None:
-        seen.setdefault(path_key(path), path)
+    def add(path: str, dist: str | None) -> None:
+        kept = seen.setdefault(path_key(path), path)
+        if dist is not None:
+            dist_of.setdefault(kept, dist)
 
     for dist in dists:
         if dist.name == "torch":
             continue
         for path in dist_binaries(dist):
-            add(path)
+            add(path, dist.name)
         for path in _data_binaries(dist):
-            add(path)
+            add(path, dist.name)
     if conda_bin is not None:
         for _key, (name, _entry) in tree.listdir(conda_bin).items():
             if name.lower().endswith(".dll"):
-                add(join(conda_bin, name))
-    return torch_files, list(seen.values())
+                add(join(conda_bin, name), None)
+    return Candidates(torch_files, list(seen.values()), dist_of)
 
 
 def _data_binaries(dist: InstalledDist) -> list[str]:
@@ -182,7 +197,7 @@ def _facts(binaries: Binaries, path: str) -> PEFacts | None:
 def analyse(
     binaries: Binaries,
     process: LoaderModel,
-    files: tuple[Sequence[str], Sequence[str]],
+    files: Candidates,
     lib_dir: str,
     environ: Mapping[str, str],
     *,
@@ -198,8 +213,7 @@ def analyse(
         masked=truthy(environ.get("KMP_DUPLICATE_LIB_OK")),
         sequential=environ.get("MKL_THREADING_LAYER", "").strip().upper() == "SEQUENTIAL",
     )
-    torch_files, other_files = files
-    facts = [(p, f) for p in other_files if (f := _facts(binaries, p)) is not None]
+    facts = [(p, f) for p in files.other if (f := _facts(binaries, p)) is not None]
     by_name: dict[str, list[Runtime]] = {}
     for path, found in facts:
         runtime = _runtime(path, found)
@@ -213,7 +227,7 @@ def analyse(
             if lowered in by_name:
                 binding = SIBLING if delay and SIBLING_HOOK in found.openmp else BY_NAME
                 state.users.append(User(path, lowered, binding))
-    _torch_side(state, binaries, process, torch_files, lib_dir)
+    _torch_side(state, binaries, process, files.torch, lib_dir)
     if state.torch_copy is None:
         return state
     torch_runtime = _runtime_at(binaries, state.torch_copy)

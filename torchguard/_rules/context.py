@@ -13,7 +13,8 @@ from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import PackageSimulation
 from torchguard._model.openmp import OpenMPState
 from torchguard._model.simulate import ImportSimulation
-from torchguard._report.report import DllDirectory
+from torchguard._model.vcruntime import StaleCopy
+from torchguard._report.report import DllDirectory, PreloadRecord
 from torchguard._rules.hints import HintContext
 from torchguard._windows.conda import conda_owners
 from torchguard._windows.dists import InstalledDist
@@ -41,6 +42,10 @@ class CheckContext:
     """Facts kept across runs (``get_derived``/``put_derived`` for a rule's own), or None."""
     openmp: OpenMPState = field(default_factory=OpenMPState)
     """Every OpenMP runtime and user, and the conflicts among them."""
+    stale_runtimes: list[StaleCopy] = field(default_factory=list)
+    """Packages' own msvcp140.dll older than torch's toolset, which they load when imported."""
+    preloads: tuple[PreloadRecord, ...] = ()
+    """What ``ensure()`` loads before torch (``Report.preloads``)."""
     _replaced: dict[PathKey, bool] = field(default_factory=dict, repr=False)
 
     @cached_property

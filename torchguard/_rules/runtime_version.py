@@ -14,11 +14,12 @@ from collections.abc import Iterator
 
 from torchguard._binary.pe.errors import PEReadError
 from torchguard._model.loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
+from torchguard._model.vcruntime import toolset
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
-from torchguard._windows.tree import is_within, same_path
+from torchguard._windows.tree import same_path
 
 MUTEX_CHANGE = (14, 40)
 PYTHON_LOADED = "python_loaded"
@@ -28,6 +29,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     toolset = _toolset(context)
     if toolset is None:
         return
+    yield from _stale_copies(context)
     for root, resolution in _runtime_resolutions(context):
         try:
             version = context.facts(resolution.path or "").file_version
@@ -42,20 +44,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
 
 def _toolset(context: CheckContext) -> tuple[int, int] | None:
     """The newest MSVC 14.x linker version among torch's own binaries that load."""
-    package = context.torch.package_dir
-    newest: tuple[int, int] | None = None
-    for load in context.guarded.loads:
-        for resolution in load.modules.values():
-            path = resolution.path
-            if path is None or not is_within(path, package):
-                continue
-            try:
-                linker = context.facts(path).linker_version
-            except PEReadError:
-                continue
-            if linker[0] == 14 and (newest is None or linker > newest):
-                newest = linker
-    return newest
+    return toolset(context.guarded, context.facts, context.torch.package_dir)
 
 
 def _runtime_resolutions(context: CheckContext) -> Iterator[tuple[str, Resolution]]:
@@ -167,3 +156,45 @@ def _repair(
             "remove it so the Redistributable's copy is used",
         )
     return (fix, redist)
+
+
+def _stale_copies(context: CheckContext) -> Iterator[Finding]:
+    """A package ships an older msvcp140.dll and loads it when imported: imported before
+    torch, every torch DLL binds to that copy (WinError 1114). A warning: the order decides."""
+    toolset = _toolset(context) or MUTEX_CHANGE
+    preloaded = any(p.switch.startswith("TORCHGUARD_VCRUNTIME") for p in context.preloads)
+    for copy in context.stale_runtimes:
+        shown = ".".join(map(str, copy.version[:3]))
+        message = (
+            f"{copy.dist} ships msvcp140.dll {shown} ({copy.path}) and loads it when imported "
+            f"({ntpath.basename(copy.importer)} imports it): imported before torch, torch "
+            f"{context.torch.version} (built with the {toolset[0]}.{toolset[1]} toolset) binds "
+            "to that copy and fails to initialise (WinError 1114). torch imported first works"
+        )
+        hints = [
+            RepairHint(f"import torch before {copy.dist} (or call torchguard.ensure() first)"),
+            RepairHint(
+                f"update {copy.dist} to a release that ships a current runtime",
+                (context.hints.pip("install", "--upgrade", copy.dist),),
+            ),
+        ]
+        if preloaded:
+            hints.insert(
+                0,
+                RepairHint(
+                    "automatic: torchguard.ensure() loads System32's newer msvcp140.dll first, "
+                    f"so {copy.dist} binds to it too (TORCHGUARD_VCRUNTIME=keep turns this off)"
+                ),
+            )
+        yield Finding(
+            code=Code.RUNTIME_TOO_OLD,
+            severity=WARNING,
+            message=message,
+            dll="c10.dll",
+            missing="msvcp140.dll",
+            chain=("c10.dll", "msvcp140.dll"),
+            path=copy.path,
+            hints=tuple(hints),
+            package=copy.dist,
+            rank=140,
+        )
