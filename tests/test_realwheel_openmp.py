@@ -64,3 +64,20 @@ def test_no_false_alarm_for_openblas_and_vcomp140_users(
     )
     assert openmp(report) == [] and report.preloads == ()
     assert report.ok and not report.findings, report.render_text()
+
+
+def test_pyqt5_qt5s_older_msvcp140_is_a_warning_and_system32s_is_loaded_first(
+    vc_runtime: Path,
+) -> None:
+    """PyQt5-Qt5 5.15.2 ships msvcp140.dll 14.26 in Qt5\\bin, which its Qt DLLs import; torch
+    2.14.1 is built with the 14.4x toolset. System32 here holds Microsoft's 14.44 runtime."""
+    report = torchguard.scan(
+        [wheel("torch", "2.14.1"), wheel("PyQt5-Qt5", "5.15.2")], system32=[vc_runtime]
+    )
+    (finding,) = [f for f in report.findings if f.package == "pyqt5-qt5"]
+    assert finding.code == "runtime-too-old" and finding.severity == "warning"
+    assert finding.path is not None and finding.path.lower().endswith("qt5\\bin\\msvcp140.dll")
+    assert "14.26" in finding.message
+    (preload,) = report.preloads
+    assert preload.path.lower().endswith("system32\\msvcp140.dll")
+    assert report.ok
