@@ -63,8 +63,10 @@ def test_bad_images_raise_pe_read_error(data: bytes, reason: str) -> None:
         read_pe(data)
 
 
-def test_missing_file_is_a_read_error(tmp_path: Path) -> None:
-    with pytest.raises(PEReadError, match="cannot read"):
+def test_a_missing_file_is_unreadable_not_damaged(tmp_path: Path) -> None:
+    from torchguard._binary.pe.errors import FileUnreadable
+
+    with pytest.raises(FileUnreadable, match="cannot read"):
         read_pe(str(tmp_path / "nope.dll"))
 
 

@@ -30,7 +30,8 @@ def test_a_finding_round_trips_as_plain_strings() -> None:
 
 
 def test_the_loader_speaks_the_vocabulary() -> None:
-    assert {_loader.MISSING, _loader.CORRUPT, _loader.ARCH, _loader.SYMBOL} == set(FailureKind)
+    kinds = {_loader.MISSING, _loader.CORRUPT, _loader.ARCH, _loader.SYMBOL, _loader.INIT}
+    assert kinds == set(FailureKind)
     assert set(_loader.WINERROR) == set(FailureKind)
     assert _loader.DLL_LOAD_DIR is Step.DLL_LOAD_DIR
 

@@ -103,10 +103,10 @@ def _prepare() -> Report:
     if sys.platform == "win32":
         from torchguard._windows.register import register
 
-        register(d.path for d in report.dll_directories)
-    errors = [e for e in report.errors if e.package is None]  # siblings never block torch
-    if errors:
-        first = errors[0]
+        # only the folders torch forgets, each safe and needed (torch registers its own)
+        register(d.path for d in report.dll_directories if not d.by_torch)
+    if report.blocking:
+        first = report.blockers[0]
         if first.code == "torch-not-found":
             raise TorchNotFoundError(first, report)
         raise error_for(first, report)
@@ -138,6 +138,7 @@ def scan(
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
     gpus: Iterable[str] = (),
+    clean_windows: bool = False,
 ) -> Report:
     """Diagnose a Windows install offline, from any OS.
 
@@ -157,6 +158,7 @@ def scan(
         raise TypeError("scan() targets must be str or os.PathLike[str]")
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
+    from torchguard._windows.assumptions import assumed_system32
     from torchguard._windows.system import TargetError, offline_windows
 
     system32_dirs = [os.fspath(d) for d in system32]
@@ -165,7 +167,11 @@ def scan(
 
     def run() -> Report:
         system = offline_windows(
-            paths, system32_dirs=system32_dirs, python_dir=python_folder, gpus=adapters
+            paths,
+            system32_dirs=system32_dirs,
+            python_dir=python_folder,
+            assumed_system32=assumed_system32(bool(clean_windows)),
+            gpus=adapters,
         )
         try:
             return analyze(system, cache=user_cache())

@@ -27,6 +27,7 @@ class Code(_Text):
 
     MISSING_DLL = "missing-dll"
     CORRUPT_DLL = "corrupt-dll"
+    UNREADABLE_DLL = "unreadable-dll"
     ARCH_MISMATCH = "arch-mismatch"
     MISSING_SYMBOL = "missing-symbol"
     RUNTIME_TOO_OLD = "runtime-too-old"
@@ -63,6 +64,10 @@ class Step(_Text):
     USER_DIR = "user_dir"
     SYSTEM32 = "system32"
     PATH_FALLBACK = "path_fallback"
+    WINDOWS_DIR = "windows_dir"
+    """torch's legacy retry: the Windows folder (``C:\\Windows``) or its 16-bit ``System``."""
+    CURRENT_DIR = "current_dir"
+    """torch's legacy retry: the process's current directory."""
 
 
 class FailureKind(_Text):
@@ -72,6 +77,8 @@ class FailureKind(_Text):
     CORRUPT = "corrupt"
     ARCH = "arch"
     SYMBOL = "symbol"
+    INIT = "init"
+    """Every DLL maps and binds, but an initialiser fails (WinError 1114)."""
 
 
 class Analysis(_Text):

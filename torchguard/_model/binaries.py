@@ -16,7 +16,13 @@ no binary at all and the cache stays small (no symbol lists are stored).
 
 from __future__ import annotations
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.budget import inflate_budget, mib
+from torchguard._binary.pe.errors import (
+    FileUnreadable,
+    ImageUnavailable,
+    OverBudget,
+    PEReadError,
+)
 from torchguard._binary.pe.image import PEFacts, PEImage, read_image, read_image_stream
 from torchguard._binary.pe.symbols import NotKept, SymbolTables
 from torchguard._model.bindings import ForwardResolver, Gap, judge
@@ -25,20 +31,25 @@ from torchguard._model.verdicts import VerdictCache
 from torchguard._windows.tree import (
     ZIP_ERRORS,
     AssumedFile,
+    DamagedMember,
     HostFile,
     MemberStream,
     PathKey,
     WinTree,
     ZipMember,
     path_key,
+    zip_damage,
 )
 
 
-def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
-    """Read one file of the tree, facts and symbol tables; damage becomes PEReadError.
+def _read(tree: WinTree, path: str) -> PEImage | ImageUnavailable:
+    """Read one file of the tree, facts and symbol tables.
 
-    Zip errors are caught only around zipfile's own calls (:class:`MemberStream`), so an
-    error of the readers themselves propagates as the bug it is.
+    The file's own damage (a format error, a short read, bad zip data) becomes
+    :class:`PEReadError`; an ``OSError`` or ``MemoryError`` of the environment while reading
+    becomes :class:`FileUnreadable`, which is never cached. Zip errors are caught only around
+    zipfile's own calls (:class:`MemberStream`), so an error of the readers themselves
+    propagates as the bug it is.
     """
     entry = tree.entry(path)
     if entry is None:
@@ -52,17 +63,30 @@ def _read(tree: WinTree, path: str) -> PEImage | PEReadError:
             try:
                 archive = tree.archive(entry.archive)
             except ZIP_ERRORS as exc:
-                return PEReadError(f"cannot read the file: {exc}")
+                if not zip_damage(exc):
+                    return FileUnreadable.from_error(exc)
+                return PEReadError(f"not a readable zip archive: {exc}")
+            try:
+                budget = inflate_budget(archive.getinfo(entry.member).compress_size)
+            except ZIP_ERRORS as exc:  # the archive changed since it was listed
+                return PEReadError(f"not in the archive any more: {exc}")
             try:
                 with MemberStream(archive, entry.member) as stream:
-                    return read_image_stream(stream, entry.size, symbols=True)
+                    return read_image_stream(stream, entry.size, symbols=True, budget=budget)
             except NotKept:  # a table in a code section: inflate the whole member
+                if entry.size > budget:
+                    return OverBudget(
+                        f"its tables lie in code, and reading all {mib(entry.size)} of it is "
+                        f"more than the {mib(budget)} its size in the archive allows"
+                    )
                 return read_image(tree.read_entry(entry), symbols=True)
         return read_image(tree.read_entry(entry), symbols=True)
-    except PEReadError as exc:
+    except ImageUnavailable as exc:
         return exc
-    except (OSError, MemoryError) as exc:  # I/O and zip damage only: see MemberStream
-        return PEReadError(f"cannot read the file: {exc}")
+    except DamagedMember as exc:  # bad zip data: the file's own damage
+        return PEReadError(str(exc))
+    except (OSError, MemoryError) as exc:  # the environment's: see FileUnreadable
+        return FileUnreadable.from_error(exc)
 
 
 class Binaries:
@@ -71,23 +95,24 @@ class Binaries:
     def __init__(self, tree: WinTree, persistent: FactsCache | None = None) -> None:
         self.tree = tree
         self.persistent = persistent
-        self._facts: dict[PathKey, PEFacts | PEReadError] = {}
-        self._symbols: dict[PathKey, SymbolTables | PEReadError] = {}
+        self._facts: dict[PathKey, PEFacts | ImageUnavailable] = {}
+        self._symbols: dict[PathKey, SymbolTables | ImageUnavailable] = {}
         self._identities: dict[PathKey, str | None] = {}
         self._verdicts = VerdictCache(persistent, self.identity) if persistent is not None else None
 
     # -- facts ----------------------------------------------------------------------------
     def facts(self, path: str) -> PEFacts:
-        """PE facts of ``path``; raises PEReadError for a file the loader would reject."""
+        """PE facts of ``path``; raises PEReadError for a file the loader would reject, and
+        FileUnreadable for one that could not be read now."""
         key = path_key(path)
         found = self._facts.get(key)
         if found is None:
             found = self._facts[key] = self._cached_facts(path)
-        if isinstance(found, PEReadError):
+        if isinstance(found, ImageUnavailable):
             raise found
         return found
 
-    def _cached_facts(self, path: str) -> PEFacts | PEReadError:
+    def _cached_facts(self, path: str) -> PEFacts | ImageUnavailable:
         entry = self.tree.entry(path)
         if entry is None or isinstance(entry, AssumedFile):
             why = "the file disappeared" if entry is None else f"{entry.origin} has no file to read"
@@ -98,15 +123,15 @@ class Binaries:
             if cached is not None:
                 return cached
         found = self._load(path)
-        if self.persistent is not None:
-            self.persistent.put(identity, found)
+        if self.persistent is not None and isinstance(found, (PEFacts, PEReadError)):
+            self.persistent.put(identity, found)  # facts and damage only: never a moment's
         return found
 
-    def _load(self, path: str) -> PEFacts | PEReadError:
+    def _load(self, path: str) -> PEFacts | ImageUnavailable:
         """Read ``path`` once, keeping its symbol tables for the bindings judged later."""
         image = _read(self.tree, path)
         key = path_key(path)
-        if isinstance(image, PEReadError):
+        if isinstance(image, ImageUnavailable):
             self._symbols[key] = image
             return image
         if image.symbols is not None:
@@ -132,9 +157,10 @@ class Binaries:
         self, importer: str, dll: str, exporter: str, delay: bool, resolve: ForwardResolver
     ) -> Gap | None:
         """What ``importer`` takes from ``dll`` that ``exporter`` (its bound copy) lacks."""
-        key = self._verdicts.key(importer, dll, exporter, delay) if self._verdicts else None
-        if key is not None and self._verdicts is not None:
-            known, cached = self._verdicts.get(key, resolve)
+        verdicts = self._verdicts
+        key = verdicts.key(importer, dll, exporter, delay) if verdicts is not None else None
+        if key is not None and verdicts is not None:
+            known, cached = verdicts.get(key, resolve)
             if known:
                 return cached
         exporter_tables = self._tables(exporter)
@@ -146,8 +172,9 @@ class Binaries:
         table = importer_tables.delay_imports if delay else importer_tables.imports
         imported = table.get(dll.lower(), ())
         result, resolutions = judge(imported, exporter_tables, resolve, self._tables)
-        if key is not None and self._verdicts is not None:
-            self._verdicts.put(key, result, resolutions)
+        consulted = [importer, exporter, *(w for w in resolutions.values() if isinstance(w, str))]
+        if key is not None and verdicts is not None and not self._unread(consulted):
+            verdicts.put(key, result, resolutions)
         return result
 
     def _tables(self, path: str) -> SymbolTables | None:
@@ -156,9 +183,13 @@ class Binaries:
         if found is None:
             image = _read(self.tree, path)
             found = self._symbols[key] = (
-                image if isinstance(image, PEReadError) else image.symbols or PEReadError("")
+                image if isinstance(image, ImageUnavailable) else image.symbols or PEReadError("")
             )
-        return None if isinstance(found, PEReadError) else found
+        return None if isinstance(found, ImageUnavailable) else found
+
+    def _unread(self, paths: list[str]) -> bool:
+        """Whether a verdict leaned on a file that could not be read now: not to be cached."""
+        return any(isinstance(self._symbols.get(path_key(path)), FileUnreadable) for path in paths)
 
 
 def _identity(tree: WinTree, path: str) -> str | None:

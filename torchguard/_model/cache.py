@@ -44,6 +44,7 @@ MAX_BYTES = 16 << 20  # a larger file is not ours to parse: ignore it and write 
 LOCK_NAME = f"pe-facts-v{SCHEMA}.lock"
 LOCK_WAIT = 0.5  # seconds a save waits for another process's save
 LOCK_STALE = 5.0  # seconds after which a lock is taken to be a killed process's
+LOCK_POLL = 0.005  # seconds between two attempts to take the lock
 
 
 def writer() -> str:
@@ -95,6 +96,8 @@ class FactsCache:
         self.directory = directory
         self._sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
         self._new: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        #: Keys this run found, per section: they are the most recently used at the next save.
+        self._used: dict[str, set[str]] = {name: set() for name in SECTIONS}
         if directory is not None:
             self._sections = _load(directory / FILE_NAME)
         self._facts = self._sections["facts"]
@@ -102,7 +105,7 @@ class FactsCache:
     def get(self, key: str | None) -> PEFacts | PEReadError | None:
         if key is None:
             return None
-        raw = self._facts.get(key)
+        raw = self._found("facts", key)
         if raw is None:
             return None
         try:
@@ -129,18 +132,25 @@ class FactsCache:
 
     def get_edge(self, key: str) -> Any:
         """The stored verdict for a binding (validated by the caller), or None."""
-        return self._sections["edges"].get(key)
+        return self._found("edges", key)
 
     def put_edge(self, key: str, verdict: dict[str, Any]) -> None:
         self._put("edges", key, verdict)
 
     def get_derived(self, kind: str, identity: str | None) -> Any:
         """A JSON value derived from one file (``kind``: what it is), validated by the caller."""
-        return self._sections["derived"].get(f"{kind}|{identity}") if identity else None
+        return self._found("derived", f"{kind}|{identity}") if identity else None
 
     def put_derived(self, kind: str, identity: str | None, value: Any) -> None:
         if identity is not None:
             self._put("derived", f"{kind}|{identity}", value)
+
+    def _found(self, section: str, key: str) -> Any:
+        """The stored value of ``key``, remembered as used by this run; None if absent."""
+        raw = self._sections[section].get(key)
+        if raw is not None and self.directory is not None:
+            self._used[section].add(key)
+        return raw
 
     def _put(self, section: str, key: str, value: Any) -> None:
         if self.directory is None:
@@ -154,8 +164,14 @@ class FactsCache:
         file on disk is read again and this run's new entries are laid over it. A lock held
         too long (a killed process) is broken; one that stays busy means this run's entries
         are simply not saved.
+
+        A full section drops its least recently used entries: what this run used counts as
+        new. A run that only read saves only when what it used is among the entries the next
+        drop would take, so a warm run almost never writes.
         """
-        if self.directory is None or not any(self._new.values()):
+        if self.directory is None:
+            return
+        if not any(self._new.values()) and not self._used_at_risk():
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -171,8 +187,12 @@ class FactsCache:
         sections = _load(target)
         document: dict[str, Any] = {"schema": SCHEMA, "writer": writer()}
         for name, limit in SECTIONS.items():
-            sections[name].update(self._new[name])
-            document[name] = dict(list(sections[name].items())[-limit:])
+            section = sections[name]
+            for key in self._used[name]:  # used now: move to the most recent end
+                if key in section and key not in self._new[name]:
+                    section[key] = section.pop(key)
+            section.update(self._new[name])
+            document[name] = dict(list(section.items())[-limit:])
         try:
             handle, temporary = tempfile.mkstemp(prefix=".pe-facts-", dir=self.directory)
             try:
@@ -186,35 +206,58 @@ class FactsCache:
             return
         for new in self._new.values():
             new.clear()
+        for used in self._used.values():
+            used.clear()
+
+    def _used_at_risk(self) -> bool:
+        """Whether an entry this run used is in the older half of a section past half full."""
+        for name, limit in SECTIONS.items():
+            used, section = self._used[name], self._sections[name]
+            if not used or len(section) <= limit // 2:
+                continue
+            older = len(section) - limit // 2
+            for index, key in enumerate(section):
+                if index >= older:
+                    break
+                if key in used:
+                    return True
+        return False
 
 
 @contextmanager
 def _lock(path: Path) -> Iterator[bool]:
-    """An exclusive lock file (portable: created with O_EXCL); yields whether it was taken."""
+    """An exclusive lock file (portable: created with O_EXCL); yields whether it was taken.
+
+    Every wait is bounded by :data:`LOCK_WAIT` and sleeps between attempts: a lock that
+    cannot be taken or broken (a folder at its path, another user's file in a shared cache
+    folder, a file held open on Windows) makes the save give up, never spin.
+    """
     deadline = time.monotonic() + LOCK_WAIT
     while True:
         try:
             handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             break
         except FileExistsError:
-            try:
-                if time.time() - path.stat().st_mtime > LOCK_STALE:
-                    path.unlink()
-                    continue
-            except OSError:
-                continue  # released meanwhile
-            if time.monotonic() > deadline:
-                yield False
-                return
-            time.sleep(0.005)
+            _break_if_stale(path)
         except OSError:
             yield False
             return
+        if time.monotonic() >= deadline:
+            yield False
+            return
+        time.sleep(LOCK_POLL)
     try:
         yield True
     finally:
         os.close(handle)
         with suppress(OSError):
+            path.unlink()
+
+
+def _break_if_stale(path: Path) -> None:
+    """Remove a lock left by a killed process; one that cannot be removed is left alone."""
+    with suppress(OSError):
+        if time.time() - path.stat().st_mtime > LOCK_STALE:
             path.unlink()
 
 

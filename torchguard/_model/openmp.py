@@ -24,7 +24,7 @@ import ntpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
 from torchguard._model.binaries import Binaries
@@ -190,7 +190,7 @@ def _data_binaries(dist: InstalledDist) -> list[str]:
 def _facts(binaries: Binaries, path: str) -> PEFacts | None:
     try:
         return binaries.facts(path)
-    except PEReadError:
+    except ImageUnavailable:
         return None
 
 
@@ -359,7 +359,7 @@ def _preload_check(
     name = ntpath.basename(state.torch_copy or "").lower()
     for importer in state.torch_importers:
         gap = binaries.gap(
-            importer, name, sibling, False, lambda dll: process.forwarded(dll, folder)
+            importer, name, sibling, False, lambda dll: process._forwarded(dll, folder)
         )
         if gap is not None:
             return Preload(sibling, gap, importer)

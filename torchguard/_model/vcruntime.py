@@ -14,14 +14,12 @@ import ntpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
+from torchguard._model.initialise import MSVCP140 as RUNTIME
+from torchguard._model.initialise import MUTEX_CHANGE
 from torchguard._model.simulate import ImportSimulation
 from torchguard._windows.tree import is_within, join
-
-#: The toolset whose binaries need a runtime at least this new (the std::mutex change).
-MUTEX_CHANGE = (14, 40)
-RUNTIME = "msvcp140.dll"
 
 Facts = Callable[[str], PEFacts]
 
@@ -49,7 +47,7 @@ def toolset(simulation: ImportSimulation, facts: Facts, package_dir: str) -> tup
             seen.add(name)
             try:
                 linker = facts(path).linker_version
-            except PEReadError:
+            except ImageUnavailable:
                 continue
             if linker[0] == 14 and (newest is None or linker > newest):
                 newest = linker
@@ -74,7 +72,7 @@ def stale_copies(
             continue
         try:
             version = facts(path).file_version
-        except PEReadError:
+        except ImageUnavailable:
             continue
         if version is None or not too_old(version, needed):
             continue
@@ -87,7 +85,7 @@ def stale_copies(
 def _imports(facts: Facts, path: str) -> bool:
     try:
         return RUNTIME in (name.lower() for name in facts(path).imports)
-    except PEReadError:
+    except ImageUnavailable:
         return False
 
 
@@ -105,7 +103,7 @@ def system_copy(
     path = join(system32, RUNTIME)
     try:
         version = facts(path).file_version
-    except PEReadError:
+    except ImageUnavailable:
         return None  # assumed, missing or unreadable: nothing known to be newer
     if version is None or too_old(version, needed):
         return None

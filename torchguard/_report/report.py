@@ -193,6 +193,27 @@ class Report:
         return tuple(f for f in self.findings if f.severity == ERROR)
 
     @property
+    def blockers(self) -> tuple[Finding, ...]:
+        """The errors that make ``import torch`` fail here, most fundamental first.
+
+        An error blocks only when it is about torch itself (never a sibling's or an
+        extension's: a program that never imports torchvision must not be stopped by it) and
+        the replay predicts that ``import torch`` fails after ``ensure()``
+        (:attr:`import_torch`; a report without a prediction, e.g. torch not installed,
+        trusts its errors). An error the prediction contradicts never blocks: an error must
+        be a proof.
+        """
+        if self.import_torch is not None and self.import_torch.ok:
+            return ()
+        return tuple(f for f in self.errors if f.package is None)
+
+    @property
+    def blocking(self) -> bool:
+        """Whether ``import torch`` fails here: the one answer ``ensure()``, the hook, the
+        pytest plugin, the markdown verdict and the error text all use."""
+        return bool(self.blockers)
+
+    @property
     def warnings(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == WARNING)
 
@@ -278,9 +299,7 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
         variant = f" ({report.torch.variant})" if report.torch.variant else ""
         lines.append(f"torch {report.torch.version}{variant} at {report.torch.location}")
     if report.mode == "non-windows":
-        lines.append(
-            "not Windows: no DLL checks to run here (use `torchguard scan` for an install)"
-        )
+        lines.append("not Windows: no Windows DLLs to check in this environment")
     if report.python:
         lines.append(
             f"python {report.python.get('version')}"
@@ -311,7 +330,8 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
     for finding in report.findings:
         lines.append(render_finding(finding, shown=shown, paint=paint))
     if not report.findings:
-        lines.append(paint("ok", "no problems found"))
+        if report.mode != "non-windows":  # nothing was checked: "no problems" would overclaim
+            lines.append(paint("ok", "no problems found"))
     else:
         errors, warnings = len(report.errors), len(report.warnings)
         summary = f"{errors} error(s), {warnings} warning(s)"

@@ -25,7 +25,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     extra = {path_key(d.path): d for d in context.plan if not d.by_torch}
     seen: set[str] = set()
     for load in context.unguarded.failed():
-        for failure in load.failures:
+        for failure in load.final_failures():
             leaf = failure.leaf.lower()
             if failure.kind != MISSING or failure.delay or leaf in seen:
                 continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.openmp import ALIAS, KMP
 from torchguard._model.loader import SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
@@ -156,7 +156,7 @@ def _conda_reinstall(
         runtime = any(
             mark == KMP or mark.startswith(ALIAS) for mark in context.facts(path or "").openmp
         )
-    except PEReadError:
+    except ImageUnavailable:
         runtime = False
     if runtime and "intel-openmp" in names:
         target = "intel-openmp"

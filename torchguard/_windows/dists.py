@@ -128,6 +128,21 @@ class InstalledDist:
         return text.strip() or None if text else None
 
 
+def dists_named(tree: WinTree, site_dir: str, name: str) -> list[InstalledDist]:
+    """Every ``*.dist-info`` of ``name`` in one site dir (an interrupted upgrade on Windows
+    can leave the old release's beside the new one)."""
+    found: list[InstalledDist] = []
+    for folder in tree.subdirs(site_dir):
+        match = _DIST_INFO.match(folder)
+        if match and canonical_name(match["name"]) == name:
+            found.append(
+                InstalledDist(
+                    name, match["version"], site_dir, TreeDistribution(tree, site_dir, folder)
+                )
+            )
+    return found
+
+
 def find_dists(tree: WinTree, site_dirs: Iterable[str]) -> list[InstalledDist]:
     """Every ``*.dist-info`` in ``site_dirs``; the first site dir wins for a given name."""
     found: dict[str, InstalledDist] = {}
