@@ -244,7 +244,15 @@ def test_live_runtime_already_started_is_an_error_of_torch(
     report = run(found)
     first = openmp(report)[0]
     assert first.severity == "error" and first.package is None and first.path == started
-    assert not report.ok
+    assert report.blocking and report.blockers[0] == first  # ensure() raises it
+    assert report.import_torch is not None and report.import_torch.abort == "OMP: Error #15"
+    assert "aborts the process" in report.render_text()
+    masked = system(
+        site(tmp_path, fake_torch, faiss_like(llvm)), runtime_dir, KMP_DUPLICATE_LIB_OK="1"
+    )
+    masked.kmp_started = started
+    allowed = run(masked)
+    assert not allowed.blocking and openmp(allowed)[0].severity == "warning"
 
 
 def test_live_runtime_torch_binds_to_is_no_conflict(

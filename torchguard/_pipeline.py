@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ntpath
 import time
 from collections.abc import Mapping
 
@@ -12,7 +13,7 @@ from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
 from torchguard._model.extensions import refine
 from torchguard._model.loader import LoaderModel
-from torchguard._model.openmp import Candidates, OpenMPState, analyse, candidate_files
+from torchguard._model.openmp import STARTED, Candidates, OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
 from torchguard._model.simulate import ImportSimulation, simulate_import
 from torchguard._model.vcruntime import StaleCopy, stale_copies, system_copy, toolset
@@ -20,6 +21,7 @@ from torchguard._report.findings import ERROR, Finding
 from torchguard._report.report import (
     DistSummary,
     DllDirectory,
+    ImportOutcome,
     ModuleRecord,
     PreloadRecord,
     Report,
@@ -116,8 +118,8 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         python=_python(system),
         dll_directories=tuple(plan),
         distributions=tuple(DistSummary(d.name, d.version) for d in related(dists)),
-        import_torch=guarded.outcome(),
-        import_torch_without_torchguard=unguarded.outcome(),
+        import_torch=_aborts(openmp, guarded.outcome()),
+        import_torch_without_torchguard=_aborts(openmp, unguarded.outcome()),
         modules=_modules(system, guarded),
         packages=tuple(outcome(p) for p in packages),
         preloads=preloads,
@@ -201,6 +203,16 @@ def _openmp(
         interpreter.environ,
         started=system.kmp_started,
     )
+
+
+def _aborts(openmp: OpenMPState, replayed: ImportOutcome) -> ImportOutcome:
+    """The replay's outcome, unless an OpenMP runtime already started in this process and
+    ``import torch`` starts another: the process then dies (KMP's own check), a proof."""
+    started = next((c for c in openmp.conflicts if c.kind == STARTED), None)
+    if not replayed.ok or started is None or openmp.masked:
+        return replayed
+    name = ntpath.basename(started.torch_copy or "")
+    return ImportOutcome(False, None, name, abort="OMP: Error #15")
 
 
 #: ``TORCHGUARD_OPENMP=keep``: ensure() leaves OpenMP runtimes alone.

@@ -63,11 +63,15 @@ class ImportOutcome:
     ok: bool
     winerror: int | None = None
     dll: str | None = None
+    abort: str | None = None
+    """Not an exception: the process dies with this message (``OMP: Error #15``)."""
 
     def describe(self) -> str:
         """How torch's own error reads, minus the localised wording."""
         if self.ok:
             return "succeeds"
+        if self.abort:
+            return f"aborts the process: {self.abort} (no Python traceback)"
         if self.dll and self.dll.lower().endswith(".pyd"):
             module = self.dll.split(".", 1)[0]
             return f'fails: "DLL load failed while importing {module}" (WinError {self.winerror})'
@@ -78,6 +82,7 @@ class ImportOutcome:
             "ok": self.ok,
             "winerror": self.winerror,
             "dll": self.dll.lower() if self.dll else None,
+            "abort": self.abort,
         }
 
 
