@@ -445,3 +445,29 @@ def test_live_already_loaded_copy_is_judged_once(tmp_path: Path, runtime_dir: Pa
     assert stale(report) == []
     (error,) = report.errors
     assert error.code == "runtime-too-old" and error.path == qt
+
+
+def test_warm_runs_keep_every_verdict_and_read_nothing(
+    tmp_path: Path, runtime_dir: Path, reads: list[str]
+) -> None:
+    """Distributions' summaries come from the cache: the stale runtime and MKL verdicts stay."""
+    from fakes import system32
+
+    newer = system32(tmp_path / "s32", version=(14, 44, 35112, 1))
+    root = site(tmp_path, FakeTorch(linker=(14, 42)), pyqt5_like(), mkl(kmp()))
+    cold = torchguard.scan([root], system32=[newer])
+    reads.clear()
+    warm = torchguard.scan([root], system32=[newer])
+    assert reads == []
+    assert [f.to_dict() for f in warm.findings] == [f.to_dict() for f in cold.findings]
+    assert {f.code for f in warm.findings} == {"openmp-conflict", "runtime-too-old"}
+    assert warm.preloads == cold.preloads and len(warm.preloads) == 2
+
+
+def test_a_runtime_replaced_behind_pips_back_is_seen_on_a_warm_run(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    root = site(tmp_path, fake_torch, mkl(build_pe(list(KERNEL))))  # not a runtime yet
+    assert openmp(torchguard.scan([root], system32=[runtime_dir])) == []
+    (root / "Library" / "bin" / "libiomp5md.dll").write_bytes(kmp())  # RECORD unchanged
+    assert len(openmp(torchguard.scan([root], system32=[runtime_dir]))) == 1

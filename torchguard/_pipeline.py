@@ -80,13 +80,13 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         torch.version,
     )
     clock.lap("packages")
-    candidates = _candidates(system, torch, dists)
+    candidates = _candidates(system, torch, dists, binaries)
     openmp = _openmp(system, torch, candidates, binaries, process)
     needed = toolset(guarded, binaries.facts, torch.package_dir)
     stale = (
         []
         if "msvcp140.dll" in {k.lower() for k in system.loaded}
-        else stale_copies(candidates.other, candidates.dist_of, binaries.facts, needed)
+        else stale_copies(openmp.briefs, needed)
     )  # already loaded: runtime-too-old judges the loaded copy itself
     preloads = _preloads(openmp, system.interpreter.environ) + _runtime_preloads(
         system, binaries, stale, needed
@@ -180,10 +180,12 @@ def _replay(
     return plain, plain, plain_process, own
 
 
-def _candidates(system: System, torch: TorchInstall, dists: list[InstalledDist]) -> Candidates:
+def _candidates(
+    system: System, torch: TorchInstall, dists: list[InstalledDist], binaries: Binaries
+) -> Candidates:
     interpreter = system.interpreter
     conda_bin = join(interpreter.prefix, "Library", "bin") if interpreter.is_conda else None
-    return candidate_files(system.tree, torch.lib_dir, dists, conda_bin)
+    return candidate_files(binaries, torch.lib_dir, dists, conda_bin)
 
 
 def _openmp(

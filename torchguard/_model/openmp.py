@@ -20,6 +20,7 @@ file name; every fact comes from cached PE facts, so a warm analysis reads no fi
 
 from __future__ import annotations
 
+import hashlib
 import ntpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ STARTED = "started"
 """Live: another runtime already started in this process; ``import torch`` starts its own."""
 
 _TRUE = ("1", "true", "yes", "on", "y", "t")
+#: The cache's name for a distribution's OpenMP summary.
+_KIND = "openmp-dist"
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ class OpenMPState:
     """``KMP_DUPLICATE_LIB_OK`` is truthy: KMP lets both run (unsafe, but no abort)."""
     sequential: bool = False
     """``MKL_THREADING_LAYER=SEQUENTIAL``: MKL loads no OpenMP runtime at all."""
+    briefs: list[Brief] = field(default_factory=list)
+    """Every binary outside torch\\lib that was looked at (for other load-order checks)."""
 
 
 def truthy(value: str | None) -> bool:
@@ -129,16 +134,23 @@ class Candidates:
     """Every other binary, each once."""
     dist_of: dict[str, str]
     """Path (as listed in ``other``) -> the distribution that lists it, when one does."""
+    digests: dict[str, str] = field(default_factory=dict)
+    """Distribution -> a digest of its RECORD (which holds every file's SHA-256)."""
+    cached: list[Brief] = field(default_factory=list)
+    """Briefs of the distributions whose summary the cache holds (their files not listed)."""
 
 
 def candidate_files(
-    tree: WinTree,
+    binaries: Binaries,
     lib_dir: str,
     dists: Iterable[InstalledDist],
     conda_bin: str | None,
 ) -> Candidates:
     """torch\\lib's DLLs; and every other distribution's listed binaries (its ``Library\\bin``
-    data files too) and a conda environment's ``Library\\bin`` DLLs, each once."""
+    data files too) and a conda environment's ``Library\\bin`` DLLs, each once. A distribution
+    whose summary is cached under its RECORD's digest is not listed at all."""
+    tree, cache = binaries.tree, binaries.persistent
+    cached: list[Brief] = []
     torch_files = [
         join(lib_dir, name)
         for name, _entry in tree.listdir(lib_dir).values()
@@ -152,18 +164,26 @@ def candidate_files(
         if dist is not None:
             dist_of.setdefault(kept, dist)
 
+    digests: dict[str, str] = {}
     for dist in dists:
         if dist.name == "torch":
             continue
-        for path in dist_binaries(dist):
+        text = dist.distribution.read_text("RECORD") or ""
+        digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+        if cache is not None:
+            briefs = _from_cache(cache.get_derived(_KIND, f"{dist.name}|{digest}"), binaries)
+            if briefs is not None:
+                cached.extend(briefs)
+                continue
+        listed = [*dist_binaries(dist), *_data_binaries(dist)]
+        for path in listed:
             add(path, dist.name)
-        for path in _data_binaries(dist):
-            add(path, dist.name)
+        digests[dist.name] = digest
     if conda_bin is not None:
         for _key, (name, _entry) in tree.listdir(conda_bin).items():
             if name.lower().endswith(".dll"):
                 add(join(conda_bin, name), None)
-    return Candidates(torch_files, list(seen.values()), dist_of)
+    return Candidates(torch_files, list(seen.values()), dist_of, digests, cached)
 
 
 def _data_binaries(dist: InstalledDist) -> list[str]:
@@ -213,7 +233,8 @@ def analyse(
         masked=truthy(environ.get("KMP_DUPLICATE_LIB_OK")),
         sequential=environ.get("MKL_THREADING_LAYER", "").strip().upper() == "SEQUENTIAL",
     )
-    facts = [(p, f) for p in files.other if (f := _facts(binaries, p)) is not None]
+    briefs = state.briefs = _briefs(binaries, files)
+    facts = [(brief.path, brief) for brief in briefs]
     by_name: dict[str, list[Runtime]] = {}
     for path, found in facts:
         runtime = _runtime(path, found)
@@ -243,7 +264,85 @@ def analyse(
     return state
 
 
-def _runtime(path: str, found: PEFacts) -> Runtime | None:
+@dataclass(frozen=True)
+class Brief:
+    """What the OpenMP analysis needs of one binary (cached per distribution)."""
+
+    path: str
+    openmp: tuple[str, ...]
+    imports: tuple[str, ...]
+    delay_imports: tuple[str, ...]
+    identity: str | None
+    dist: str | None = None
+    file_version: tuple[int, int, int, int] | None = None
+
+
+def _brief(binaries: Binaries, path: str, dist: str | None) -> Brief | None:
+    found = _facts(binaries, path)
+    if found is None:
+        return None
+    identity = binaries.identity(path)
+    imports, delay = found.imports, found.delay_imports
+    return Brief(path, found.openmp, imports, delay, identity, dist, found.file_version)
+
+
+def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
+    """Every candidate binary's brief. A distribution's are cached under a digest of its RECORD
+    (a reinstall rewrites it), so a warm run reads none of its files; its DLLs are checked
+    against their files' identities (a runtime copied over one without pip)."""
+    cache = binaries.persistent
+    groups: dict[str | None, list[str]] = {}
+    for path in files.other:
+        dist = files.dist_of.get(path)
+        groups.setdefault(dist if dist in files.digests else None, []).append(path)
+    briefs: list[Brief] = list(files.cached)
+    for dist, paths in groups.items():
+        found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
+        if dist is not None and cache is not None:
+            cache.put_derived(_KIND, f"{dist}|{files.digests[dist]}", [_to_cache(b) for b in found])
+        briefs.extend(found)
+    return briefs
+
+
+def _to_cache(brief: Brief) -> list[object]:
+    version = list(brief.file_version) if brief.file_version else None
+    lists = [list(brief.openmp), list(brief.imports), list(brief.delay_imports)]
+    return [brief.path, *lists, brief.identity, brief.dist, version]
+
+
+def _from_cache(raw: object, binaries: Binaries) -> list[Brief] | None:
+    """Cached briefs, or None when damaged or when one of its DLLs changed."""
+    if not isinstance(raw, list):
+        return None
+    briefs: list[Brief] = []
+    for entry in raw:
+        if not (isinstance(entry, list) and len(entry) == 7):
+            return None
+        path, marks, imports, delay, identity, dist, version = entry
+        if not (dist is None or isinstance(dist, str)):
+            return None
+        if version is not None and not (
+            isinstance(version, list)
+            and len(version) == 4
+            and all(isinstance(v, int) for v in version)
+        ):
+            return None
+        lists = (marks, imports, delay)
+        if not isinstance(path, str) or not all(
+            isinstance(x, list) and all(isinstance(n, str) for n in x) for x in lists
+        ):
+            return None
+        if identity is not None and not isinstance(identity, str):
+            return None
+        four = (version[0], version[1], version[2], version[3]) if version else None
+        briefs.append(Brief(path, tuple(marks), tuple(imports), tuple(delay), identity, dist, four))
+    for brief in briefs:  # a DLL (a runtime, or one pasted over) changed behind pip's back
+        if brief.path.lower().endswith(".dll") and binaries.identity(brief.path) != brief.identity:
+            return None
+    return briefs
+
+
+def _runtime(path: str, found: PEFacts | Brief) -> Runtime | None:
     for mark in found.openmp:
         if mark == KMP:
             return Runtime(path)

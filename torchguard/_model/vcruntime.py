@@ -18,6 +18,7 @@ from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 from torchguard._model.initialise import MSVCP140 as RUNTIME
 from torchguard._model.initialise import MUTEX_CHANGE
+from torchguard._model.openmp import Brief
 from torchguard._model.simulate import ImportSimulation
 from torchguard._windows.tree import is_within, join
 
@@ -59,34 +60,28 @@ def too_old(version: tuple[int, ...], needed: tuple[int, int]) -> bool:
     return version[0] == 14 and needed >= MUTEX_CHANGE and tuple(version[:2]) < MUTEX_CHANGE
 
 
-def stale_copies(
-    files: Sequence[str], dist_of: dict[str, str], facts: Facts, needed: tuple[int, int] | None
-) -> list[StaleCopy]:
+def stale_copies(briefs: Sequence[Brief], needed: tuple[int, int] | None) -> list[StaleCopy]:
     """Each distribution's own too-old ``msvcp140.dll`` that one of its binaries imports."""
     if needed is None:
         return []
     found: list[StaleCopy] = []
-    for path in files:
-        dist = dist_of.get(path)
-        if dist is None or ntpath.basename(path).lower() != RUNTIME:
-            continue
-        try:
-            version = facts(path).file_version
-        except ImageUnavailable:
+    for brief in briefs:
+        version = brief.file_version
+        if brief.dist is None or ntpath.basename(brief.path).lower() != RUNTIME:
             continue
         if version is None or not too_old(version, needed):
             continue
-        importer = next((p for p in files if dist_of.get(p) == dist and _imports(facts, p)), None)
+        importer = next(
+            (
+                b.path
+                for b in briefs
+                if b.dist == brief.dist and RUNTIME in (n.lower() for n in b.imports)
+            ),
+            None,
+        )
         if importer is not None:
-            found.append(StaleCopy(path, dist, version, importer))
+            found.append(StaleCopy(brief.path, brief.dist, version, importer))
     return found
-
-
-def _imports(facts: Facts, path: str) -> bool:
-    try:
-        return RUNTIME in (name.lower() for name in facts(path).imports)
-    except ImageUnavailable:
-        return False
 
 
 def system_copy(
