@@ -120,6 +120,8 @@ def test_doctor_off_windows_says_what_it_can_do_instead_of_an_error() -> None:
     assert "`doctor` judges the Windows environment it runs in" in result.stdout
     assert "torchguard check torch==2.4.1 --python 3.11" in result.stdout
     assert "torchguard scan PATH..." in result.stdout
+    markdown = run("doctor", "--markdown").stdout
+    assert "**Verdict:** not Windows: no Windows DLLs to check here" in markdown
 
 
 def test_version() -> None:

@@ -15,7 +15,7 @@ from functools import cache
 from importlib import resources
 
 from torchguard._binary.pe.machine import X64, X86, platform_machine
-from torchguard._windows.foreign import refuse_other_platforms
+from torchguard._windows.foreign import refuse_other_platform_install, refuse_other_platforms
 from torchguard._windows.gpus import DisplayAdapter
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 from torchguard._windows.wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
@@ -120,6 +120,9 @@ def offline_windows(
         for source, names in assumed_system32:
             _assume(tree, OFFLINE_SYSTEM32, names, source)
         package_dir = find_torch_package(tree, [site_dir])
+        refusal = refuse_other_platform_install(tree, site_dir, package_dir)
+        if refusal is not None:
+            raise TargetError(refusal)
         version = _python_version(tree, package_dir, tags)
         machine = _python_machine(tree, package_dir, platforms)
         python_dll = f"python{version[0]}{version[1]}.dll"

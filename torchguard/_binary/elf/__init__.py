@@ -1,0 +1,245 @@
+"""Read what the Linux loader model needs from an ELF file, with ``struct`` over ``mmap``.
+
+Public interface (stable: the Linux loader model builds on it)
+
+- :func:`read_elf_file(path, *, symbols=False) <read_elf_file>` -> :class:`ElfImage`: maps
+  the file read-only and copies out only the tables it reads (never the whole file).
+- :func:`read_elf_bytes(data, *, symbols=False) <read_elf_bytes>` -> :class:`ElfImage`.
+- :func:`read_elf_stream(stream, size, *, symbols=False) <read_elf_stream>` -> :class:`ElfImage`
+  from a forward-only stream (a wheel member), keeping only what the tables can live in;
+  :class:`NotKept` when a table lies elsewhere (then read the whole member).
+- :func:`elf_header(head)` -> ``(elf_class, little_endian, machine)`` or None, from a file's
+  first 20+ bytes: recognise ELF by content and skip a candidate of the wrong class or
+  machine cheaply, as ld.so does.
+- :func:`read_fatbin_archs(path)` -> :class:`~torchguard._binary.fatbin.FatbinArchs` or
+  None: the SM/PTX architectures in ``.nv_fatbin``.
+- :class:`ElfImage`: ``facts`` (:class:`ElfFacts`) and ``symbols`` (:class:`ElfSymbols`,
+  None unless asked for).
+- :class:`ElfFacts`: ``elf_class`` (1/2; ``bits`` 32/64), ``little_endian``, ``machine``
+  (``machine_name``), ``osabi``, ``type``, ``interpreter``, ``soname``, ``needed`` (in
+  order), ``rpath``/``runpath`` (raw strings; ``rpath_entries``/``runpath_entries`` split as
+  ld.so splits them), ``flags`` (DT_FLAGS), ``flags_1`` (DT_FLAGS_1; ``nodelete``,
+  ``bind_now``, ``global_``, ``nodeflib``, ``static_tls``), ``verneed``
+  (:class:`VersionNeed`: file, name, index, hash, weak), ``verdef`` (:class:`VersionDef`:
+  name, index, hash, base, weak, parents; ``provides(version)``), ``tls_size``,
+  ``tls_align``, ``exec_stack``, ``fatbin`` ((offset, size) of ``.nv_fatbin`` or None),
+  ``segments``.
+- :class:`ElfSymbols`: ``defined`` (:class:`Defined`: name bytes, version or None, hidden,
+  weak, kind, version_index; ``default``), ``undefined`` (:class:`Undefined`: name bytes,
+  version, file, weak), ``count`` (.dynsym entries with the null one), ``names()``.
+- :class:`ElfReadError`: the one error for damaged or non-ELF input, with a message a user
+  can act on. Anything else escaping is a bug of torchguard's.
+- :mod:`.constants`: classes, machines, tags and flags (``EM_X86_64``, ``DF_1_NODELETE`` ...).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, Union
+
+from torchguard._binary.elf import constants
+from torchguard._binary.elf.facts import (
+    Dynamic,
+    ElfFacts,
+    VersionDef,
+    VersionNeed,
+    read_facts,
+    split_search_path,
+)
+from torchguard._binary.elf.layout import Buffer, ElfReadError, Layout, NotKept, Segment
+from torchguard._binary.elf.symbols import Defined, ElfSymbols, Undefined, read_symbols
+
+if TYPE_CHECKING:
+    from torchguard._binary.fatbin import FatbinArchs
+
+#: Bump when what is read from a file changes: cached facts of another reader are ignored.
+READER_VERSION = 1
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class ElfImage:
+    """One ELF file as read: its facts and, when asked for, its dynamic symbols."""
+
+    facts: ElfFacts
+    symbols: ElfSymbols | None = None
+
+
+def read_elf_bytes(data: bytes, *, symbols: bool = False) -> ElfImage:
+    """Read an ELF file held in memory. Raises :class:`ElfReadError` for damaged input."""
+    return _read(data, symbols)
+
+
+def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
+    """Read an ELF file through a read-only mapping that is closed before returning."""
+    try:
+        _regular(path)
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < 64:
+                return _read(handle.read(64), symbols)  # too short to map usefully; judge it
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                return _read(mapped, symbols)
+    except OSError as exc:
+        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
+    except ValueError as exc:  # mmap of something that is not a regular file
+        raise ElfReadError(f"cannot map the file: {exc}") from None
+
+
+def _regular(path: PathLike) -> None:
+    """Refuse what is not a regular file before opening it (a FIFO would block the open)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ElfReadError("not a regular file")
+
+
+def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = None) -> ElfImage:
+    layout = Layout(data, kept)
+    facts = read_facts(layout)
+    if not symbols:
+        return ElfImage(facts)
+    return ElfImage(facts, read_symbols(layout, Dynamic(layout), facts.verneed, facts.verdef))
+
+
+class Readable(Protocol):
+    """A forward-only byte stream (a zip member's)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+_CHUNK = 1 << 20
+_HEAD = 1 << 16
+
+
+def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> ElfImage:
+    """:func:`read_elf_bytes` for a forward-only stream of ``size`` bytes (a wheel member).
+
+    The whole member is inflated once, but only what the dynamic tables can live in is kept,
+    in an anonymous mapping whose untouched pages cost no memory: everything before the first
+    executable segment (where the linker puts .dynsym, .dynstr, the hash and version tables)
+    and everything from the dynamic section to the end (where patchelf moves .dynstr, and the
+    section headers). torch 2.9.1's 975 MiB libtorch_cuda.so then keeps about 40 MiB. A
+    table found elsewhere raises :class:`NotKept`: read the whole member instead.
+    """
+    head = _read_exactly(stream, min(size, _HEAD))
+    if len(head) < min(size, _HEAD):
+        raise ElfReadError(f"truncated: the data ends at {len(head)} of {size} bytes")
+    if size <= len(head):
+        return _read(head, symbols)
+    ranges = _kept_ranges(head, size)
+    try:
+        buffer = mmap.mmap(-1, size)
+    except (OSError, OverflowError, ValueError) as exc:
+        raise ElfReadError(f"cannot hold {size} bytes: {exc}") from None
+    try:
+        buffer[: len(head)] = head
+        position = len(head)
+        while position < size:
+            chunk = stream.read(min(_CHUNK, size - position))
+            if not chunk:
+                raise ElfReadError(f"truncated: the data ends at {position} of {size} bytes")
+            for start, stop in ranges:
+                low, high = max(start, position), min(stop, position + len(chunk))
+                if low < high:
+                    buffer[low:high] = chunk[low - position : high - position]
+            position += len(chunk)
+        return _read(buffer, symbols, ranges)
+    finally:
+        buffer.close()
+
+
+def _kept_ranges(head: bytes, size: int) -> list[tuple[int, int]]:
+    """What a streaming read keeps; the whole file when the head does not tell."""
+    try:
+        segments = Layout(head, whole=False).segments
+    except ElfReadError:
+        return [(0, size)]  # program headers past the head, or damage the full parse judges
+    code = [
+        s.offset
+        for s in segments
+        if s.type == constants.PT_LOAD and s.flags & constants.PF_X and s.filesz
+    ]
+    dynamic = [s.offset for s in segments if s.type == constants.PT_DYNAMIC]
+    first_code = max(min(code, default=size), len(head))
+    tail = min(dynamic, default=size)
+    if tail <= first_code:
+        return [(0, size)]
+    return [(0, min(first_code, size)), (tail, size)]
+
+
+def _read_exactly(stream: Readable, count: int) -> bytes:
+    parts: list[bytes] = []
+    remaining = count
+    while remaining > 0:
+        chunk = stream.read(remaining)
+        if not chunk:
+            break
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(parts)
+
+
+def elf_header(head: bytes) -> tuple[int, bool, int] | None:
+    """(elf_class, little_endian, machine) from a file's first bytes; None if not ELF."""
+    if len(head) < 20 or head[:4] != constants.MAGIC:
+        return None
+    elf_class, encoding = head[4], head[5]
+    if elf_class not in (constants.ELFCLASS32, constants.ELFCLASS64):
+        return None
+    if encoding not in (constants.ELFDATA2LSB, constants.ELFDATA2MSB):
+        return None
+    little = encoding == constants.ELFDATA2LSB
+    machine = int.from_bytes(head[18:20], "little" if little else "big")
+    return elf_class, little, machine
+
+
+def read_fatbin_archs(path: PathLike) -> FatbinArchs | None:
+    """The GPU architectures in an ELF file's ``.nv_fatbin``; None without that section.
+
+    Raises :class:`ElfReadError` for a damaged ELF file and
+    :class:`~torchguard._binary.fatbin.FatbinError` for damaged fatbin containers.
+    """
+    from torchguard._binary.fatbin import parse_fatbin
+
+    try:
+        _regular(path)
+        with open(path, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        with mapped:
+            span = read_facts(Layout(mapped)).fatbin
+            if span is None:
+                return None
+            offset, size = span
+            with memoryview(mapped) as view, view[offset : offset + size] as section:
+                return parse_fatbin(section)
+    except OSError as exc:
+        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ElfReadError(f"cannot map the file: {exc}") from None
+
+
+__all__ = [
+    "READER_VERSION",
+    "Defined",
+    "ElfFacts",
+    "ElfImage",
+    "ElfReadError",
+    "ElfSymbols",
+    "NotKept",
+    "Readable",
+    "Segment",
+    "Undefined",
+    "VersionDef",
+    "VersionNeed",
+    "constants",
+    "elf_header",
+    "read_elf_bytes",
+    "read_elf_file",
+    "read_elf_stream",
+    "read_fatbin_archs",
+    "split_search_path",
+]
