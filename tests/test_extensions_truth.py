@@ -28,7 +28,7 @@ CUDA_LINKED = (*TORCH, "c10_cuda.dll", "torch_cuda.dll", "cudart64_12.dll", *KER
 # Written for these tests in the shape of xformers' own loader (not a copy of it): the load
 # of _C raises an exception class of its own from the OSError, which the module body catches
 # and logs.
-CATCHING_LOADER = b'''
+CATCHING_LOADER = b"""
 import logging
 import torch
 logger = logging.getLogger("xformers")
@@ -46,7 +46,7 @@ try:
     _register_extensions()
 except xFormersInvalidLibException as e:
     logger.warning(f"WARNING[XFORMERS]: {e}")
-'''
+"""
 NOT_CATCHING_LOADER = b"import torch\ntorch.ops.load_library('_C')\n"
 
 

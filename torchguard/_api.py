@@ -110,7 +110,26 @@ def _prepare() -> Report:
         if first.code == "torch-not-found":
             raise TorchNotFoundError(first, report)
         raise error_for(first, report)
+    if sys.platform == "win32" and report.preloads:
+        report = _preload(report)
     return report
+
+
+def _preload(report: Report) -> Report:
+    """Load each DLL the analysis chose by full path, before torch; the report says how it went."""
+    from dataclasses import replace
+
+    from torchguard._windows.live import preload
+
+    done = []
+    for record in report.preloads:
+        try:
+            preload(record.path)
+        except OSError as exc:
+            done.append(replace(record, error=str(exc)))
+        else:
+            done.append(replace(record, done=True))
+    return replace(report, preloads=tuple(done))
 
 
 def scan(

@@ -47,6 +47,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     toolset = _toolset(context)
     if toolset is None:
         return
+    yield from _stale_copies(context)
     for root, resolution in _runtime_resolutions(context):
         if resolution.name.lower() in proven:
             continue
@@ -227,3 +228,45 @@ def _repair(
             "remove it so the Redistributable's copy is used",
         )
     return (fix, redist)
+
+
+def _stale_copies(context: CheckContext) -> Iterator[Finding]:
+    """A package ships an older msvcp140.dll and loads it when imported: imported before
+    torch, every torch DLL binds to that copy (WinError 1114). A warning: the order decides."""
+    toolset = _toolset(context) or MUTEX_CHANGE
+    preloaded = any(p.switch.startswith("TORCHGUARD_VCRUNTIME") for p in context.preloads)
+    for copy in context.stale_runtimes:
+        shown = ".".join(map(str, copy.version[:3]))
+        message = (
+            f"{copy.dist} ships msvcp140.dll {shown} ({copy.path}) and loads it when imported "
+            f"({ntpath.basename(copy.importer)} imports it): imported before torch, torch "
+            f"{context.torch.version} (built with the {toolset[0]}.{toolset[1]} toolset) binds "
+            "to that copy and fails to initialise (WinError 1114). torch imported first works"
+        )
+        hints = [
+            RepairHint(f"import torch before {copy.dist} (or call torchguard.ensure() first)"),
+            RepairHint(
+                f"update {copy.dist} to a release that ships a current runtime",
+                (context.hints.pip("install", "--upgrade", copy.dist),),
+            ),
+        ]
+        if preloaded:
+            hints.insert(
+                0,
+                RepairHint(
+                    "automatic: torchguard.ensure() loads System32's newer msvcp140.dll first, "
+                    f"so {copy.dist} binds to it too (TORCHGUARD_VCRUNTIME=keep turns this off)"
+                ),
+            )
+        yield Finding(
+            code=Code.RUNTIME_TOO_OLD,
+            severity=WARNING,
+            message=message,
+            dll="c10.dll",
+            missing="msvcp140.dll",
+            chain=("c10.dll", "msvcp140.dll"),
+            path=copy.path,
+            hints=tuple(hints),
+            package=copy.dist,
+            rank=140,
+        )

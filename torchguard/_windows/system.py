@@ -64,6 +64,10 @@ class System:
     """(commit limit, commit available) in bytes; live only."""
     driver_cuda: tuple[int, int] | None = None
     """Offline: the newest CUDA version the NVIDIA driver supports, as given (``--cuda``)."""
+    loaded_paths: tuple[str, ...] = ()
+    """Live: every module of the process in load order, same-named copies included."""
+    kmp_started: str | None = None
+    """Live: the module whose KMP (OpenMP) runtime already registered in this process."""
 
     def close(self) -> None:
         self.tree.close()
