@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ntpath
 from collections.abc import Iterator
+from enum import Enum
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._model.initialise import MUTEX_CHANGE, runtime_version
@@ -34,7 +35,15 @@ from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code, Step
 from torchguard._windows.tree import is_within, same_path
 
-PYTHON_LOADED = "python_loaded"
+
+class _StartUp(Enum):
+    """Where a copy came from when it is none of the loader's steps."""
+
+    PYTHON_LOADED = "python_loaded"
+    """Already loaded, from python.exe's folder: python.exe's own start-up copy."""
+
+
+PYTHON_LOADED = _StartUp.PYTHON_LOADED
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
@@ -155,14 +164,15 @@ def _gap(
 
 def _where(context: CheckContext, resolution: Resolution) -> str:
     path = resolution.path or ""
-    return {
+    wording: dict[Step | _StartUp | None, str] = {
         SYSTEM32: "in System32",
         LOADED: f"already loaded into this process from {ntpath.dirname(path)}",
         PYTHON_LOADED: "beside python.exe (loaded by python.exe at start-up)",
         APP_DIR: "beside python.exe",
         USER_DIR: f"in {ntpath.dirname(path)}",
         DLL_LOAD_DIR: "in torch\\lib",
-    }.get(_source(context, resolution), f"at {path}")
+    }
+    return wording.get(_source(context, resolution), f"at {path}")
 
 
 def _shown_path(context: CheckContext, resolution: Resolution) -> str | None:
@@ -170,12 +180,12 @@ def _shown_path(context: CheckContext, resolution: Resolution) -> str | None:
     return context.system.tree.origin(path) if resolution.via != LOADED else path
 
 
-def _source(context: CheckContext, resolution: Resolution) -> str:
+def _source(context: CheckContext, resolution: Resolution) -> Step | _StartUp | None:
     """The search step, telling python.exe's own start-up modules from other loaded ones."""
     app_dir = context.system.interpreter.app_dir
     if resolution.via == LOADED and same_path(ntpath.dirname(resolution.path or ""), app_dir):
         return PYTHON_LOADED
-    return resolution.via or ""
+    return resolution.via
 
 
 def _repair(
