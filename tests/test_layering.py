@@ -18,11 +18,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "torchguard"
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"_vocab", "_version", "_internal"}),
     frozenset({"_binary"}),  # binary formats: what a file says
-    frozenset({"_windows"}),  # the machine described: trees, distributions, the live process
+    frozenset({"_windows", "_linux"}),  # the machines described: trees, distributions, live state
     frozenset({"_report"}),  # findings, the Report, exceptions and renderers
     frozenset({"_model"}),  # the loader model and its facts
     frozenset({"_rules"}),  # checks and repair knowledge
-    frozenset({"_pipeline", "_api", "_hook", "_boot"}),
+    frozenset({"_pipeline", "_pipeline_linux", "_api", "_hook", "_boot"}),
     frozenset({"_frontends", "__init__", "__main__"}),
 )
 

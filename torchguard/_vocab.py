@@ -43,6 +43,8 @@ class Code(_Text):
     GLOB_UNSAFE_PATH = "glob-unsafe-path"
     PACKAGE_MISMATCH = "package-mismatch"
     TORCH_ALREADY_IMPORTED = "torch-already-imported"
+    LIBRARY_SHADOWED = "library-shadowed"
+    CONFLICTING_FILES = "conflicting-files"
 
 
 class Severity(_Text):

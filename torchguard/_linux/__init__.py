@@ -1,0 +1,1 @@
+"""The Linux machine described: ld.so's inputs (cache, environment, mapped objects) and files."""

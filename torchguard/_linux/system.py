@@ -1,0 +1,162 @@
+"""What the Linux pipeline needs from a machine, live or described offline.
+
+Live: ``/proc/self/maps`` (what is already mapped), ``/proc/self/environ`` (the environment
+ld.so saw at start: a later ``os.environ`` change does not reach it), ``/proc/self/exe``,
+``/etc/ld.so.cache`` parsed directly and the default directories. No subprocess, no
+``ldconfig -p``. Offline: site-packages folders plus a system root (``/`` or a mounted one).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from torchguard._linux.ldcache import parse_ld_cache
+
+_MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
+_ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
+
+
+@dataclass(frozen=True)
+class LinuxSystem:
+    """A Linux machine as the ld.so model sees it (pure data)."""
+
+    site_dirs: tuple[str, ...]
+    torch_package_dir: str | None
+    ld_library_path: tuple[str, ...] = ()
+    secure: bool = False
+    cache: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    default_dirs: tuple[str, ...] = ()
+    machine: int = 62
+    executable: str | None = None
+    mapped: tuple[str, ...] = ()
+    environ: Mapping[str, str] = field(default_factory=dict)
+    live: bool = False
+    python_version: tuple[int, int] = (3, 11)
+    conda: bool = False
+    wsl: bool = False
+    sysroot: str = "/"
+
+
+def host_machine() -> str:
+    return os.uname().machine
+
+
+def default_dirs(root: str = "/", machine: str | None = None) -> tuple[str, ...]:
+    """glibc's trusted directories, as distributions configure them (multiarch first)."""
+    triplet = _MULTIARCH.get(machine or host_machine())
+    names = [f"/lib/{triplet}", f"/usr/lib/{triplet}"] if triplet else []
+    names += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    prefix = root.rstrip("/")
+    return tuple(prefix + name for name in names if os.path.isdir(prefix + name))
+
+
+def read_cache(root: str = "/", machine: int = 62) -> dict[str, tuple[str, ...]]:
+    try:
+        with open(os.path.join(root, "etc/ld.so.cache"), "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return {}
+    return parse_ld_cache(data, machine, root.rstrip("/"))
+
+
+def split_path_list(value: str | None) -> tuple[str, ...]:
+    """``LD_LIBRARY_PATH`` as ld.so splits it (``:`` and ``;``; an empty entry is the cwd)."""
+    if not value:
+        return ()
+    entries = value.replace(";", ":").split(":")
+    return tuple(entry or "." for entry in entries)
+
+
+def mapped_objects(maps: str) -> tuple[str, ...]:
+    """The files mapped into the process, in the order they first appear."""
+    seen: dict[str, None] = {}
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/") and not parts[5].endswith("(deleted)"):
+            seen.setdefault(parts[5], None)
+    return tuple(seen)
+
+
+def start_environ() -> dict[str, str]:
+    """The environment the process started with (what ld.so read)."""
+    try:
+        with open("/proc/self/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return dict(os.environ)
+    result: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            result[key.decode("utf-8", "surrogateescape")] = value.decode(
+                "utf-8", "surrogateescape"
+            )
+    return result
+
+
+def _is_wsl() -> bool:
+    try:
+        with open("/proc/sys/kernel/osrelease", encoding="utf-8") as handle:
+            return "microsoft" in handle.read().lower()
+    except OSError:
+        return False
+
+
+def live_linux(torch_package_dir: str | None) -> LinuxSystem:
+    """This process, as ld.so would treat a ``dlopen`` from it now."""
+    environ = start_environ()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as handle:
+            mapped = mapped_objects(handle.read())
+    except OSError:
+        mapped = ()
+    executable = os.path.realpath("/proc/self/exe") if os.path.exists("/proc/self/exe") else None
+    machine = _ELF_MACHINE.get(host_machine(), 62)
+    secure = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
+    return LinuxSystem(
+        site_dirs=tuple(p for p in sys.path if p),
+        torch_package_dir=torch_package_dir,
+        ld_library_path=split_path_list(environ.get("LD_LIBRARY_PATH")),
+        secure=secure,
+        cache=read_cache("/", machine),
+        default_dirs=default_dirs("/"),
+        machine=machine,
+        executable=executable,
+        mapped=tuple(p for p in mapped if p != executable),
+        environ=environ,
+        live=True,
+        python_version=(sys.version_info[0], sys.version_info[1]),
+        conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        wsl=_is_wsl(),
+    )
+
+
+def offline_linux(
+    site_dirs: list[str],
+    *,
+    sysroot: str = "/",
+    ld_library_path: tuple[str, ...] = (),
+    machine: str = "x86_64",
+) -> LinuxSystem:
+    """Site-packages folders on a system root: no interpreter, nothing mapped yet."""
+    elf_machine = _ELF_MACHINE.get(machine, 62)
+    torch_dir = next(
+        (
+            os.path.join(d, "torch")
+            for d in site_dirs
+            if os.path.isfile(os.path.join(d, "torch", "__init__.py"))
+        ),
+        None,
+    )
+    return LinuxSystem(
+        site_dirs=tuple(site_dirs),
+        torch_package_dir=torch_dir,
+        ld_library_path=ld_library_path,
+        cache=read_cache(sysroot, elf_machine),
+        default_dirs=default_dirs(sysroot, machine),
+        machine=elf_machine,
+        sysroot=sysroot,
+    )

@@ -1,0 +1,123 @@
+"""The Linux analysis: locate torch, replay its import on the ld.so model, check, report."""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import time
+from collections.abc import Iterator
+
+from torchguard._linux.files import PosixFiles
+from torchguard._linux.preload import read_plan
+from torchguard._linux.system import LinuxSystem
+from torchguard._model.ldso import Environment, Ldso
+from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
+from torchguard._report.findings import ERROR, Finding
+from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
+from torchguard._rules.hints import HintContext, for_not_found
+from torchguard._rules.linux_loads import LinuxHints, import_findings, shadowed
+from torchguard._vocab import Code
+
+
+def glob_sorted(pattern: str) -> list[str]:
+    """``glob.glob`` as torch calls it (directory order, which we cannot know offline)."""
+    return _glob.glob(pattern)
+
+
+def environment(system: LinuxSystem) -> Environment:
+    return Environment(
+        ld_library_path=system.ld_library_path,
+        secure=system.secure,
+        cache=system.cache,
+        default_dirs=system.default_dirs,
+        machine=system.machine,
+        assume_python_symbols=system.executable is None,
+    )
+
+
+def torch_version(torch_dir: str) -> tuple[str, str | None]:
+    """(``__version__``, ``cuda``) from ``torch/version.py``, read as text (never imported)."""
+    version, cuda = "unknown", None
+    try:
+        with open(os.path.join(torch_dir, "version.py"), encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return version, cuda
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if not sep:
+            continue
+        name, value = name.split(":")[0].strip(), value.strip().strip("'\"")
+        if name == "__version__":
+            version = value
+        elif name == "cuda" and value not in ("None", ""):
+            cuda = value
+    return version, cuda
+
+
+def pinned_copies(site_dirs: tuple[str, ...]) -> dict[str, str]:
+    """soname -> the copy under ``<site>/nvidia/*/lib`` (what torch's wheels pin)."""
+    pinned: dict[str, str] = {}
+    for site in site_dirs:
+        for path in _glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*")):
+            pinned.setdefault(os.path.basename(path), path)
+    return pinned
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def analyze_linux(system: LinuxSystem, files: PosixFiles | None = None) -> Report:
+    """The whole Linux analysis of ``system``; problems become findings."""
+    start = time.perf_counter()
+    mode = "live" if system.live else "offline"
+    if system.torch_package_dir is None:
+        return Report(findings=(torch_not_found(),), mode=mode)
+    torch_dir = system.torch_package_dir
+    version, cuda = torch_version(torch_dir)
+    plan = read_plan(torch_dir, version, cuda)
+    files = files if files is not None else PosixFiles()
+    ldso = Ldso(files, environment(system))
+    ldso.start(system.executable, system.mapped)
+    first_new = len(ldso.objects)
+    replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
+    hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
+    findings = list(import_findings(replay, hints, ldso.objects))
+    if replay.ok:
+        findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
+    findings.sort(key=Finding.sort_key)
+    return Report(
+        findings=tuple(findings),
+        torch=TorchSummary(version, torch_dir, version.partition("+")[2] or None, cuda),
+        mode=mode,
+        python={"version": "{}.{}".format(*system.python_version)},
+        import_torch=_outcome(replay),
+        modules=tuple(_modules(ldso, first_new)),
+        timings={"total": time.perf_counter() - start},
+    )
+
+
+def _outcome(replay: LinuxImport) -> ImportOutcome:
+    if replay.ok:
+        return ImportOutcome(True)
+    name = replay.not_found or (replay.error.obj.rsplit("/", 1)[-1] if replay.error else None)
+    return ImportOutcome(False, None, name)
+
+
+def _modules(ldso: Ldso, first_new: int) -> Iterator[ModuleRecord]:
+    for obj in ldso.objects[first_new:]:
+        yield ModuleRecord(obj.soname, obj.path, obj.via)
+
+
+def torch_not_found() -> Finding:
+    return Finding(
+        code=Code.TORCH_NOT_FOUND,
+        severity=ERROR,
+        message="torch is not installed where this Python imports packages from",
+        hints=for_not_found(HintContext()),
+        rank=0,
+    )
