@@ -47,6 +47,13 @@ def _non_windows() -> Report:
     return Report(torch=TorchSummary(version, location), mode="non-windows")
 
 
+def _live_linux_report() -> Report:
+    from torchguard._linux.system import live_linux, torch_package_dir
+    from torchguard._pipeline_linux import analyze_linux, linux_cache
+
+    return analyze_linux(live_linux(torch_package_dir()), cache=linux_cache())
+
+
 def _live_report() -> Report:
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
@@ -67,6 +74,8 @@ def diagnose() -> Report:
     """
     if "torch" in sys.modules:
         return _already_imported()
+    if sys.platform.startswith("linux"):
+        return guarded("diagnose()", _live_linux_report, ())
     if sys.platform != "win32":
         return guarded("diagnose()", _non_windows, ())
     return guarded("diagnose()", _live_report, ())
@@ -99,7 +108,12 @@ def ensure() -> Report:
 
 
 def _prepare() -> Report:
-    report = _live_report() if sys.platform == "win32" else _non_windows()
+    if sys.platform == "win32":
+        report = _live_report()
+    elif sys.platform.startswith("linux"):
+        report = _live_linux_report()  # nothing to register: ld.so's inputs are fixed at start
+    else:
+        report = _non_windows()
     if sys.platform == "win32":
         from torchguard._windows.register import register
 

@@ -8,13 +8,14 @@ import time
 from collections.abc import Iterator
 
 from torchguard._linux.files import PosixFiles
-from torchguard._linux.preload import read_plan
+from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.system import LinuxSystem
+from torchguard._model.cache import cache_dir
 from torchguard._model.ldso import Environment, Ldso
+from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
-from torchguard._report.findings import ERROR, Finding
+from torchguard._report.findings import ERROR, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
-from torchguard._rules.hints import HintContext, for_not_found
 from torchguard._rules.linux_loads import LinuxHints, import_findings, shadowed
 from torchguard._vocab import Code
 
@@ -71,7 +72,23 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def analyze_linux(system: LinuxSystem, files: PosixFiles | None = None) -> Report:
+def linux_cache() -> LinuxCache:
+    """The user's persistent Linux cache (a run-only one when caching is off)."""
+    return LinuxCache(cache_dir())
+
+
+def _plan(
+    torch_dir: str, version: str, cuda: str | None, files: PosixFiles, cache: LinuxCache
+) -> PreloadPlan:
+    fingerprint = files.fingerprint(os.path.join(torch_dir, "__init__.py")) + f"|{cuda}"
+    plan = cache.plan(fingerprint)
+    if plan is None:
+        plan = read_plan(torch_dir, version, cuda)
+        cache.store_plan(fingerprint, plan)
+    return plan
+
+
+def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
     """The whole Linux analysis of ``system``; problems become findings."""
     start = time.perf_counter()
     mode = "live" if system.live else "offline"
@@ -79,9 +96,10 @@ def analyze_linux(system: LinuxSystem, files: PosixFiles | None = None) -> Repor
         return Report(findings=(torch_not_found(),), mode=mode)
     torch_dir = system.torch_package_dir
     version, cuda = torch_version(torch_dir)
-    plan = read_plan(torch_dir, version, cuda)
-    files = files if files is not None else PosixFiles()
-    ldso = Ldso(files, environment(system))
+    cache = cache if cache is not None else LinuxCache(None)
+    files = PosixFiles(cache)
+    plan = _plan(torch_dir, version, cuda, files, cache)
+    ldso = Ldso(files, environment(system), cache)
     ldso.start(system.executable, system.mapped)
     first_new = len(ldso.objects)
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
@@ -90,6 +108,7 @@ def analyze_linux(system: LinuxSystem, files: PosixFiles | None = None) -> Repor
     if replay.ok:
         findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
     findings.sort(key=Finding.sort_key)
+    cache.save()
     return Report(
         findings=tuple(findings),
         torch=TorchSummary(version, torch_dir, version.partition("+")[2] or None, cuda),
@@ -118,6 +137,12 @@ def torch_not_found() -> Finding:
         code=Code.TORCH_NOT_FOUND,
         severity=ERROR,
         message="torch is not installed where this Python imports packages from",
-        hints=for_not_found(HintContext()),
+        hints=(
+            RepairHint(
+                "Install torch into the environment of this Python",
+                ("python -m pip install torch",),
+                "https://pytorch.org/get-started/locally/",
+            ),
+        ),
         rank=0,
     )

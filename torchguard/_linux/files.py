@@ -3,27 +3,27 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Optional
+from typing import Protocol
 
 from torchguard._binary.elfdyn import ElfFacts, read_elf_file
 
-FactsHook = Callable[[str, "os.stat_result"], Optional[ElfFacts]]
+
+class FactsStore(Protocol):
+    """Dynamic facts kept across runs, by file fingerprint."""
+
+    def facts(self, fingerprint: str) -> ElfFacts | None: ...
+
+    def store_facts(self, fingerprint: str, facts: ElfFacts) -> None: ...
 
 
 class PosixFiles:
     """Paths joined as given (``..`` resolved by the kernel, never by ``normpath``), each
-    file's facts read once per analysis; ``cached``/``store`` let a persistent cache serve
-    them by file identity (device, inode, size, mtime)."""
+    file's facts read once per analysis; ``store`` serves them across runs by fingerprint."""
 
-    def __init__(
-        self,
-        cached: FactsHook | None = None,
-        store: Callable[[str, os.stat_result, ElfFacts], None] | None = None,
-    ) -> None:
+    def __init__(self, store: FactsStore | None = None) -> None:
         self._facts: dict[tuple[int, int], ElfFacts] = {}
+        self._symbols: dict[tuple[int, int], ElfFacts] = {}
         self._stats: dict[str, os.stat_result | None] = {}
-        self._cached = cached
         self._store = store
         self.reads = 0
 
@@ -48,13 +48,27 @@ class PosixFiles:
         found = self._facts.get(key)
         if found is not None:
             return found
-        info = self._stat(path)
-        if info is not None and self._cached is not None:
-            found = self._cached(path, info)
+        fingerprint = self.fingerprint(path)
+        if self._store is not None:
+            found = self._store.facts(fingerprint)
         if found is None:
             self.reads += 1
-            found = read_elf_file(path)
-            if info is not None and self._store is not None:
-                self._store(path, info, found)
+            found = read_elf_file(path, symbols=False)
+            if self._store is not None:
+                self._store.store_facts(fingerprint, found)
         self._facts[key] = found
         return found
+
+    def symbols(self, path: str) -> ElfFacts:
+        key = self.identity(path)
+        found = self._symbols.get(key)
+        if found is None:
+            self.reads += 1
+            found = self._symbols[key] = read_elf_file(path, symbols=True)
+        return found
+
+    def fingerprint(self, path: str) -> str:
+        info = self._stat(path)
+        if info is None:
+            return f"{path}|absent"
+        return f"{path}|{info.st_size}|{info.st_mtime_ns}|{info.st_ino}"

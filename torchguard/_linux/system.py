@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from torchguard._linux.ldcache import parse_ld_cache
+from torchguard._linux.ldcache import LdCache
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
@@ -53,13 +53,14 @@ def default_dirs(root: str = "/", machine: str | None = None) -> tuple[str, ...]
     return tuple(prefix + name for name in names if os.path.isdir(prefix + name))
 
 
-def read_cache(root: str = "/", machine: int = 62) -> dict[str, tuple[str, ...]]:
+def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ...]]:
+    """``<root>/etc/ld.so.cache``, decoded lazily (unreadable: empty, as ld.so treats it)."""
     try:
         with open(os.path.join(root, "etc/ld.so.cache"), "rb") as handle:
             data = handle.read()
     except OSError:
         return {}
-    return parse_ld_cache(data, machine, root.rstrip("/"))
+    return LdCache(data, machine, root.rstrip("/"))
 
 
 def split_path_list(value: str | None) -> tuple[str, ...]:
@@ -105,6 +106,19 @@ def _is_wsl() -> bool:
         return False
 
 
+def torch_package_dir() -> str | None:
+    """Where ``import torch`` would come from, found without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(next(iter(spec.submodule_search_locations)))
+
+
 def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     """This process, as ld.so would treat a ``dlopen`` from it now."""
     environ = start_environ()
@@ -117,7 +131,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     machine = _ELF_MACHINE.get(host_machine(), 62)
     secure = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
     return LinuxSystem(
-        site_dirs=tuple(p for p in sys.path if p),
+        site_dirs=tuple(sys.path),  # as torch's preload walks it, '' (the cwd) included
         torch_package_dir=torch_package_dir,
         ld_library_path=split_path_list(environ.get("LD_LIBRARY_PATH")),
         secure=secure,

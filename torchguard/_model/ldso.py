@@ -36,8 +36,33 @@ class ElfFiles(Protocol):
         ...
 
     def facts(self, path: str) -> ElfFacts:
-        """The ELF facts of ``path``; raises :class:`ElfReadError` for a damaged file."""
+        """The dynamic facts of ``path`` (symbols may be left out); raises
+        :class:`ElfReadError` for a damaged file."""
         ...
+
+    def symbols(self, path: str) -> ElfFacts:
+        """The facts of ``path`` with its symbol table."""
+        ...
+
+    def fingerprint(self, path: str) -> str:
+        """A key that changes whenever the file's contents may have (path, size, mtime, inode)."""
+        ...
+
+
+class Verdicts(Protocol):
+    """Binding verdicts kept across runs: a warm analysis reads no symbol table."""
+
+    def bound(self, key: str) -> bool: ...
+
+    def remember(self, key: str) -> None: ...
+
+
+class _NoVerdicts:
+    def bound(self, key: str) -> bool:
+        return False
+
+    def remember(self, key: str) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -54,7 +79,7 @@ class Environment:
     """No interpreter to bind against (offline): ``Py*``/``_Py*`` references are satisfied."""
 
 
-@dataclass
+@dataclass(eq=False)
 class SharedObject:
     """One object in the process's link map."""
 
@@ -108,6 +133,8 @@ class DlopenResult:
 
 
 def _expand(entry: str, origin: str) -> str:
+    if "$" not in entry:
+        return entry
     for token in ("${ORIGIN}", "$ORIGIN"):
         entry = entry.replace(token, origin)
     return entry
@@ -121,13 +148,16 @@ def _dirname(path: str) -> str:
 class Ldso:
     """One process's dynamic loader: its link map, global scope and ``dlopen``."""
 
-    def __init__(self, files: ElfFiles, env: Environment) -> None:
+    def __init__(self, files: ElfFiles, env: Environment, verdicts: Verdicts | None = None) -> None:
         self.files = files
         self.env = env
+        self.verdicts: Verdicts = verdicts if verdicts is not None else _NoVerdicts()
         self.objects: list[SharedObject] = []
         self.global_scope: list[SharedObject] = []
         self.main: SharedObject | None = None
         self._by_identity: dict[Hashable, SharedObject] = {}
+        self._dirs: dict[int, list[tuple[str, str]]] = {}
+        self._names: dict[str, SharedObject] = {}
 
     # -- process start -----------------------------------------------------------------
     def start(self, executable: str | None, mapped: Sequence[str] = ()) -> None:
@@ -156,18 +186,19 @@ class Ldso:
     def _add(
         self, path: str, facts: ElfFacts, names: set[str], loader: SharedObject | None, via: str
     ) -> SharedObject:
-        obj = SharedObject(path, facts, set(names), loader, via)
-        if facts.soname:
-            obj.names.add(facts.soname)
+        obj = SharedObject(path, facts, set(), loader, via)
+        for name in [*names, *([facts.soname] if facts.soname else [])]:
+            self._name(obj, name)
         self.objects.append(obj)
         self._by_identity[self.files.identity(path)] = obj
         return obj
 
     def _reuse(self, name: str) -> SharedObject | None:
-        for obj in self.objects:
-            if name in obj.names:
-                return obj
-        return None
+        return self._names.get(name)
+
+    def _name(self, obj: SharedObject, name: str) -> None:
+        obj.names.add(name)
+        self._names.setdefault(name, obj)  # the first object loaded under a name wins
 
     def loaded(self, name: str) -> SharedObject | None:
         """The object a request for ``name`` (a soname) would reuse."""
@@ -176,6 +207,13 @@ class Ldso:
     # -- the search ------------------------------------------------------------------------
     def search_dirs(self, requester: SharedObject | None) -> list[tuple[str, str]]:
         """(directory, provenance) in the order ld.so tries them for ``requester``'s needs."""
+        key = id(requester)
+        found = self._dirs.get(key)
+        if found is None:
+            found = self._dirs[key] = self._search_dirs(requester)
+        return found
+
+    def _search_dirs(self, requester: SharedObject | None) -> list[tuple[str, str]]:
         dirs: list[tuple[str, str]] = []
         facts = requester.facts if requester else None
         if facts is None or facts.runpath is None:
@@ -223,7 +261,6 @@ class Ldso:
         if "/" not in name:
             existing = self._reuse(name)
             if existing is not None:
-                existing.names.add(name)
                 return existing
         for path, via in self._candidates(name, requester):
             if not self.files.is_file(path):
@@ -231,7 +268,7 @@ class Ldso:
             trail.append(path)
             same = self._by_identity.get(self.files.identity(path))
             if same is not None:
-                same.names.add(name)
+                self._name(same, name)
                 return same
             try:
                 facts = self.files.facts(path)
@@ -246,10 +283,16 @@ class Ldso:
     def dlopen(self, name: str, *, global_: bool = False) -> DlopenResult:
         """``dlopen(name, RTLD_NOW | (RTLD_GLOBAL if global_))`` from the interpreter."""
         before = (list(self.objects), list(self.global_scope), dict(self._by_identity))
+        names = {id(o): set(o.names) for o in self.objects}
+        index = dict(self._names)
         first_new = len(self.objects)
         result = self._open(name, first_new, global_)
         if not result.ok:
             self.objects, self.global_scope, self._by_identity = before
+            self._names = index
+            for obj in self.objects:
+                obj.names = names[id(obj)]
+            self._dirs.clear()
         return result
 
     def _open(self, name: str, first_new: int, global_: bool) -> DlopenResult:
@@ -260,9 +303,15 @@ class Ldso:
         root.loader = root.loader if root.loader is not None else self.main
         order = [root]
         parents: dict[int, SharedObject] = {}
+        if self.objects.index(root) < first_new:  # already loaded: nothing to map or bind
+            if global_:
+                self.global_scope += [o for o in _closure(root) if o not in self.global_scope]
+            return DlopenResult(True, root=root)
         for obj in order:
-            if self.objects.index(obj) < first_new and obj is not root:
-                continue  # an object loaded earlier has its dependencies already
+            if self.objects.index(obj) < first_new:
+                if not obj.deps:  # mapped before we looked: its dependencies by name
+                    obj.deps = [d for d in map(self._reuse, obj.facts.needed) if d is not None]
+                continue
             for needed in obj.facts.needed:
                 trail = []
                 dep = self._map(needed, obj, trail)
@@ -300,14 +349,21 @@ class Ldso:
         return None
 
     def _bind(self, obj: SharedObject, scope: list[SharedObject]) -> LoadError | None:
+        prints = [self.files.fingerprint(o.path) for o in [obj, *scope]]
+        key = "\n".join([str(self.env.assume_python_symbols), *prints])
+        if self.verdicts.bound(key):
+            return None
         files_of = {v: f for f, needs in obj.facts.verneed.items() for v, _ in needs}
+        tables = {id(o): self.files.symbols(o.path).defined for o in scope}
         missing: list[tuple[str, str]] = []
-        for symbol, version in obj.facts.undefined:
+        for symbol, version in self.files.symbols(obj.path).undefined:
             if self.env.assume_python_symbols and symbol.startswith(("Py", "_Py")):
                 continue
-            if not any(_defines(o, symbol, version, files_of.get(version)) for o in scope):
+            filename = files_of.get(version)
+            if not any(_defines(o, tables[id(o)], symbol, version, filename) for o in scope):
                 missing.append((symbol, version))
         if not missing:
+            self.verdicts.remember(key)
             return None
         symbol, version = missing[0]
         provider = next((o.path for o in scope if files_of.get(version) in o.names), None)
@@ -321,8 +377,14 @@ class Ldso:
         )
 
 
-def _defines(obj: SharedObject, symbol: str, version: str, filename: str | None) -> bool:
-    versions = obj.facts.defined.get(symbol)
+def _defines(
+    obj: SharedObject,
+    table: Mapping[str, frozenset[str]],
+    symbol: str,
+    version: str,
+    filename: str | None,
+) -> bool:
+    versions = table.get(symbol)
     if versions is None:
         return False
     if not version:
