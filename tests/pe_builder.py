@@ -173,8 +173,18 @@ def _export_directory(
     end = _SECTION_RVA + len(body)
     claimed = counts or (slots, len(named))
     body[directory - _SECTION_RVA : directory - _SECTION_RVA + 40] = struct.pack(
-        "<IIHHIIIIIII", 0, 0, 0, 0, 0, base, claimed[0], claimed[1],
-        functions, name_table, ordinal_table,
+        "<IIHHIIIIIII",
+        0,
+        0,
+        0,
+        0,
+        0,
+        base,
+        claimed[0],
+        claimed[1],
+        functions,
+        name_table,
+        ordinal_table,
     )
     return directory, end - directory
 

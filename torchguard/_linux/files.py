@@ -68,7 +68,9 @@ class PosixFiles:
         return found
 
     def fingerprint(self, path: str) -> str:
+        """The file's identity and state, not its name: a symlink and its target, or one
+        file seen through two venvs, share facts and verdicts."""
         info = self._stat(path)
         if info is None:
             return f"{path}|absent"
-        return f"{path}|{info.st_size}|{info.st_mtime_ns}|{info.st_ino}"
+        return f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}"

@@ -93,8 +93,9 @@ def import_findings(
             code=Code.MISSING_DLL,
             severity=ERROR,
             message=(
-                f"torch could not load its CUDA libraries and then found no {replay.not_found} "
-                "in any sys.path entry (torch raises ValueError)"
+                "torch could not load libtorch_global_deps.so for a missing CUDA library, "
+                f"then looked for each one in sys.path: {replay.not_found} not found in the "
+                "system path (torch raises ValueError)"
             ),
             dll="libtorch_global_deps.so",
             missing=name,
