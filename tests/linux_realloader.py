@@ -58,8 +58,18 @@ def wheel_member(project: str, version: str, suffix: str) -> bytes:
     found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-            + ["--only-binary=:all:", "-d", str(folder), f"{project}=={version}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(folder),
+                f"{project}=={version}",
+            ],
             check=True,
             env=_pip_env(),
             timeout=1800,

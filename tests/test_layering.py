@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "torchguard"
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"_vocab", "_version", "_internal"}),
     frozenset({"_binary"}),  # binary formats: what a file says
-    frozenset({"_windows", "_linux"}),  # the machines described: trees, distributions, live state
+    frozenset({"_windows", "_linux"}),  # the machine described: trees, distributions, process
     frozenset({"_report"}),  # findings, the Report, exceptions and renderers
     frozenset({"_model"}),  # the loader model and its facts
     frozenset({"_rules"}),  # checks and repair knowledge

@@ -102,8 +102,16 @@ def _old_libstdcxx_first(site: Path, where: Path) -> dict[str, str]:
     (folder / "v.map").write_text("GLIBCXX_3.4 { global: *; };\nCXXABI_1.3 { } GLIBCXX_3.4;\n")
     (folder / "s.c").write_text("int glibcxx_stand_in(void) { return 34; }\n")
     subprocess.run(
-        [gcc, "-shared", "-fPIC", "-o", str(folder / "libstdc++.so.6"), str(folder / "s.c")]
-        + ["-Wl,-soname,libstdc++.so.6", f"-Wl,--version-script={folder / 'v.map'}"],
+        [
+            gcc,
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(folder / "libstdc++.so.6"),
+            str(folder / "s.c"),
+            "-Wl,-soname,libstdc++.so.6",
+            f"-Wl,--version-script={folder / 'v.map'}",
+        ],
         check=True,
     )
     return {"LD_LIBRARY_PATH": str(folder)}

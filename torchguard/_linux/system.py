@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from torchguard._linux.ldcache import LdCache
+from torchguard._linux.ldcache import LdCache, LdCacheError, read_ld_cache
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
@@ -53,14 +53,43 @@ def default_dirs(root: str = "/", machine: str | None = None) -> tuple[str, ...]
     return tuple(prefix + name for name in names if os.path.isdir(prefix + name))
 
 
+class CacheView(Mapping[str, tuple[str, ...]]):
+    """soname -> the one path ld.so's ``search_cache`` picks (as a 1-tuple), per machine."""
+
+    def __init__(self, cache: LdCache, machine: int, elf_class: int, root: str) -> None:
+        self._cache = cache
+        self._machine = machine
+        self._class = elf_class
+        self._root = root
+        self._found: dict[str, tuple[str, ...]] = {}
+
+    def get(self, name: str, default: object = None) -> tuple[str, ...]:
+        found = self._found.get(name)
+        if found is None:
+            entry = self._cache.resolve(name, self._machine, self._class)
+            found = self._found[name] = (self._root + entry.path,) if entry else ()
+        return found
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        found = self.get(name)
+        if not found:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(entry.soname for entry in self._cache.entries))
+
+    def __len__(self) -> int:
+        return len({entry.soname for entry in self._cache.entries})
+
+
 def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ...]]:
-    """``<root>/etc/ld.so.cache``, decoded lazily (unreadable: empty, as ld.so treats it)."""
+    """``<root>/etc/ld.so.cache`` (unreadable or damaged: empty, as ld.so treats it)."""
     try:
-        with open(os.path.join(root, "etc/ld.so.cache"), "rb") as handle:
-            data = handle.read()
-    except OSError:
+        cache = read_ld_cache(os.path.join(root, "etc/ld.so.cache"))
+    except LdCacheError:
         return {}
-    return LdCache(data, machine, root.rstrip("/"))
+    return CacheView(cache, machine, 2, root.rstrip("/"))
 
 
 def split_path_list(value: str | None) -> tuple[str, ...]:

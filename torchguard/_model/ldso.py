@@ -18,7 +18,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from torchguard._binary.elfdyn import ElfFacts, ElfReadError
+from torchguard._binary.elf import ElfReadError
+from torchguard._linux.files import LoadFacts as ElfFacts
+from torchguard._linux.files import SymbolTable
 
 MISSING = "missing"
 CORRUPT = "corrupt"
@@ -40,7 +42,7 @@ class ElfFiles(Protocol):
         :class:`ElfReadError` for a damaged file."""
         ...
 
-    def symbols(self, path: str) -> ElfFacts:
+    def symbols(self, path: str) -> SymbolTable:
         """The facts of ``path`` with its symbol table."""
         ...
 
@@ -354,7 +356,7 @@ class Ldso:
         if self.verdicts.bound(key):
             return None
         files_of = {v: f for f, needs in obj.facts.verneed.items() for v, _ in needs}
-        tables = {id(o): self.files.symbols(o.path).defined for o in scope}
+        tables = {id(o): self.files.symbols(o.path) for o in scope}
         missing: list[tuple[str, str]] = []
         for symbol, version in self.files.symbols(obj.path).undefined:
             if self.env.assume_python_symbols and symbol.startswith(("Py", "_Py")):
@@ -378,17 +380,13 @@ class Ldso:
 
 
 def _defines(
-    obj: SharedObject,
-    table: Mapping[str, frozenset[str]],
-    symbol: str,
-    version: str,
-    filename: str | None,
+    obj: SharedObject, table: SymbolTable, symbol: str, version: str, filename: str | None
 ) -> bool:
-    versions = table.get(symbol)
+    versions = table.defined.get(symbol)
     if versions is None:
         return False
     if not version:
-        return True
+        return symbol in table.default
     if version in versions:
         return True
     return obj.facts.verdef is None and filename is not None and filename in obj.names

@@ -18,7 +18,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from torchguard._binary.elfdyn import ElfFacts
+from torchguard._linux.files import LoadFacts as ElfFacts
 from torchguard._linux.preload import PreloadPlan
 
 SCHEMA = 1

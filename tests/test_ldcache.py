@@ -1,0 +1,187 @@
+"""The /etc/ld.so.cache parser: three layouts, hwcaps, ld.so's choice, damage; ldconfig judges."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from ldcache_builder import X86_64, build_cache
+
+from torchguard._linux.ldcache import (
+    LdCacheError,
+    cache_flags,
+    parse_ld_cache,
+    read_ld_cache,
+)
+
+ENTRIES = [
+    ("libz.so.1", "/usr/lib/glibc-hwcaps/x86-64-v3/libz.so.1", X86_64, "x86-64-v3"),
+    ("libz.so.1", "/usr/lib/glibc-hwcaps/x86-64-v2/libz.so.1", X86_64, "x86-64-v2"),
+    ("libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1", X86_64, None),
+    ("libz.so.1", "/lib/i386-linux-gnu/libz.so.1", 0x0003, None),
+    ("libstdc++.so.6", "/opt/conda/lib/libstdc++.so.6", X86_64, None),
+    ("libstdc++.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6", X86_64, None),
+]
+LDCONFIG = shutil.which("ldconfig") or next(
+    (p for p in ("/usr/sbin/ldconfig", "/sbin/ldconfig") if Path(p).exists()), None
+)
+
+
+@pytest.mark.parametrize(("layout", "big"), [("new", False), ("new", True), ("compat", False)])
+def test_new_and_compat_layouts(layout: str, big: bool) -> None:
+    cache = parse_ld_cache(build_cache(ENTRIES, layout, big_endian=big))
+    assert cache.format == layout
+    assert cache.generator == "ldconfig (test) 2.99"
+    assert [(e.soname, e.path, e.flags, e.hwcaps_subdir) for e in cache.entries] == ENTRIES
+    assert cache.entries[0].label == 'libc6,x86-64, hwcap: "x86-64-v3"'
+    assert cache.entries[3].label == "libc6"
+
+
+def test_old_layout_has_no_hwcaps() -> None:
+    cache = parse_ld_cache(build_cache(ENTRIES, "old"))
+    assert cache.format == "old" and cache.generator is None
+    assert [(e.soname, e.path, e.flags) for e in cache.entries] == [e[:3] for e in ENTRIES]
+    assert all(e.hwcaps_subdir is None and e.hwcap == 0 for e in cache.entries)
+
+
+def test_lookup_keeps_cache_order() -> None:
+    cache = parse_ld_cache(build_cache(ENTRIES))
+    assert [e.path for e in cache.lookup("libstdc++.so.6")] == [
+        "/opt/conda/lib/libstdc++.so.6",
+        "/lib/x86_64-linux-gnu/libstdc++.so.6",
+    ]
+    assert len(cache.lookup("libz.so.1", X86_64)) == 3
+    assert cache.lookup("libnope.so") == ()
+
+
+def test_resolve_follows_search_cache() -> None:
+    cache = parse_ld_cache(build_cache(ENTRIES))
+    pick = cache.resolve
+    assert pick("libz.so.1", 62, 2).path == "/lib/x86_64-linux-gnu/libz.so.1"  # type: ignore[union-attr]
+    assert pick("libz.so.1", 62, 2, ("x86-64-v2",)).hwcaps_subdir == "x86-64-v2"  # type: ignore[union-attr]
+    assert pick("libz.so.1", 62, 2, ("x86-64-v3", "x86-64-v2")).hwcaps_subdir == "x86-64-v3"  # type: ignore[union-attr]
+    assert pick("libz.so.1", 62, 2, ("x86-64-v4",)).hwcaps_subdir is None  # type: ignore[union-attr]
+    assert pick("libz.so.1", 3, 1).path == "/lib/i386-linux-gnu/libz.so.1"  # type: ignore[union-attr]
+    assert pick("libz.so.1", 183, 2) is None  # no AArch64 entry
+    assert pick("libstdc++.so.6", 62, 2).path == "/opt/conda/lib/libstdc++.so.6"  # type: ignore[union-attr]
+
+
+def test_resolve_generic_machines_prefer_libc6_entries_and_skip_legacy_hwcaps() -> None:
+    entries = [
+        ("libx.so.1", "/legacy/libx.so.1", 0x0003, None),
+        ("libx.so.1", "/elf/libx.so.1", 0x0001, None),
+        ("libx.so.1", "/libc6/libx.so.1", 0x0003, None),
+    ]
+    cache = parse_ld_cache(build_cache(entries, legacy_hwcap={0: 1 << 5}))
+    assert cache.resolve("libx.so.1", 3, 1).path == "/libc6/libx.so.1"  # type: ignore[union-attr]
+    assert cache_flags(3, 1) == {1, 3}
+    assert cache_flags(62, 2) == {X86_64}
+
+
+def test_the_machine_cache_agrees_with_ldconfig() -> None:
+    if LDCONFIG is None or not Path("/etc/ld.so.cache").exists():
+        pytest.skip("no ldconfig or no /etc/ld.so.cache here")
+    assert _as_ldconfig_prints(read_ld_cache()) == _ldconfig_p(None)
+
+
+@pytest.mark.parametrize("layout", ["new", "old", "compat"])
+def test_caches_written_by_ldconfig_agree(tmp_path: Path, layout: str) -> None:
+    """ldconfig writes each layout (with glibc-hwcaps entries); ``ldconfig -p`` judges."""
+    if LDCONFIG is None:
+        pytest.skip("no ldconfig here")
+    libz = next((p for p in Path("/lib/x86_64-linux-gnu").glob("libz.so.1*") if p.is_file()), None)
+    if libz is None:
+        pytest.skip("no libz to place")
+    lib = tmp_path / "lib"
+    for folder in (lib, lib / "glibc-hwcaps" / "x86-64-v3", lib / "glibc-hwcaps" / "x86-64-v2"):
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(libz, folder / "libtgz.so.1")
+    conf = tmp_path / "ld.so.conf"
+    conf.write_text("")
+    cache = tmp_path / "ld.so.cache"
+    run = subprocess.run(
+        [LDCONFIG, "-X", "-c", layout, "-C", str(cache), "-f", str(conf), str(lib)],
+        capture_output=True,
+        check=False,
+    )
+    if run.returncode != 0 or not cache.exists():
+        pytest.skip(f"ldconfig cannot write a {layout} cache here: {run.stderr!r}")
+    parsed = read_ld_cache(str(cache))
+    assert parsed.format == layout
+    assert _as_ldconfig_prints(parsed) == _ldconfig_p(cache)
+    if layout == "new":
+        assert {e.hwcaps_subdir for e in parsed.entries if str(lib) in e.path} == {
+            None,
+            "x86-64-v3",
+            "x86-64-v2",
+        }
+
+
+def _as_ldconfig_prints(cache: object) -> list[str]:
+    return [f"\t{e.soname} ({e.label}) => {e.path}" for e in cache.entries]  # type: ignore[attr-defined]
+
+
+def _ldconfig_p(cache: Path | None) -> list[str]:
+    assert LDCONFIG is not None
+    command = [LDCONFIG, "-p"] + (["-C", str(cache)] if cache else [])
+    lines = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()
+    return [line for line in lines[1:] if not line.startswith("Cache generated by")]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "unknown magic"),
+        (b"ELF\0" * 20, "unknown magic"),
+        (b"glibc-ld.so.cache1.1" + b"\0" * 10, "truncated"),
+        (b"ld.so-1.7.0\0" + struct.pack("<I", 1000), "truncated"),
+    ],
+)
+def test_not_a_cache_or_cut_short(data: bytes, message: str) -> None:
+    with pytest.raises(LdCacheError, match=message):
+        parse_ld_cache(data)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(LdCacheError, match="cannot read"):
+        read_ld_cache(str(tmp_path / "missing"))
+
+
+def test_entry_counts_and_offsets_are_checked() -> None:
+    data = bytearray(build_cache(ENTRIES))
+    struct.pack_into("<I", data, 20, 10_000_000)  # nlibs
+    with pytest.raises(LdCacheError, match="truncated"):
+        parse_ld_cache(bytes(data))
+    data = bytearray(build_cache(ENTRIES))
+    struct.pack_into("<I", data, 48 + 4, 1 << 30)  # first entry's key offset
+    with pytest.raises(LdCacheError, match="past the end"):
+        parse_ld_cache(bytes(data))
+    data = bytearray(build_cache(ENTRIES))
+    struct.pack_into("<Q", data, 48 + 16, (1 << 62) | 99)  # hwcaps index past the table
+    with pytest.raises(LdCacheError, match="hwcaps subdirectory 99"):
+        parse_ld_cache(bytes(data))
+
+
+def test_random_damage_parses_or_raises_the_narrow_error() -> None:
+    rng = random.Random(5)
+    for layout in ("new", "old", "compat"):
+        data = build_cache(ENTRIES, layout)
+        for length in range(len(data)):
+            _parse_or_error(data[:length])
+        for _ in range(1500):
+            damaged = bytearray(data)
+            for _ in range(rng.randint(1, 6)):
+                at = rng.randrange(len(damaged))
+                damaged[at] = rng.choice((0, 0xFF, rng.randrange(256)))
+            _parse_or_error(bytes(damaged))
+
+
+def _parse_or_error(data: bytes) -> None:
+    try:
+        parse_ld_cache(data)
+    except LdCacheError as exc:
+        assert str(exc)

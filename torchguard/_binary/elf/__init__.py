@@ -1,0 +1,152 @@
+"""Read what the Linux loader model needs from an ELF file, with ``struct`` over ``mmap``.
+
+Public interface (stable: the Linux loader model builds on it)
+
+- :func:`read_elf_file(path, *, symbols=False) <read_elf_file>` -> :class:`ElfImage`: maps
+  the file read-only and copies out only the tables it reads (never the whole file).
+- :func:`read_elf_bytes(data, *, symbols=False) <read_elf_bytes>` -> :class:`ElfImage`.
+- :func:`elf_header(head)` -> ``(elf_class, little_endian, machine)`` or None, from a file's
+  first 20+ bytes: recognise ELF by content and skip a candidate of the wrong class or
+  machine cheaply, as ld.so does.
+- :func:`read_fatbin_archs(path)` -> :class:`~torchguard._binary.fatbin.FatbinArchs` or
+  None: the SM/PTX architectures in ``.nv_fatbin``.
+- :class:`ElfImage`: ``facts`` (:class:`ElfFacts`) and ``symbols`` (:class:`ElfSymbols`,
+  None unless asked for).
+- :class:`ElfFacts`: ``elf_class`` (1/2; ``bits`` 32/64), ``little_endian``, ``machine``
+  (``machine_name``), ``osabi``, ``type``, ``interpreter``, ``soname``, ``needed`` (in
+  order), ``rpath``/``runpath`` (raw strings; ``rpath_entries``/``runpath_entries`` split as
+  ld.so splits them), ``flags`` (DT_FLAGS), ``flags_1`` (DT_FLAGS_1; ``nodelete``,
+  ``bind_now``, ``global_``, ``nodeflib``, ``static_tls``), ``verneed``
+  (:class:`VersionNeed`: file, name, index, hash, weak), ``verdef`` (:class:`VersionDef`:
+  name, index, hash, base, weak, parents; ``provides(version)``), ``tls_size``,
+  ``tls_align``, ``exec_stack``, ``fatbin`` ((offset, size) of ``.nv_fatbin`` or None),
+  ``segments``.
+- :class:`ElfSymbols`: ``defined`` (:class:`Defined`: name bytes, version or None, hidden,
+  weak, kind, version_index; ``default``), ``undefined`` (:class:`Undefined`: name bytes,
+  version, file, weak), ``count`` (.dynsym entries with the null one), ``names()``.
+- :class:`ElfReadError`: the one error for damaged or non-ELF input, with a message a user
+  can act on. Anything else escaping is a bug of torchguard's.
+- :mod:`.constants`: classes, machines, tags and flags (``EM_X86_64``, ``DF_1_NODELETE`` ...).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+from torchguard._binary.elf import constants
+from torchguard._binary.elf.facts import (
+    Dynamic,
+    ElfFacts,
+    VersionDef,
+    VersionNeed,
+    read_facts,
+    split_search_path,
+)
+from torchguard._binary.elf.layout import Buffer, ElfReadError, Layout, Segment
+from torchguard._binary.elf.symbols import Defined, ElfSymbols, Undefined, read_symbols
+
+if TYPE_CHECKING:
+    from torchguard._binary.fatbin import FatbinArchs
+
+#: Bump when what is read from a file changes: cached facts of another reader are ignored.
+READER_VERSION = 1
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class ElfImage:
+    """One ELF file as read: its facts and, when asked for, its dynamic symbols."""
+
+    facts: ElfFacts
+    symbols: ElfSymbols | None = None
+
+
+def read_elf_bytes(data: bytes, *, symbols: bool = False) -> ElfImage:
+    """Read an ELF file held in memory. Raises :class:`ElfReadError` for damaged input."""
+    return _read(data, symbols)
+
+
+def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
+    """Read an ELF file through a read-only mapping that is closed before returning."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < 64:
+                return _read(handle.read(64), symbols)  # too short to map usefully; judge it
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                return _read(mapped, symbols)
+    except OSError as exc:
+        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
+    except ValueError as exc:  # mmap of something that is not a regular file
+        raise ElfReadError(f"cannot map the file: {exc}") from None
+
+
+def _read(data: Buffer, symbols: bool) -> ElfImage:
+    layout = Layout(data)
+    facts = read_facts(layout)
+    if not symbols:
+        return ElfImage(facts)
+    return ElfImage(facts, read_symbols(layout, Dynamic(layout), facts.verneed, facts.verdef))
+
+
+def elf_header(head: bytes) -> tuple[int, bool, int] | None:
+    """(elf_class, little_endian, machine) from a file's first bytes; None if not ELF."""
+    if len(head) < 20 or head[:4] != constants.MAGIC:
+        return None
+    elf_class, encoding = head[4], head[5]
+    if elf_class not in (constants.ELFCLASS32, constants.ELFCLASS64):
+        return None
+    if encoding not in (constants.ELFDATA2LSB, constants.ELFDATA2MSB):
+        return None
+    little = encoding == constants.ELFDATA2LSB
+    machine = int.from_bytes(head[18:20], "little" if little else "big")
+    return elf_class, little, machine
+
+
+def read_fatbin_archs(path: PathLike) -> FatbinArchs | None:
+    """The GPU architectures in an ELF file's ``.nv_fatbin``; None without that section.
+
+    Raises :class:`ElfReadError` for a damaged ELF file and
+    :class:`~torchguard._binary.fatbin.FatbinError` for damaged fatbin containers.
+    """
+    from torchguard._binary.fatbin import parse_fatbin
+
+    try:
+        with (
+            open(path, "rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+        ):
+            span = read_facts(Layout(mapped)).fatbin
+            if span is None:
+                return None
+            offset, size = span
+            with memoryview(mapped) as view, view[offset : offset + size] as section:
+                return parse_fatbin(section)
+    except OSError as exc:
+        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ElfReadError(f"cannot map the file: {exc}") from None
+
+
+__all__ = [
+    "READER_VERSION",
+    "Defined",
+    "ElfFacts",
+    "ElfImage",
+    "ElfReadError",
+    "ElfSymbols",
+    "Segment",
+    "Undefined",
+    "VersionDef",
+    "VersionNeed",
+    "constants",
+    "elf_header",
+    "read_elf_bytes",
+    "read_elf_file",
+    "read_fatbin_archs",
+    "split_search_path",
+]

@@ -1,0 +1,223 @@
+"""Bounds-checked access to an ELF file's bytes: its header, segments and dynamic section.
+
+Every read goes through :class:`Layout`, which checks that what it reads lies inside the
+file (or inside the segment the file declares for it) and raises :class:`ElfReadError`
+otherwise, so a damaged file never escapes as ``struct.error`` or ``IndexError``. Addresses in
+the dynamic section are virtual addresses and are translated through the ``PT_LOAD``
+segments, as ld.so's mapping would.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass
+from typing import Union
+
+from torchguard._binary.elf import constants as c
+
+#: A mapped file or its bytes.
+Buffer = Union[bytes, mmap.mmap]
+
+#: Hard caps, whatever a header claims (real files: torch's RPATH is ~400 bytes, 1-2 k dynamic
+#: entries, a few hundred version entries).
+MAX_PATH_STRING = 1 << 16
+MAX_DYNAMIC = 1 << 16
+MAX_VERSIONS = 1 << 15  # .gnu.version indexes are 15 bits wide
+MAX_SEGMENTS = 1 << 12
+
+
+class ElfReadError(Exception):
+    """Not an ELF file, or one whose structures are cut short or point outside the file."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One program header."""
+
+    type: int
+    flags: int
+    offset: int
+    vaddr: int
+    filesz: int
+    memsz: int
+    align: int
+
+
+class Layout:
+    """The header and the segments of one ELF file, and bounds-checked reads over it."""
+
+    def __init__(self, data: Buffer) -> None:
+        self.data = data
+        self.size = len(data)
+        if self.size == 0:
+            raise ElfReadError("the file is empty (0 bytes)")
+        if bytes(data[:4]) != c.MAGIC:
+            raise ElfReadError("not an ELF file (no \\x7fELF magic)")
+        if self.size < 16:
+            raise ElfReadError(f"file too short: {self.size} bytes")
+        self.elf_class, self.data_encoding, _version, self.osabi = bytes(data[4:8])
+        if self.elf_class not in (c.ELFCLASS32, c.ELFCLASS64):
+            raise ElfReadError(f"invalid ELF class {self.elf_class}")
+        if self.data_encoding not in (c.ELFDATA2LSB, c.ELFDATA2MSB):
+            raise ElfReadError(f"invalid ELF data encoding {self.data_encoding}")
+        self.wide = self.elf_class == c.ELFCLASS64
+        self.little = self.data_encoding == c.ELFDATA2LSB
+        order = "<" if self.little else ">"
+        addr = "Q" if self.wide else "I"
+        self.order = order
+        self.addr_size = 8 if self.wide else 4
+        self.u16 = struct.Struct(order + "H")
+        self.u32 = struct.Struct(order + "I")
+        self.header = struct.Struct(order + "HHI" + addr * 3 + "IHHHHHH")
+        if self.wide:
+            self.phdr = struct.Struct(order + "IIQQQQQQ")
+            self.dyn = struct.Struct(order + "qQ")
+            self.shdr = struct.Struct(order + "IIQQQQIIQQ")
+            self.sym = struct.Struct(order + "IBBHQQ")
+        else:
+            self.phdr = struct.Struct(order + "8I")
+            self.dyn = struct.Struct(order + "iI")
+            self.shdr = struct.Struct(order + "10I")
+            self.sym = struct.Struct(order + "IIIBBH")
+        (
+            self.type,
+            self.machine,
+            _e_version,
+            _entry,
+            self.phoff,
+            self.shoff,
+            _flags,
+            _ehsize,
+            phentsize,
+            phnum,
+            self.shentsize,
+            self.shnum,
+            self.shstrndx,
+        ) = self.unpack(self.header, 16, "the ELF header")
+        if phnum and phentsize != self.phdr.size:
+            raise ElfReadError(
+                f"program header size {phentsize} is not the expected {self.phdr.size}"
+            )
+        if phnum == c.PN_XNUM:  # extended numbering: the real count is in section 0's sh_info
+            phnum = self._section_zero()[7]
+        self.segments = self._segments(phnum)
+        self.loads = [s for s in self.segments if s.type == c.PT_LOAD]
+        for load in self.loads:
+            if load.offset + load.filesz > self.size:
+                raise ElfReadError(
+                    f"truncated: a loadable segment ends at byte {load.offset + load.filesz}, "
+                    f"the file has {self.size}"
+                )
+
+    # -- raw reads ---------------------------------------------------------------------------
+
+    def unpack(self, layout: struct.Struct, offset: int, what: str) -> tuple[int, ...]:
+        if offset < 0 or offset + layout.size > self.size:
+            raise ElfReadError(
+                f"truncated: {what} at byte {offset} lies past the end of the file "
+                f"({self.size} bytes)"
+            )
+        return layout.unpack_from(self.data, offset)
+
+    def slice(self, offset: int, length: int, what: str) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ElfReadError(
+                f"truncated: {what} ({length} bytes at byte {offset}) lies past the end of the "
+                f"file ({self.size} bytes)"
+            )
+        return bytes(self.data[offset : offset + length])
+
+    def string(self, offset: int, end: int, what: str, cap: int = MAX_PATH_STRING) -> bytes:
+        """The NUL-terminated bytes at ``offset``, which must end before ``end``."""
+        if offset < 0 or offset >= end:
+            raise ElfReadError(f"{what}: string offset {offset} lies outside its table")
+        stop = self.data.find(b"\0", offset, min(end, offset + cap))
+        if stop < 0:
+            raise ElfReadError(f"{what}: unterminated string at byte {offset}")
+        return bytes(self.data[offset:stop])
+
+    # -- addresses ---------------------------------------------------------------------------
+
+    def segment_of(self, vaddr: int, length: int, what: str) -> Segment:
+        """The loadable segment whose file-backed bytes hold ``[vaddr, vaddr + length)``."""
+        for load in self.loads:
+            if load.vaddr <= vaddr and vaddr + length <= load.vaddr + load.filesz:
+                return load
+        raise ElfReadError(
+            f"{what} at address {vaddr:#x} ({length} bytes) lies outside the file's loadable "
+            "segments"
+        )
+
+    def offset(self, vaddr: int, length: int, what: str) -> int:
+        """The file offset of ``length`` bytes at virtual address ``vaddr``."""
+        load = self.segment_of(vaddr, length, what)
+        return load.offset + (vaddr - load.vaddr)
+
+    def extent(self, vaddr: int, what: str) -> tuple[int, int]:
+        """(file offset of ``vaddr``, file offset where its segment's file bytes end)."""
+        load = self.segment_of(vaddr, 1, what)
+        return load.offset + (vaddr - load.vaddr), load.offset + load.filesz
+
+    # -- headers -----------------------------------------------------------------------------
+
+    def _segments(self, count: int) -> tuple[Segment, ...]:
+        if count > MAX_SEGMENTS:
+            raise ElfReadError(f"{count} program headers (at most {MAX_SEGMENTS} are read)")
+        found = []
+        for index in range(count):
+            fields = self.unpack(self.phdr, self.phoff + index * self.phdr.size, "a program header")
+            if self.wide:
+                p_type, flags, offset, vaddr, _paddr, filesz, memsz, align = fields
+            else:
+                p_type, offset, vaddr, _paddr, filesz, memsz, flags, align = fields
+            found.append(Segment(p_type, flags, offset, vaddr, filesz, memsz, align))
+        return tuple(found)
+
+    def _section_zero(self) -> tuple[int, ...]:
+        if not self.shoff:
+            raise ElfReadError("extended numbering without a section header table")
+        return self.unpack(self.shdr, self.shoff, "section header 0")
+
+    def sections(self) -> list[tuple[str, int, int, int]] | None:
+        """(name, type, offset, size) per section header; None when the table is unreadable.
+
+        ld.so never reads section headers, so a damaged table does not make the file
+        unloadable: callers treat None as "no sections".
+        """
+        try:
+            if not self.shoff or self.shentsize != self.shdr.size:
+                return None
+            count, names_index = self.shnum, self.shstrndx
+            if count == 0 or names_index == c.SHN_XINDEX:
+                zero = self._section_zero()
+                count = count or zero[5]
+                names_index = zero[6] if names_index == c.SHN_XINDEX else names_index
+            if count > self.size // self.shdr.size:
+                return None
+            rows = [
+                self.unpack(self.shdr, self.shoff + index * self.shdr.size, "a section header")
+                for index in range(count)
+            ]
+            if names_index >= count:
+                return None
+            names_at, names_size = _offset_size(rows[names_index], self.wide)
+            names_end = min(names_at + names_size, self.size)
+            found = []
+            for row in rows:
+                offset, size = _offset_size(row, self.wide)
+                name = self.string(names_at + row[0], names_end, "a section name", 256)
+                found.append((name.decode("latin-1"), row[1], offset, size))
+            return found
+        except ElfReadError:
+            return None
+
+
+def _offset_size(row: tuple[int, ...], wide: bool) -> tuple[int, int]:
+    # 64-bit: name, type, flags, addr, offset, size, ...; 32-bit has the same order.
+    return row[4], row[5]
+
+
+def decode(raw: bytes) -> str:
+    """A file name or path as Python's ``os.fsdecode`` gives it on Linux (UTF-8)."""
+    return raw.decode("utf-8", "surrogateescape")

@@ -1,0 +1,55 @@
+"""The NVIDIA kernel driver's version from ``/proc/driver/nvidia/version`` (no nvidia-smi).
+
+The first line names the module and its version::
+
+    NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023
+    NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build  (...)
+
+The file exists only where the kernel module is loaded: not in a container without the
+driver mounted, and not under WSL2, whose driver is the Windows host's (see :mod:`.wsl`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_PATH = "/proc/driver/nvidia/version"
+_NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
+
+
+@dataclass(frozen=True)
+class NvidiaDriver:
+    """The loaded NVIDIA kernel module."""
+
+    version: str
+    """As printed: ``535.104.05``."""
+    open_module: bool
+    """NVIDIA's open kernel module (required by Blackwell GPUs) rather than the proprietary."""
+
+    @property
+    def numbers(self) -> tuple[int, ...]:
+        return tuple(int(part) for part in self.version.split("."))
+
+    @property
+    def driver(self) -> tuple[int, int]:
+        """(major, minor) as the CUDA rules compare drivers: ``535.104.05`` -> (535, 104)."""
+        numbers = self.numbers
+        return numbers[0], numbers[1] if len(numbers) > 1 else 0
+
+
+def parse_driver_version(text: str) -> NvidiaDriver | None:
+    """The driver in the text of ``/proc/driver/nvidia/version``; None if it names none."""
+    match = _NVRM.search(text)
+    if match is None:
+        return None
+    return NvidiaDriver(match.group(1), "Open Kernel Module" in match.group(0))
+
+
+def read_driver_version(path: str = DEFAULT_PATH) -> NvidiaDriver | None:
+    """:func:`parse_driver_version` of the file; None when it is absent or unreadable."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return parse_driver_version(handle.read(4096))
+    except OSError:
+        return None
