@@ -133,8 +133,10 @@ def scan(
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
     gpus: Iterable[str] = (),
+    sysroot: str | os.PathLike[str] = "/",
+    ld_library_path: Iterable[str] = (),
 ) -> Report:
-    """Diagnose a Windows install offline, from any OS.
+    """Diagnose a Windows or Linux install offline (Windows ones from any OS).
 
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
@@ -150,6 +152,11 @@ def scan(
         raise ValueError("scan() needs at least one target")
     if not all(isinstance(p, str) for p in paths):
         raise TypeError("scan() targets must be str or os.PathLike[str]")
+    from torchguard._linux.targets import is_linux_target
+
+    linux = [p for p in paths if os.path.exists(p) and is_linux_target(p)]
+    if linux:
+        return _scan_linux(paths, linux, sysroot=sysroot, ld_library_path=ld_library_path)
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
     from torchguard._windows.system import TargetError, offline_windows
@@ -166,6 +173,46 @@ def scan(
             return analyze(system, cache=user_cache())
         finally:
             system.close()
+
+    return guarded("scan()", run, (TargetError,))
+
+
+def _scan_linux(
+    paths: list[str],
+    linux: list[str],
+    *,
+    sysroot: str | os.PathLike[str],
+    ld_library_path: Iterable[str],
+) -> Report:
+    """A Linux site-packages (folders and manylinux wheels) on ``sysroot``'s libraries."""
+    import tempfile
+    import zipfile
+
+    from torchguard._linux.system import offline_linux
+    from torchguard._linux.targets import unpack_wheels
+    from torchguard._pipeline_linux import analyze_linux, linux_cache
+    from torchguard._windows.system import TargetError
+
+    others = [p for p in paths if p not in linux]
+    root = os.fspath(sysroot)
+    search = tuple(os.fspath(d) for d in ld_library_path)
+
+    def run() -> Report:
+        if others:
+            raise TargetError(f"not a Linux site-packages folder or wheel: {others[0]}")
+        if not os.path.isdir(root):
+            raise TargetError(f"--sysroot is not a folder: {root}")
+        folders = [p for p in linux if os.path.isdir(p)]
+        wheels = [p for p in linux if not os.path.isdir(p)]
+        with tempfile.TemporaryDirectory(prefix="torchguard-wheels-") as scratch:
+            if wheels:
+                try:
+                    unpack_wheels(wheels, scratch)
+                except (OSError, zipfile.BadZipFile) as exc:
+                    raise TargetError(f"cannot unpack the wheels: {exc}") from None
+                folders.append(scratch)
+            system = offline_linux(folders, sysroot=root, ld_library_path=search)
+            return analyze_linux(system, cache=linux_cache())
 
     return guarded("scan()", run, (TargetError,))
 

@@ -113,7 +113,11 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         findings=tuple(findings),
         torch=TorchSummary(version, torch_dir, version.partition("+")[2] or None, cuda),
         mode=mode,
-        python={"version": "{}.{}".format(*system.python_version)},
+        python={
+            "version": "{}.{}".format(*system.python_version),
+            "executable": system.executable or "",
+            "platform": "linux",
+        },
         import_torch=_outcome(replay),
         modules=tuple(_modules(ldso, first_new)),
         timings={"total": time.perf_counter() - start},

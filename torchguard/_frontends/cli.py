@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="diagnose this Python environment")
     _output_options(doctor)
     scan = commands.add_parser(
-        "scan", help="diagnose a Windows install or wheels offline, from any OS"
+        "scan",
+        help="diagnose a Windows install or wheels offline (from any OS), or a Linux one",
     )
     scan.add_argument(
         "targets", nargs="+", metavar="TARGET", help=".whl file or site-packages folder"
@@ -54,6 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help='a display adapter of the machine, e.g. "NVIDIA GeForce RTX 5090" (repeatable)',
+    )
+    scan.add_argument(
+        "--sysroot",
+        default="/",
+        metavar="DIR",
+        help="Linux: the system root whose libraries and ld.so.cache count (default /)",
+    )
+    scan.add_argument(
+        "--ld-library-path",
+        default="",
+        metavar="DIRS",
+        help="Linux: LD_LIBRARY_PATH as the process would start with it (colon-separated)",
     )
     _output_options(scan)
     hook = commands.add_parser(
@@ -160,7 +173,12 @@ def _main(argv: Sequence[str] | None) -> int:
 
     try:
         report = scan(
-            args.targets, system32=args.system32, python_dir=args.python_dir, gpus=args.gpu
+            args.targets,
+            system32=args.system32,
+            python_dir=args.python_dir,
+            gpus=args.gpu,
+            sysroot=args.sysroot,
+            ld_library_path=[d for d in args.ld_library_path.split(":") if d],
         )
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)

@@ -15,7 +15,7 @@ leaves the process as it was.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from torchguard._binary.elf import ElfReadError
@@ -114,6 +114,8 @@ class LoadError:
     chain: tuple[str, ...] = ()
     trail: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
+    provider_via: str = ""
+    """How ``provider`` was found (``LD_LIBRARY_PATH``, ``RUNPATH of ...``, ``path`` ...)."""
 
     def message(self) -> str:
         if self.kind == MISSING:
@@ -347,7 +349,13 @@ class Ldso:
                 continue  # glibc only warns when the provider defines no versions
             for version, weak in needs:
                 if not weak and version not in provider.facts.verdef:
-                    return LoadError(VERSION, obj.path, version, provider=provider.path)
+                    return LoadError(
+                        VERSION,
+                        obj.path,
+                        version,
+                        provider=provider.path,
+                        provider_via=provider.via,
+                    )
         return None
 
     def _bind(self, obj: SharedObject, scope: list[SharedObject]) -> LoadError | None:
@@ -368,13 +376,14 @@ class Ldso:
             self.verdicts.remember(key)
             return None
         symbol, version = missing[0]
-        provider = next((o.path for o in scope if files_of.get(version) in o.names), None)
+        owner = next((o for o in scope if files_of.get(version) in o.names), None)
         return LoadError(
             SYMBOL,
             obj.path,
             symbol,
             version=version,
-            provider=provider,
+            provider=owner.path if owner else None,
+            provider_via=owner.via if owner else "",
             symbols=tuple(f"{s}@{v}" if v else s for s, v in missing[:5]),
         )
 
@@ -417,13 +426,4 @@ def _chain(obj: SharedObject, parents: dict[int, SharedObject]) -> tuple[str, ..
 def _with_chain(error: LoadError, chain: tuple[str, ...]) -> LoadError:
     if error.kind == MISSING:
         chain = (*chain, error.missing)
-    return LoadError(
-        error.kind,
-        error.obj,
-        error.missing,
-        error.version,
-        error.provider,
-        chain,
-        error.trail,
-        error.symbols,
-    )
+    return replace(error, chain=chain)

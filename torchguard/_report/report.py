@@ -67,6 +67,8 @@ class ImportOutcome:
         """How torch's own error reads, minus the localised wording."""
         if self.ok:
             return "succeeds"
+        if self.winerror is None:  # Linux: the object whose load fails
+            return f"fails loading {self.dll}"
         if self.dll and self.dll.lower().endswith(".pyd"):
             module = self.dll.split(".", 1)[0]
             return f'fails: "DLL load failed while importing {module}" (WinError {self.winerror})'
@@ -248,7 +250,12 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
         lines.append(
             "not Windows: no DLL checks to run here (use `torchguard scan` for an install)"
         )
-    if report.python:
+    if report.python.get("platform") == "linux":
+        lines.append(
+            f"python {report.python.get('version')}: "
+            f"{report.python.get('executable') or 'not given (offline)'} (Linux, glibc's ld.so)"
+        )
+    elif report.python:
         lines.append(
             f"python {report.python.get('version')}"
             + (f" ({report.python['machine']})" if report.python.get("machine") else "")

@@ -239,20 +239,21 @@ def _symbol_hints(
     error: LoadError, hints: LinuxHints, provider: str | None, objects: Sequence[SharedObject]
 ) -> tuple[RepairHint, ...]:
     minor = _NVIDIA_MINOR.search(error.missing)
+    if provider and error.provider_via == "LD_LIBRARY_PATH":
+        folder = provider.rsplit("/", 1)[0]
+        return (
+            RepairHint(
+                f"{provider} is a second copy on LD_LIBRARY_PATH that wins the search: "
+                f"drop {folder} from LD_LIBRARY_PATH before Python starts",
+                ("unset LD_LIBRARY_PATH",),
+            ),
+        )
     if provider:
         wheel = nvidia_wheel(_base(provider), hints.cuda_major)
         if wheel is not None:
             spec = wheel
             if minor:
                 spec = f"'{wheel}>={minor.group(1)}.{minor.group(2)}'"
-            if "/site-packages/" not in provider and "/dist-packages/" not in provider:
-                return (
-                    RepairHint(
-                        f"{provider} is a second copy outside site-packages that wins the "
-                        "search: drop its directory from LD_LIBRARY_PATH",
-                        ("unset LD_LIBRARY_PATH",),
-                    ),
-                )
             return (
                 RepairHint(
                     f"Install a {wheel} that matches the other NVIDIA wheels",
