@@ -36,14 +36,29 @@ def environment(system: LinuxSystem) -> Environment:
     )
 
 
+def _dist_version(torch_dir: str) -> str:
+    """torch's version from its ``.dist-info`` beside the package (``unknown`` without)."""
+    for metadata in sorted(
+        _glob.glob(os.path.join(torch_dir, "..", "torch-*.dist-info", "METADATA"))
+    ):
+        try:
+            with open(metadata, encoding="utf-8") as handle:
+                for line in handle:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+    return "unknown"
+
+
 def torch_version(torch_dir: str) -> tuple[str, str | None]:
     """(``__version__``, ``cuda``) from ``torch/version.py``, read as text (never imported)."""
     version, cuda = "unknown", None
     try:
         with open(os.path.join(torch_dir, "version.py"), encoding="utf-8") as handle:
             text = handle.read()
-    except OSError:
-        return version, cuda
+    except (OSError, UnicodeDecodeError):
+        return _dist_version(torch_dir), cuda
     for line in text.splitlines():
         name, sep, value = line.partition("=")
         if not sep:
@@ -118,7 +133,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
             "executable": system.executable or "",
             "platform": "linux",
         },
-        import_torch=_outcome(replay),
+        import_torch=None if replay.unjudged else _outcome(replay),
         modules=tuple(_modules(ldso, first_new)),
         timings={"total": time.perf_counter() - start},
     )

@@ -83,6 +83,8 @@ def verdict(report: Report) -> str:
         return f"torchguard {__version__}: BROKEN, error[{first.code}]: {first.message}"
     if report.mode == "non-windows":
         return f"torchguard {__version__}: {torch} found; not Windows, no DLL checks{warnings}"
+    if report.import_torch is None:
+        return f"torchguard {__version__}: {torch} found; no native library to check{warnings}"
     return f"torchguard {__version__}: import {torch} succeeds{warnings}"
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torchguard._linux.preload import PreloadPlan
-from torchguard._model.ldso import MISSING, Ldso, LoadError
+from torchguard._model.ldso import Ldso, LoadError
 
 Glob = Callable[[str], list[str]]
 
@@ -45,6 +45,8 @@ class LinuxImport:
     error: LoadError | None
     not_found: str | None = None
     """A strict preload's ``ValueError``: this library is in no ``sys.path`` entry."""
+    unjudged: bool = False
+    """No ``torch/_C`` shared object: nothing native to replay (a stub or a foreign layout)."""
 
     @property
     def ok(self) -> bool:
@@ -86,6 +88,8 @@ def simulate_torch_linux(
     """Replay ``import torch``'s native loads on ``ldso`` (which keeps the loaded state)."""
     steps: list[LinuxStep] = []
     global_deps = os.path.join(torch_dir, "lib", "libtorch_global_deps.so")
+    if not ldso.files.is_file(global_deps):  # a build without it (conda-forge's layout)
+        return _extension(ldso, torch_dir, glob, steps)
     first = ldso.dlopen(global_deps, global_=True)
     steps.append(LinuxStep(GLOBAL_DEPS, global_deps, first.ok, first.error))
     if first.ok:
@@ -110,10 +114,14 @@ def simulate_torch_linux(
         steps.append(LinuxStep(GLOBAL_DEPS, global_deps, retry.ok, retry.error))
         if not retry.ok:
             return LinuxImport(tuple(steps), retry.error)
+    return _extension(ldso, torch_dir, glob, steps)
+
+
+def _extension(ldso: Ldso, torch_dir: str, glob: Glob, steps: list[LinuxStep]) -> LinuxImport:
+    """``from torch._C import *``; no ``_C`` binary at all is no native import to judge."""
     module = extension_module(glob, torch_dir)
     if module is None:
-        missing = LoadError(MISSING, torch_dir, "torch._C", chain=("torch._C",))
-        return LinuxImport(tuple(steps), missing)
+        return LinuxImport(tuple(steps), None, unjudged=True)
     result = ldso.dlopen(module)
     steps.append(LinuxStep(EXTENSION, module, result.ok, result.error))
     return LinuxImport(tuple(steps), result.error)
