@@ -218,3 +218,26 @@ def test_ensure_on_linux_raises_the_proof_and_passes_a_healthy_install(tmp_path:
     assert run() == {"ok": True, "errors": []}
     nvjitlink(site / "nvidia" / "nvjitlink" / "lib", 4)
     assert run() == {"ok": False, "type": "MissingSymbolError", "code": "missing-symbol"}
+
+
+def _record(site: Path, dist: str, rows: list[str]) -> None:
+    info = site / f"{dist}.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def test_two_nvidia_distributions_claiming_one_library_is_a_warning(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    nccl = write_so(site / "nvidia" / "nccl" / "lib", "libnccl.so.2")
+    size = nccl.stat().st_size
+    row = "nvidia/nccl/lib/libnccl.so.2,sha256=x,{}"
+    _record(site, "nvidia_nccl_cu12-2.27.5", [row.format(size + 1)])
+    assert analyze(site).findings == ()  # one claim: nothing to say
+    _record(site, "nvidia_nccl_cu13-2.28.9", [row.format(size)])
+    (warning,) = analyze(site).warnings
+    assert warning.code == "conflicting-files" and warning.path == str(nccl)
+    assert "the file on disk is nvidia-nccl-cu13 2.28.9's" in warning.message
+    assert warning.hints[0].commands == (
+        "python -m pip uninstall -y nvidia-nccl-cu13",
+        "python -m pip install --force-reinstall nvidia-nccl-cu12",
+    )

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.preload import PreloadPlan, read_plan
+from torchguard._linux.records import on_disk, shared_object_claims
 from torchguard._linux.system import LinuxSystem
 from torchguard._model.cache import cache_dir
 from torchguard._model.ldso import Environment, Ldso
@@ -16,7 +17,12 @@ from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
-from torchguard._rules.linux_loads import LinuxHints, import_findings, shadowed
+from torchguard._rules.linux_loads import (
+    LinuxHints,
+    conflicting_files,
+    import_findings,
+    shadowed,
+)
 from torchguard._vocab import Code
 
 
@@ -120,6 +126,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
     hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
     findings = list(import_findings(replay, hints, ldso.objects))
+    findings += conflicting_files(_conflicts(torch_dir), hints)
     if replay.ok:
         findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
     findings.sort(key=Finding.sort_key)
@@ -137,6 +144,14 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         modules=tuple(_modules(ldso, first_new)),
         timings={"total": time.perf_counter() - start},
     )
+
+
+def _conflicts(torch_dir: str) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    return {
+        path: (tuple(c.dist for c in claims), on_disk(path, claims))
+        for path, claims in shared_object_claims(site).items()
+    }
 
 
 def _outcome(replay: LinuxImport) -> ImportOutcome:
