@@ -72,7 +72,8 @@ def test_random_header_damage_is_a_read_error_never_another_exception() -> None:
     """
     from pe_builder import I386, build_pe
 
-    from torchguard._binary.pe.image import PEReadError, read_pe
+    from torchguard._binary.pe.errors import PEReadError
+    from torchguard._binary.pe.image import read_pe
 
     images = [
         build_pe(["a.dll", "b.dll"], ["c.dll"], file_version=(1, 2, 3, 4)),

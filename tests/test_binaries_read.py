@@ -16,7 +16,8 @@ import pytest
 from pe_builder import build_pe
 
 from torchguard._binary.pe import symbols as _symbols
-from torchguard._binary.pe.image import PEImage, PEReadError, read_image, read_image_stream
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEImage, read_image, read_image_stream
 from torchguard._binary.pe.symbols import NotKept
 from torchguard._model import binaries as _binaries
 from torchguard._windows.tree import WinTree, ZipMember

@@ -247,3 +247,54 @@ def test_a_killed_processs_lock_is_broken_and_a_busy_one_skips_the_save(
     os.utime(lock, (old, old))
     assert torchguard.scan([site], system32=[runtime_dir]).ok  # a stale lock: broken, saved
     assert (cache / FILE_NAME).exists() and not lock.exists()
+
+
+_SAVE_AGAINST_AN_UNBREAKABLE_LOCK = """
+import os, sys, time
+from pathlib import Path
+from torchguard._binary.pe.image import PEFacts
+from torchguard._model import cache as _cache
+
+directory, how = Path(sys.argv[1]), sys.argv[2]
+lock = directory / _cache.LOCK_NAME
+old = time.time() - _cache.LOCK_STALE - 60
+if how == "folder":  # a folder where the lock file should be: unlink always fails
+    lock.mkdir()
+else:  # another user's lock in a shared folder, or a lock held open on Windows
+    lock.write_text("")
+    real_unlink = Path.unlink
+
+    def refused(self, missing_ok=False):
+        if self == lock:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_unlink(self, missing_ok)
+
+    Path.unlink = refused
+os.utime(lock, (old, old))
+store = _cache.FactsCache(directory)
+store.put("file|x|1|2|3", PEFacts(0x8664, True, (), (), (14, 42)))
+started = time.monotonic()
+store.save()
+print(round(time.monotonic() - started, 3), (directory / _cache.FILE_NAME).exists())
+"""
+
+
+@pytest.mark.parametrize("how", ["folder", "refused"])
+def test_a_lock_that_cannot_be_broken_gives_up_in_bounded_time(tmp_path: Path, how: str) -> None:
+    """A stale lock whose unlink fails made ``save`` spin at 100 % CPU forever (issue 13.5)."""
+    import subprocess
+    import sys
+
+    from torchguard._model.cache import LOCK_WAIT
+
+    directory = tmp_path / "cache"
+    directory.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _SAVE_AGAINST_AN_UNBREAKABLE_LOCK, str(directory), how],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    elapsed, saved = done.stdout.split()
+    assert float(elapsed) < LOCK_WAIT + 2 and saved == "False"  # gave up: nothing written

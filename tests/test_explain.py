@@ -91,7 +91,7 @@ def test_explain_lists_every_code_with_its_meaning() -> None:
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines] == list(references())
     assert any(
-        line.split()[:2] == ["path-fallback", "warning"] and line.endswith("found only on PATH.")
+        line.split()[:2] == ["path-fallback", "warning"] and line.endswith("in the Windows folder.")
         for line in lines
     )
 

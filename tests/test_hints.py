@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from torchguard._rules.hints import HintContext, for_corrupt, for_missing
 
 
@@ -88,3 +90,24 @@ def test_reinstall_pins_the_installed_version_for_pip_and_conda() -> None:
     assert reinstall_torch(HintContext(), "s").commands == (
         "python -m pip install --force-reinstall --no-deps --no-cache-dir torch",
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "owned", "expected"),
+    [
+        ("MSVCP140.dll", False, "Visual C++ 2015-2022 Redistributable"),
+        ("libomp140.x86_64.dll", False, "LLVM OpenMP and is not redistributable"),
+        ("python39.dll", False, "built for Python 3.9"),
+        ("mkl_core.2.dll", True, "part of torch itself"),  # torch's own file: its install
+        ("mkl_core.2.dll", False, "Intel MKL"),
+        ("libiomp5md.dll", False, "Intel OpenMP"),
+        ("nvcuda.dll", False, "NVIDIA display driver"),
+        ("cudnn64_9.dll", False, "CUDA library"),
+        ("helper.dll", False, "no installed package provides helper.dll"),
+    ],
+)
+def test_each_missing_dll_gets_the_hint_of_the_first_case_that_applies(
+    name: str, owned: bool, expected: str
+) -> None:
+    hints = for_missing(name, HintContext(torch_version="2.4.1+cu121"), owned)
+    assert hints and expected in hints[0].summary

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pe_builder import I386, build_pe
 
+from torchguard._model.binaries import Binaries
 from torchguard._model.loader import (
     APISET,
     APP_DIR,
@@ -21,7 +22,6 @@ from torchguard._model.loader import (
     LoaderModel,
     preload_order,
 )
-from torchguard._pipeline import facts_reader
 from torchguard._windows.tree import AssumedFile, MemoryFile, WinTree
 
 LIB = "C:\\site\\torch\\lib"
@@ -44,7 +44,7 @@ def make(
         tree.add_file(f"{SYS}\\{name}", AssumedFile("test system"))
     return LoaderModel(
         tree=tree,
-        facts=facts_reader(tree),
+        facts=Binaries(tree).facts,
         machine=0x8664,
         app_dir=APP,
         system32=SYS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch, system32
+from fakes import FakeTorch, system32, write_wheel
 
 import torchguard
 
@@ -67,3 +67,24 @@ def test_broken_requirement_lines_are_skipped(tmp_path: Path) -> None:
     add_dist(site, "torchaudio", "2.4.1", ["torch >=>= 1", "torch ==2.4.0"])
     (finding,) = torchguard.scan([site], system32=[system32(tmp_path / "s32")]).findings
     assert "requires torch==2.4.0" in finding.message
+
+
+def test_a_leftover_second_torch_dist_info_does_not_decide_the_version(tmp_path: Path) -> None:
+    """An interrupted upgrade left torch-2.3.0+cpu.dist-info beside 2.4.1's, listed first:
+    torch/version.py says what is installed, so the matching torchvision is no mismatch."""
+    stale = "torch-2.3.0+cpu.dist-info"
+    vision = "torchvision-0.19.1.dist-info"
+    files = {  # a wheel's members are listed in this order: the stale dist-info comes first
+        f"{stale}/METADATA": b"Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0+cpu\n",
+        f"{stale}/RECORD": f"torch/version.py,,\n{stale}/RECORD,,\n".encode(),
+        **FakeTorch().files(),
+        f"{vision}/METADATA": (
+            b"Metadata-Version: 2.1\nName: torchvision\nVersion: 0.19.1\n"
+            b"Requires-Dist: torch ==2.4.1\n"
+        ),
+    }
+    target = tmp_path / "torch-2.4.1+cpu-cp311-cp311-win_amd64.whl"
+    write_wheel(target, files)
+    report = torchguard.scan([target], system32=[system32(tmp_path / "s32")])
+    assert report.torch is not None and report.torch.version == "2.4.1+cpu"
+    assert report.findings == ()

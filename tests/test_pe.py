@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from pe_builder import ARM64, I386, build_pe
 
-from torchguard._binary.pe.image import PEReadError, read_pe
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import read_pe
 
 
 def test_reads_imports_and_delay_imports_in_order() -> None:
@@ -62,8 +63,10 @@ def test_bad_images_raise_pe_read_error(data: bytes, reason: str) -> None:
         read_pe(data)
 
 
-def test_missing_file_is_a_read_error(tmp_path: Path) -> None:
-    with pytest.raises(PEReadError, match="cannot read"):
+def test_a_missing_file_is_unreadable_not_damaged(tmp_path: Path) -> None:
+    from torchguard._binary.pe.errors import FileUnreadable
+
+    with pytest.raises(FileUnreadable, match="cannot read"):
         read_pe(str(tmp_path / "nope.dll"))
 
 
@@ -89,17 +92,17 @@ def test_random_corruption_never_escapes_as_another_exception() -> None:
 def test_streaming_reader_matches_the_full_reader() -> None:
     import io
 
-    from torchguard._binary.pe.image import read_pe_stream
+    from torchguard._binary.pe.image import read_image_stream
 
     data = build_pe(["KERNEL32.dll", "c10.dll"], ["late.dll"], linker=(14, 42))
-    assert read_pe_stream(io.BytesIO(data), len(data)) == read_pe(data)
+    assert read_image_stream(io.BytesIO(data), len(data)).facts == read_pe(data)
 
 
 def test_streaming_reader_reports_a_short_stream() -> None:
     import io
 
-    from torchguard._binary.pe.image import read_pe_stream
+    from torchguard._binary.pe.image import read_image_stream
 
     data = build_pe(["KERNEL32.dll"])
     with pytest.raises(PEReadError, match="truncated"):
-        read_pe_stream(io.BytesIO(data[:700]), len(data))
+        read_image_stream(io.BytesIO(data[:700]), len(data))

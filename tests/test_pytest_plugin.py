@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch, system32
+from fakes import KERNEL, FakeTorch, companion, system32, write_tree
+from pe_builder import build_pe
 
 import torchguard
 
@@ -124,3 +125,26 @@ def test_healthy_windows_install_by_scan(
 def test_unreadable_scan_target_is_a_usage_error(folder: Path, tmp_path: Path) -> None:
     status, output = pytest_run(folder, "--torchguard", f"--torchguard-scan={tmp_path / 'nope'}")
     assert status == 4 and "--torchguard-scan:" in output and "no such file" in output
+
+
+def test_a_broken_torchvision_does_not_stop_a_session_whose_torch_imports(
+    folder: Path, tmp_path: Path, fake_torch: FakeTorch
+) -> None:
+    """Only torchvision is broken: the tests that import it will say so; the session runs."""
+    site = fake_torch.write(tmp_path / "site")
+    vision = {
+        "torchvision/__init__.py": b"",
+        "torchvision/_C.pyd": build_pe(["c10.dll", "nowhere.dll", *KERNEL]),
+    }
+    write_tree(site, companion("torchvision", "0.19.1", vision, {}))
+    s32 = system32(tmp_path / "s32")
+    assert not torchguard.scan([site], system32=[s32]).ok  # the sibling's error is real
+    status, output = pytest_run(
+        folder, "--torchguard", f"--torchguard-scan={site}", f"--torchguard-system32={s32}"
+    )
+    assert status == 0, output
+    assert header(output) == [
+        f"torchguard {torchguard.__version__}: import torch 2.4.1+cpu succeeds, 1 error(s) in "
+        "torch's siblings or extensions"
+    ]
+    assert "2 passed" in output

@@ -17,8 +17,8 @@ from realwheels import siblings, unpack_sibling, vc_runtime_dir, wheel
 
 import torchguard
 from torchguard._frontends.cli import main
+from torchguard._model.binaries import Binaries
 from torchguard._model.ecosystem import CORE, OPTIONAL, QUIET, discover
-from torchguard._pipeline import facts_reader
 from torchguard._windows.system import offline_windows
 
 pytestmark = pytest.mark.realwheel
@@ -35,7 +35,7 @@ def test_the_model_matches_what_the_wheels_hold() -> None:
         from torchguard._windows.dists import find_dists
 
         dists = find_dists(system.tree, system.interpreter.site_dirs)
-        plans = {p.name: p for p in discover(dists, facts_reader(system.tree))}
+        plans = {p.name: p for p in discover(dists, Binaries(system.tree).facts)}
     finally:
         system.close()
     assert sorted(plans) == ["torchaudio", "torchvision"]

@@ -13,7 +13,8 @@ from pe_builder import DEFAULT_SYMBOL, I386, build_pe
 
 import torchguard
 from torchguard._binary.demangle import qualified_name, readable
-from torchguard._binary.pe.image import PEReadError, read_image
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import read_image
 from torchguard._binary.pe.symbols import read_symbols
 from torchguard._model.binaries import Binaries
 from torchguard._model.loader import MISSING, SYMBOL, LoaderModel

@@ -21,7 +21,8 @@ import pytest
 from pe_builder import I386, build_pe
 from pefile_judge import parsed, pefile_view
 
-from torchguard._binary.pe.image import PEImage, PEReadError, read_image, read_image_stream
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import PEImage, read_image, read_image_stream
 from torchguard._binary.pe.symbols import NotKept
 
 Region = tuple[str, int, int]  # what, file offset, length

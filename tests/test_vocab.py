@@ -30,7 +30,8 @@ def test_a_finding_round_trips_as_plain_strings() -> None:
 
 
 def test_the_loader_speaks_the_vocabulary() -> None:
-    assert {_loader.MISSING, _loader.CORRUPT, _loader.ARCH, _loader.SYMBOL} == set(FailureKind)
+    kinds = {_loader.MISSING, _loader.CORRUPT, _loader.ARCH, _loader.SYMBOL, _loader.INIT}
+    assert kinds == set(FailureKind)
     assert set(_loader.WINERROR) == set(FailureKind)
     assert _loader.DLL_LOAD_DIR is Step.DLL_LOAD_DIR
 
@@ -50,3 +51,21 @@ def test_hook_modes_are_one_set() -> None:
 
     assert set(_hook.MODES) == {str(m) for m in Mode}
     assert f'== "{Mode.OFF}"' in inspect.getsource(_boot.activate)
+
+
+def test_report_words_are_the_documented_strings() -> None:
+    from torchguard._report.report import ModuleRecord, PackageOutcome, Report
+    from torchguard._vocab import Analysis, PackageStatus
+
+    assert [s.value for s in PackageStatus] == ["ok", "warns", "fails", "blocked"]
+    assert [a.value for a in Analysis] == ["live", "offline", "non-windows"]
+    assert [s.value for s in Severity] == ["error", "warning"]  # no severity nobody produces
+    report = Report(
+        mode=Analysis.LIVE,
+        modules=(ModuleRecord("c10.dll", "C:\\t\\c10.dll", Step.DLL_LOAD_DIR),),
+        packages=(PackageOutcome("tv", "1", "tv", PackageStatus.WARNS, "m"),),
+    )
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["mode"] == "live" and data["modules"][0]["via"] == "dll_load_dir"
+    assert data["packages"][0]["status"] == "warns"
+    assert pickle.loads(pickle.dumps(report)) == report

@@ -11,7 +11,7 @@ from torchguard._internal import guarded
 from torchguard._report.errors import TorchDllError, TorchNotFoundError, error_for
 from torchguard._report.findings import WARNING, Finding
 from torchguard._report.report import Report, TorchSummary
-from torchguard._vocab import Code
+from torchguard._vocab import Analysis, Code
 
 _ensure_lock = threading.Lock()
 _ensured: Report | None = None
@@ -27,7 +27,7 @@ def _already_imported() -> Report:
         ),
         rank=90,
     )
-    return Report(findings=(finding,), mode="live")
+    return Report(findings=(finding,), mode=Analysis.LIVE)
 
 
 def _non_windows() -> Report:
@@ -39,12 +39,12 @@ def _non_windows() -> Report:
 
     location = torch_package_dir()
     if location is None:
-        return Report(findings=(torch_not_found(HintContext()),), mode="non-windows")
+        return Report(findings=(torch_not_found(HintContext()),), mode=Analysis.NON_WINDOWS)
     try:
         version = importlib_metadata.version("torch")
     except importlib_metadata.PackageNotFoundError:
         version = "unknown"
-    return Report(torch=TorchSummary(version, location), mode="non-windows")
+    return Report(torch=TorchSummary(version, location), mode=Analysis.NON_WINDOWS)
 
 
 def _live_linux_report() -> Report:
@@ -117,10 +117,10 @@ def _prepare() -> Report:
     if sys.platform == "win32":
         from torchguard._windows.register import register
 
-        register(d.path for d in report.dll_directories)
-    errors = [e for e in report.errors if e.package is None]  # siblings never block torch
-    if errors:
-        first = errors[0]
+        # only the folders torch forgets, each safe and needed (torch registers its own)
+        register(d.path for d in report.dll_directories if not d.by_torch)
+    if report.blocking:
+        first = report.blockers[0]
         if first.code == "torch-not-found":
             raise TorchNotFoundError(first, report)
         raise error_for(first, report)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.machine import label
+from torchguard._model import registration
 from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
@@ -17,16 +16,10 @@ from torchguard._report.findings import ERROR, Finding
 from torchguard._report.report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
-from torchguard._vocab import Code
+from torchguard._vocab import Analysis, Code
 from torchguard._windows.dists import find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._windows.system import System
-from torchguard._windows.tree import WinTree
-
-
-def facts_reader(tree: WinTree, persistent: FactsCache | None = None) -> Callable[[str], PEFacts]:
-    """PE facts of any path of ``tree``, each file read once (see :class:`Binaries`)."""
-    return Binaries(tree, persistent).facts
 
 
 class _Clock:
@@ -65,7 +58,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     plan = plan_directories(system.tree, interpreter, torch, companions(dists), cwd=cwd)
     clock.lap("plan")
     binaries = Binaries(system.tree, cache)
-    guarded, unguarded, process = _replay(system, torch, plan, binaries)
+    guarded, unguarded, process, plan = _replay(system, torch, plan, binaries, cwd)
     clock.lap("resolve")
     packages = simulate_packages(
         process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok
@@ -103,14 +96,24 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
 
 
 def _replay(
-    system: System, torch: TorchInstall, plan: list[DllDirectory], binaries: Binaries
-) -> tuple[ImportSimulation, ImportSimulation, LoaderModel]:
-    """``import torch`` replayed twice: after ``ensure()`` (every planned folder registered),
-    and plain (only the folders torch registers itself); plus the guarded process's loader."""
-    interpreter = system.interpreter
+    system: System,
+    torch: TorchInstall,
+    plan: list[DllDirectory],
+    binaries: Binaries,
+    cwd: str | None = None,
+) -> tuple[ImportSimulation, ImportSimulation, LoaderModel, list[DllDirectory]]:
+    """``import torch`` replayed plain (only the folders torch registers itself) and after
+    ``ensure()``; the guarded process's loader; and the folders that process has.
 
-    def model(dirs: list[DllDirectory]) -> LoaderModel:
-        return LoaderModel(
+    ``ensure()`` adds a folder torch forgets only when that is safe and needed
+    (:mod:`torchguard._model.registration`); without one, both replays are the same.
+    """
+    interpreter = system.interpreter
+    own = [d for d in plan if d.by_torch]
+    torch_paths = tuple(d.path for d in own)  # what torch prepends to PATH
+
+    def run(dirs: list[DllDirectory]) -> tuple[ImportSimulation, LoaderModel]:
+        process = LoaderModel(
             tree=system.tree,
             facts=binaries.facts,
             machine=interpreter.machine,
@@ -121,16 +124,28 @@ def _replay(
             loaded={k.lower(): v for k, v in system.loaded.items()},
             bindings=binaries,
         )
-
-    ntfs = not system.live  # live: the order the file system really lists, as torch's glob
-
-    def replay(process: LoaderModel) -> ImportSimulation:
-        return simulate_import(
-            process, torch.lib_dir, torch.extensions, interpreter.path_dirs, ntfs_order=ntfs
+        simulation = simulate_import(
+            process,
+            torch.lib_dir,
+            torch.extensions,
+            interpreter.path_dirs,
+            torch_paths=torch_paths,
+            cwd=cwd,
+            ntfs_order=not system.live,  # live: the file system's own order, as torch's glob
         )
+        return simulation, process
 
-    guarded = model(plan)  # the process after ``ensure()``: its siblings load into it later
-    return replay(guarded), replay(model([d for d in plan if d.by_torch])), guarded
+    plain, plain_process = run(own)
+    extras = registration.needed(
+        [d for d in plan if not d.by_torch], plain, system.tree, interpreter
+    )
+    while extras:
+        guarded, process = run([*own, *extras])
+        rebound = registration.rebinding(plain, guarded, extras)
+        if not rebound:
+            return guarded, plain, process, [*own, *extras]
+        extras = [d for d in extras if d not in rebound]
+    return plain, plain, plain_process, own
 
 
 def _hints(system: System, torch: TorchInstall) -> HintContext:
@@ -179,5 +194,5 @@ def torch_not_found(hints: HintContext) -> Finding:
     )
 
 
-def _mode(system: System) -> str:
-    return "live" if system.live else "offline"
+def _mode(system: System) -> Analysis:
+    return Analysis.LIVE if system.live else Analysis.OFFLINE

@@ -23,7 +23,7 @@ from torchguard._rules.linux_loads import (
     import_findings,
     shadowed,
 )
-from torchguard._vocab import Code
+from torchguard._vocab import Analysis, Code, Step
 
 
 def glob_sorted(pattern: str) -> list[str]:
@@ -112,7 +112,7 @@ def _plan(
 def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
     """The whole Linux analysis of ``system``; problems become findings."""
     start = time.perf_counter()
-    mode = "live" if system.live else "offline"
+    mode = Analysis.LIVE if system.live else Analysis.OFFLINE
     if system.torch_package_dir is None:
         return Report(findings=(torch_not_found(),), mode=mode)
     torch_dir = system.torch_package_dir
@@ -161,9 +161,23 @@ def _outcome(replay: LinuxImport) -> ImportOutcome:
     return ImportOutcome(False, None, name)
 
 
+_STEPS = (
+    ("RPATH", Step.RPATH),
+    ("RUNPATH", Step.RUNPATH),
+    ("LD_LIBRARY_PATH", Step.LD_LIBRARY_PATH),
+    ("ld.so.cache", Step.LD_SO_CACHE),
+    ("default", Step.DEFAULT_DIR),
+    ("loaded", Step.LOADED),
+)
+
+
+def _step(via: str) -> Step:
+    return next((step for prefix, step in _STEPS if via.startswith(prefix)), Step.OPENED_BY_PATH)
+
+
 def _modules(ldso: Ldso, first_new: int) -> Iterator[ModuleRecord]:
     for obj in ldso.objects[first_new:]:
-        yield ModuleRecord(obj.soname, obj.path, obj.via)
+        yield ModuleRecord(obj.soname, obj.path, _step(obj.via))
 
 
 def torch_not_found() -> Finding:

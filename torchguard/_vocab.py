@@ -27,6 +27,7 @@ class Code(_Text):
 
     MISSING_DLL = "missing-dll"
     CORRUPT_DLL = "corrupt-dll"
+    UNREADABLE_DLL = "unreadable-dll"
     ARCH_MISMATCH = "arch-mismatch"
     MISSING_SYMBOL = "missing-symbol"
     RUNTIME_TOO_OLD = "runtime-too-old"
@@ -50,7 +51,6 @@ class Code(_Text):
 class Severity(_Text):
     ERROR = "error"
     WARNING = "warning"
-    INFO = "info"
 
 
 class Step(_Text):
@@ -65,6 +65,17 @@ class Step(_Text):
     USER_DIR = "user_dir"
     SYSTEM32 = "system32"
     PATH_FALLBACK = "path_fallback"
+    WINDOWS_DIR = "windows_dir"
+    """torch's legacy retry: the Windows folder (``C:\\Windows``) or its 16-bit ``System``."""
+    CURRENT_DIR = "current_dir"
+    """torch's legacy retry: the process's current directory."""
+    OPENED_BY_PATH = "path"
+    """Linux: opened by the path torch or Python gave (``dlopen("/.../x.so")``)."""
+    RPATH = "rpath"
+    LD_LIBRARY_PATH = "ld_library_path"
+    RUNPATH = "runpath"
+    LD_SO_CACHE = "ld_so_cache"
+    DEFAULT_DIR = "default_dir"
 
 
 class FailureKind(_Text):
@@ -74,6 +85,46 @@ class FailureKind(_Text):
     CORRUPT = "corrupt"
     ARCH = "arch"
     SYMBOL = "symbol"
+    INIT = "init"
+    """Every DLL maps and binds, but an initialiser fails (WinError 1114)."""
+
+
+class Analysis(_Text):
+    """What a Report describes (``Report.mode``)."""
+
+    LIVE = "live"
+    OFFLINE = "offline"
+    NON_WINDOWS = "non-windows"
+
+
+class PackageStatus(_Text):
+    """What importing a sibling or an extension does after ``import torch``."""
+
+    OK = "ok"
+    WARNS = "warns"
+    FAILS = "fails"
+    BLOCKED = "blocked"
+
+
+class Role(_Text):
+    """What a failed load of one of a package's binaries costs it."""
+
+    CORE = "core"
+    """A binary the package's import needs: a failure breaks ``import <package>``."""
+    OPTIONAL = "optional"
+    """A binary behind one feature: the import succeeds (maybe with a warning), the feature
+    fails."""
+    QUIET = "quiet"
+    """An optional binary whose failure the package hides completely (a fallback exists)."""
+
+
+class Loader(_Text):
+    """How a package loads one of its binaries."""
+
+    CTYPES = "ctypes"
+    """Loaded with ``torch.ops.load_library`` / ``ctypes.CDLL``."""
+    IMPORT = "import"
+    """Loaded by Python's import of an extension module."""
 
 
 class Mode(_Text):

@@ -78,14 +78,18 @@ def verdict(report: Report) -> str:
 
     torch = f"torch {report.torch.version}" if report.torch else "torch"
     warnings = f", {len(report.warnings)} warning(s)" if report.warnings else ""
-    if not report.ok:
-        first = report.errors[0]
+    if report.blocking:
+        first = report.blockers[0]
         return f"torchguard {__version__}: BROKEN, error[{first.code}]: {first.message}"
+    others = len(report.errors)  # siblings' and extensions' errors: torch itself imports
+    errors = f", {others} error(s) in torch's siblings or extensions" if others else ""
     if report.mode == "non-windows":
-        return f"torchguard {__version__}: {torch} found; not Windows, no DLL checks{warnings}"
+        return (
+            f"torchguard {__version__}: {torch} found; not Windows, no DLL checks{errors}{warnings}"
+        )
     if report.import_torch is None:
         return f"torchguard {__version__}: {torch} found; no native library to check{warnings}"
-    return f"torchguard {__version__}: import {torch} succeeds{warnings}"
+    return f"torchguard {__version__}: import {torch} succeeds{errors}{warnings}"
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -96,8 +100,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> None:
     report = session.config.stash.get(_REPORT, None)
-    if report is None or report.ok:
-        return
+    if report is None or not report.blocking:
+        return  # a broken torchvision is for the tests that import it to show
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     writer = getattr(reporter, "_tw", None)
     colour = bool(getattr(writer, "hasmarkup", False))
@@ -105,7 +109,7 @@ def pytest_collection(session: pytest.Session) -> None:
     if reporter is not None:
         reporter.write_sep("=", "torchguard: torch cannot be imported here")
         reporter.write_line(text)
-    first = report.errors[0]
+    first = report.blockers[0]
     pytest.exit(
         f"torchguard: import torch would fail ({first.code}); no test collected",
         returncode=_EXIT_BROKEN,

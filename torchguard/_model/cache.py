@@ -30,7 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from torchguard._binary.pe.image import READER_VERSION, PEFacts, PEReadError
+from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.pe.image import READER_VERSION, PEFacts
 
 SCHEMA = 2
 FILE_NAME = f"pe-facts-v{SCHEMA}.json"
@@ -43,6 +44,7 @@ MAX_BYTES = 16 << 20  # a larger file is not ours to parse: ignore it and write 
 LOCK_NAME = f"pe-facts-v{SCHEMA}.lock"
 LOCK_WAIT = 0.5  # seconds a save waits for another process's save
 LOCK_STALE = 5.0  # seconds after which a lock is taken to be a killed process's
+LOCK_POLL = 0.005  # seconds between two attempts to take the lock
 
 
 def writer() -> str:
@@ -188,31 +190,38 @@ class FactsCache:
 
 @contextmanager
 def _lock(path: Path) -> Iterator[bool]:
-    """An exclusive lock file (portable: created with O_EXCL); yields whether it was taken."""
+    """An exclusive lock file (portable: created with O_EXCL); yields whether it was taken.
+
+    Every wait is bounded by :data:`LOCK_WAIT` and sleeps between attempts: a lock that
+    cannot be taken or broken (a folder at its path, another user's file in a shared cache
+    folder, a file held open on Windows) makes the save give up, never spin.
+    """
     deadline = time.monotonic() + LOCK_WAIT
     while True:
         try:
             handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             break
         except FileExistsError:
-            try:
-                if time.time() - path.stat().st_mtime > LOCK_STALE:
-                    path.unlink()
-                    continue
-            except OSError:
-                continue  # released meanwhile
-            if time.monotonic() > deadline:
-                yield False
-                return
-            time.sleep(0.005)
+            _break_if_stale(path)
         except OSError:
             yield False
             return
+        if time.monotonic() >= deadline:
+            yield False
+            return
+        time.sleep(LOCK_POLL)
     try:
         yield True
     finally:
         os.close(handle)
         with suppress(OSError):
+            path.unlink()
+
+
+def _break_if_stale(path: Path) -> None:
+    """Remove a lock left by a killed process; one that cannot be removed is left alone."""
+    with suppress(OSError):
+        if time.time() - path.stat().st_mtime > LOCK_STALE:
             path.unlink()
 
 

@@ -29,9 +29,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from torchguard._binary.pe.image import PEFacts, PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
+from torchguard._binary.pe.image import PEFacts
 from torchguard._model.loader import MISSING, Failure, LoaderModel, LoadResult
 from torchguard._report.report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
+from torchguard._vocab import Loader, Role
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, is_within, join, path_key, same_path
 
@@ -41,17 +43,8 @@ _BINARY_ROW = re.compile(r"\.(?:pyd|dll)\"?,", re.IGNORECASE)
 #: torch's own libraries: what an extension links against.
 _TORCH_DLL = re.compile(r"^(c10|torch)(_[a-z0-9_]+)?\.dll$", re.IGNORECASE)
 
-CORE = "core"
-"""A binary the package's import needs: a failure breaks ``import <package>``."""
-OPTIONAL = "optional"
-"""A binary behind one feature: the import succeeds (maybe with a warning), the feature fails."""
-QUIET = "quiet"
-"""An optional binary whose failure the package hides completely (a fallback exists)."""
-
-CTYPES = "ctypes"
-"""Loaded with ``torch.ops.load_library`` / ``ctypes.CDLL``."""
-IMPORT = "import"
-"""Loaded by Python's import of an extension module."""
+CORE, OPTIONAL, QUIET = Role.CORE, Role.OPTIONAL, Role.QUIET
+CTYPES, IMPORT = Loader.CTYPES, Loader.IMPORT
 
 
 @dataclass(frozen=True)
@@ -59,8 +52,8 @@ class Step:
     """One load a package's import performs (or a feature performs on first use)."""
 
     path: str
-    role: str
-    loader: str
+    role: Role
+    loader: Loader
     feature: str
     """What fails when this load fails: ``torchvision._C``, ``image``, ``FFmpeg 6`` ..."""
     group: str | None = None
@@ -105,7 +98,7 @@ class PackageSimulation:
     """``import torch`` itself fails, so the package's import never gets this far."""
     results: list[StepResult] = field(default_factory=list)
 
-    def failed(self, role: str) -> list[StepResult]:
+    def failed(self, role: Role) -> list[StepResult]:
         return [r for r in self.results if r.step.role == role and r.load and not r.load.ok]
 
     def group_failed(self, group: str) -> bool:
@@ -142,7 +135,7 @@ def binaries(dist: InstalledDist) -> list[str]:
 def imports_torch(facts: Callable[[str], PEFacts], path: str) -> bool:
     try:
         found = facts(path)
-    except PEReadError:
+    except ImageUnavailable:
         return False
     return any(is_torch_dll(name) for name in (*found.imports, *found.delay_imports))
 
@@ -230,7 +223,7 @@ def _torchaudio(dist: InstalledDist, paths: list[str], linked: list[str]) -> Pac
     return PackagePlan(dist, "torchaudio", tuple(steps), sibling=True)
 
 
-def _others(linked: list[str], steps: list[Step], role: str, package: str) -> list[Step]:
+def _others(linked: list[str], steps: list[Step], role: Role, package: str) -> list[Step]:
     """Binaries a sibling's loaders do not name: features loaded on demand."""
     known = {path_key(s.path) for s in steps}
     return [

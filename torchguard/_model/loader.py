@@ -14,6 +14,13 @@ copy the loader refuses to bind to (no export table, a broken forwarder) with 19
 every DLL of the closure was found (a missing DLL, 126, is reported first). A delay-loaded
 DLL's missing symbol fails only when first called.
 
+When everything maps and binds, the initialisers run: one documented certain failure is
+replayed there (:mod:`torchguard._model.initialise`), a binary built with the 14.40+ toolset
+that imports ``msvcp140.dll`` bound to a copy older than 14.40 (WinError 1114).
+
+``load(root, order=...)`` replaces the search steps after KnownDLLs, for torch's legacy
+``LoadLibraryW`` retry (:func:`legacy_order`).
+
 Pure logic: everything about the machine comes from the :class:`LoaderModel` fields.
 """
 
@@ -25,12 +32,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.image import PEFacts, PEReadError, machine_name
+from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable, PEReadError
+from torchguard._binary.pe.image import PEFacts, machine_name
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 
 if TYPE_CHECKING:
-    from torchguard._model.binaries import ForwardResolver, Gap, Trusted
+    from torchguard._model.bindings import ForwardResolver, Gap, Trusted
 
 LOADED = Step.LOADED
 APISET = Step.APISET
@@ -40,6 +48,8 @@ APP_DIR = Step.APP_DIR
 USER_DIR = Step.USER_DIR
 SYSTEM32 = Step.SYSTEM32
 PATH_FALLBACK = Step.PATH_FALLBACK
+WINDOWS_DIR = Step.WINDOWS_DIR
+CURRENT_DIR = Step.CURRENT_DIR
 
 _NOT_WALKED = frozenset({LOADED, APISET, KNOWNDLL, SYSTEM32})
 
@@ -47,10 +57,14 @@ MISSING = FailureKind.MISSING
 CORRUPT = FailureKind.CORRUPT
 ARCH = FailureKind.ARCH
 SYMBOL = FailureKind.SYMBOL
+INIT = FailureKind.INIT
 
-WINERROR = {MISSING: 126, CORRUPT: 193, ARCH: 193, SYMBOL: 127}
-#: Failures of the mapping phase, which the loader reports before any symbol is bound.
-_MAPPING = frozenset({MISSING, CORRUPT, ARCH})
+WINERROR = {MISSING: 126, CORRUPT: 193, ARCH: 193, SYMBOL: 127, INIT: 1114}
+#: The loader's phases: map the closure, bind symbols, run initialisers; it reports the
+#: first phase that fails.
+_PHASE = {MISSING: 0, CORRUPT: 0, ARCH: 0, SYMBOL: 1, INIT: 2}
+
+SearchOrder = tuple[tuple[str, Step], ...]
 
 
 class Bindings(Protocol):
@@ -95,6 +109,18 @@ class Failure:
         return WINERROR[self.kind]
 
 
+@dataclass(frozen=True)
+class Unread:
+    """A DLL the loader finds that could not be read now (held by a scanner, denied, an
+    offline OneDrive file, out of memory): nothing is known against it, and what it imports
+    is not walked."""
+
+    leaf: str
+    chain: tuple[str, ...]
+    path: str
+    detail: str
+
+
 @dataclass
 class LoadResult:
     """The outcome of one ``LoadLibraryExW`` call on ``root``."""
@@ -104,6 +130,8 @@ class LoadResult:
     modules: dict[str, Resolution] = field(default_factory=dict)
     retry: LoadResult | None = None
     """torch's retry through PATH after WinError 126, when that retry failed too."""
+    unread: list[Unread] = field(default_factory=list)
+    """Binaries of the closure that could not be read now: not failures, but unchecked."""
 
     @property
     def ok(self) -> bool:
@@ -116,8 +144,12 @@ class LoadResult:
         if self.retry is not None:
             return self.retry.winerror  # what torch raises in the end
         hard = [f for f in self.failures if not f.delay]
-        hard.sort(key=lambda failure: failure.kind not in _MAPPING)
+        hard.sort(key=lambda failure: _PHASE[failure.kind])
         return hard[0].winerror if hard else None
+
+    def final_failures(self) -> list[Failure]:
+        """The failures of what torch raises in the end: its PATH retry's, when it made one."""
+        return self.retry.failures if self.retry is not None else self.failures
 
     def all_failures(self) -> list[Failure]:
         """The failures of this load and of torch's retry through PATH."""
@@ -145,7 +177,8 @@ class LoaderModel:
     bindings: Bindings | None = None
     """Judges symbols; None checks DLL presence only."""
 
-    def resolve(self, name: str, load_dir: str) -> Resolution:
+    def resolve(self, name: str, load_dir: str, order: SearchOrder | None = None) -> Resolution:
+        """Where ``name`` binds; ``order`` replaces the steps after KnownDLLs (legacy load)."""
         lowered = name.lower()
         if lowered in self.loaded:
             return Resolution(name, self.loaded[lowered], LOADED)
@@ -154,7 +187,7 @@ class LoaderModel:
         if lowered in self.known_dlls:
             return Resolution(name, join(self.system32, lowered), KNOWNDLL)
         wrong: list[tuple[str, int]] = []
-        for folder, via in self._search_order(load_dir):
+        for folder, via in self._search_order(load_dir) if order is None else order:
             hit = self.tree.lookup(folder, lowered)
             if hit is None:
                 continue
@@ -177,7 +210,7 @@ class LoaderModel:
     def _machine(self, path: str) -> int | None:
         try:
             return self.facts(path).machine
-        except PEReadError:
+        except ImageUnavailable:
             return None  # a corrupt candidate is taken, and fails the load when read
 
     def walkable(self, resolution: Resolution) -> bool:
@@ -185,8 +218,12 @@ class LoaderModel:
             return False
         return not isinstance(self.tree.entry(resolution.path), AssumedFile)
 
-    def load(self, root: str) -> LoadResult:
-        """Simulate loading ``root`` by full path and every static import below it."""
+    def load(self, root: str, order: SearchOrder | None = None) -> LoadResult:
+        """Simulate loading ``root`` by full path and every static import below it.
+
+        ``order``: the folders searched after KnownDLLs instead of ``LoadLibraryExW(path, 0,
+        0x1100)``'s (torch's legacy ``LoadLibraryW`` retry, :func:`legacy_order`).
+        """
         result = LoadResult(root)
         root_name = ntpath.basename(root)
         load_dir = ntpath.dirname(root)
@@ -195,22 +232,29 @@ class LoaderModel:
             return result
         result.modules[root_name.lower()] = Resolution(root_name, root, Step.ROOT)
         queue: deque[tuple[str, tuple[str, ...]]] = deque([(root, (root_name,))])
+        mapped: list[tuple[str, tuple[str, ...]]] = []
         while queue:
             path, chain = queue.popleft()
             try:
                 facts = self.facts(path)
+            except FileUnreadable as exc:  # not the file's fault: unchecked, never failed
+                result.unread.append(Unread(chain[-1], chain, path, str(exc)))
+                continue
             except PEReadError as exc:
                 result.failures.append(Failure(CORRUPT, chain[-1], chain, path, str(exc)))
                 continue
             if facts.machine != self.machine:
                 result.failures.append(Failure(ARCH, chain[-1], chain, path, facts.machine_name))
                 continue
+            mapped.append((path, chain))
             for name, delay in _imports(facts):
                 lowered = name.lower()
                 if lowered in result.modules:
-                    self._check_binding(result, path, chain, name, result.modules[lowered], delay)
+                    self._check_binding(
+                        result, path, chain, name, result.modules[lowered], delay, order
+                    )
                     continue
-                resolution = self.resolve(name, load_dir)
+                resolution = self.resolve(name, load_dir, order)
                 if resolution.path is None and resolution.via is None:
                     kind = ARCH if resolution.wrong_arch else MISSING
                     detail = (
@@ -223,12 +267,18 @@ class LoaderModel:
                     if not delay:
                         result.modules[lowered] = resolution
                     continue
-                self._check_binding(result, path, chain, name, resolution, delay)
+                self._check_binding(result, path, chain, name, resolution, delay, order)
                 if delay:
                     continue  # loaded later by the delay-load helper; not walked here
                 result.modules[lowered] = resolution
                 if resolution.path is not None and self.walkable(resolution):
                     queue.append((resolution.path, (*chain, name)))
+        if result.ok:
+            from torchguard._model.initialise import init_failure
+
+            failure = init_failure(self.facts, mapped, result.modules)
+            if failure is not None:
+                result.failures.append(failure)
         if result.ok:
             for lowered, resolution in result.modules.items():
                 if resolution.path is not None:
@@ -243,6 +293,7 @@ class LoaderModel:
         name: str,
         resolution: Resolution,
         delay: bool,
+        order: SearchOrder | None = None,
     ) -> None:
         """Add a :data:`SYMBOL` failure when the bound copy lacks what ``importer`` takes."""
         bindings = self.bindings
@@ -251,18 +302,24 @@ class LoaderModel:
         assert resolution.path is not None
         load_dir = ntpath.dirname(result.root)
         gap = bindings.gap(
-            importer, name, resolution.path, delay, lambda dll: self._forwarded(dll, load_dir)
+            importer,
+            name,
+            resolution.path,
+            delay,
+            lambda dll: self._forwarded(dll, load_dir, order),
         )
         if gap is not None:
             result.failures.append(
                 Failure(SYMBOL, name, (*chain, name), resolution.path, "", delay, gap, importer)
             )
 
-    def _forwarded(self, dll: str, load_dir: str) -> Union[str, Trusted, None]:
+    def _forwarded(
+        self, dll: str, load_dir: str, order: SearchOrder | None = None
+    ) -> Union[str, Trusted, None]:
         """Where an export forwarder's target DLL comes from: a path, trusted, or missing."""
-        from torchguard._model.binaries import TRUSTED
+        from torchguard._model.bindings import TRUSTED
 
-        resolution = self.resolve(dll, load_dir)
+        resolution = self.resolve(dll, load_dir, order)
         if resolution.via == APISET:
             return TRUSTED
         if resolution.path is None:
@@ -270,6 +327,36 @@ class LoaderModel:
         if self.bindings is None or not self.bindings.checkable(resolution.path):
             return TRUSTED
         return resolution.path
+
+
+def legacy_order(
+    model: LoaderModel,
+    path_dirs: Iterable[str],
+    *,
+    cwd: str | None = None,
+) -> SearchOrder:
+    """``LoadLibraryW``'s standard search order (SafeDllSearchMode) after KnownDLLs.
+
+    python.exe's folder, System32, the 16-bit System folder, the Windows folder, the current
+    directory, then PATH (torch prepends its own folders to it before the retry). Folders
+    added with ``os.add_dll_directory`` are not searched: CPython never calls
+    ``SetDefaultDllDirectories``.
+    """
+    windows = ntpath.dirname(ntpath.normpath(model.system32))
+    order: list[tuple[str, Step]] = [
+        (model.app_dir, APP_DIR),
+        (model.system32, SYSTEM32),
+        (join(windows, "System"), WINDOWS_DIR),
+        (windows, WINDOWS_DIR),
+    ]
+    if cwd:
+        order.append((cwd, CURRENT_DIR))
+    for folder in path_dirs:
+        if folder and not ntpath.isabs(folder):  # a relative PATH entry: from the cwd
+            folder = ntpath.join(cwd, folder) if cwd else ""
+        if folder:
+            order.append((ntpath.normpath(folder), PATH_FALLBACK))
+    return tuple(order)
 
 
 def _imports(facts: PEFacts) -> Iterable[tuple[str, bool]]:

@@ -17,7 +17,7 @@ from torchguard._report.report import DllDirectory
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.locate import TorchInstall
 from torchguard._windows.system import Interpreter
-from torchguard._windows.tree import WinTree, join
+from torchguard._windows.tree import WinTree, join, path_key
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -35,15 +35,15 @@ class _Planner:
 
     def __init__(self, tree: WinTree, cwd: str | None) -> None:
         self.tree = tree
-        self.cwd = ntpath.normpath(cwd).lower() if cwd else None
+        self.cwd = path_key(cwd) if cwd else None
         self.planned: list[DllDirectory] = []
 
     def add(self, path: str | None, provenance: str, by_torch: bool) -> None:
         if not path or not ntpath.isabs(path) or not ntpath.splitdrive(path)[0]:
             return
         path = ntpath.normpath(path)
-        lowered = path.lower()
-        if lowered == self.cwd or any(d.path.lower() == lowered for d in self.planned):
+        key = path_key(path)
+        if key == self.cwd or any(path_key(d.path) == key for d in self.planned):
             return
         if self.tree.is_dir(path):
             self.planned.append(DllDirectory(path, provenance, by_torch))

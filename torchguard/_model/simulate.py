@@ -3,9 +3,12 @@
 torch preloads every ``torch\\lib\\*.dll`` in glob order with ``LoadLibraryExW(..., 0x1100)``
 and raises on the first failure, naming that DLL ("Error loading "...\\fbgemm.dll" or one of its
 dependencies"). On WinError 126 it first retries once with legacy ``LoadLibraryW`` after
-prepending its folders to PATH, which also searches python.exe's folder, System32 and PATH.
-Then Python imports ``torch\\_C*.pyd`` with the same flags. Unlike torch, the replay does not
-stop at the first failure, so every problem is found in one run.
+prepending its folders to PATH: the standard search order (python.exe's folder, System32, the
+Windows folder, the current directory, then PATH), without ``os.add_dll_directory`` folders.
+When that retry loads, the first attempt's failure never reaches the user: the retry is what
+the replay keeps. Then Python imports ``torch\\_C*.pyd`` with the same flags as the preload.
+Unlike torch, the replay does not stop at the first failure, so every problem is found in one
+run.
 """
 
 from __future__ import annotations
@@ -15,13 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from torchguard._model.loader import (
-    APP_DIR,
     MISSING,
-    PATH_FALLBACK,
-    SYSTEM32,
     LoaderModel,
     LoadResult,
     Resolution,
+    legacy_order,
     preload_order,
 )
 from torchguard._report.report import ImportOutcome
@@ -52,50 +53,39 @@ def simulate_import(
     extensions: Sequence[str],
     path_dirs: Sequence[str] = (),
     *,
+    torch_paths: Sequence[str] = (),
+    cwd: str | None = None,
     ntfs_order: bool = True,
 ) -> ImportSimulation:
-    """Replay torch's preload loop, its PATH fallback, then the ``_C`` extension import."""
+    """Replay torch's preload loop, its PATH retry, then the ``_C`` extension import.
+
+    ``path_dirs``: the process's PATH; ``torch_paths``: the folders torch prepends to it
+    before the retry; ``cwd``: the current directory (None when unknown, offline).
+    """
     simulation = ImportSimulation()
+    legacy = legacy_order(model, (*torch_paths, *path_dirs), cwd=cwd)
     for root in preload_order(model.tree, lib_dir, ntfs=ntfs_order):
         result = model.load(root)
         if not result.ok and result.winerror == 126:
-            found = _path_fallback(model, result, path_dirs)
-            if found is not None:
-                for resolution in found:
-                    if resolution.path:
-                        model.loaded.setdefault(resolution.name.lower(), resolution.path)
-                retry = model.load(root)
-                if retry.ok:
-                    simulation.fallbacks[root] = found
-                else:
-                    result.retry = retry
+            retry = model.load(root, legacy)
+            if retry.ok:
+                simulation.fallbacks[root] = _found_by_retry(result, retry)
+                result = retry  # torch never reports the first attempt
+            else:
+                result.retry = retry
         simulation.loads.append(result)
     for extension in extensions:
         simulation.loads.append(model.load(extension))
     return simulation
 
 
-def _path_fallback(
-    model: LoaderModel, result: LoadResult, path_dirs: Sequence[str]
-) -> list[Resolution] | None:
-    """Where legacy ``LoadLibraryW`` finds each missing DLL, or None if one stays missing."""
-    folders = [(model.app_dir, APP_DIR), (model.system32, SYSTEM32)]
-    folders += [(folder, PATH_FALLBACK) for folder in (*model.user_dirs, *path_dirs)]
+def _found_by_retry(first: LoadResult, retry: LoadResult) -> list[Resolution]:
+    """Where the retry found each DLL the first attempt missed."""
     found: list[Resolution] = []
-    for failure in result.failures:
-        if failure.delay:
+    for failure in first.failures:
+        if failure.kind != MISSING or failure.delay:
             continue
-        if failure.kind != MISSING:
-            return None
-        hit = next(
-            (
-                Resolution(failure.leaf, ntpath.join(folder, entry[0]), via)
-                for folder, via in folders
-                if (entry := model.tree.lookup(folder, failure.leaf))
-            ),
-            None,
-        )
-        if hit is None:
-            return None
-        found.append(hit)
+        resolution = retry.modules.get(failure.leaf.lower())
+        if resolution is not None and resolution.path is not None and resolution not in found:
+            found.append(resolution)
     return found

@@ -96,17 +96,21 @@ def error_for(finding: Finding, report: Report) -> TorchDllError:
 
 def _render(finding: Finding, report: Report) -> str:
     shown: set[RepairHint] = set()
-    lines = [
-        "torchguard: import torch will fail.",
-        render_finding(finding, indent="  ", shown=shown),
-    ]
+    blockers = report.blockers
+    blocks = finding in blockers
+    headline = (
+        "torchguard: import torch will fail."
+        if blocks
+        else "torchguard: a problem that does not stop `import torch`:"
+    )
+    lines = [headline, render_finding(finding, indent="  ", shown=shown)]
     outcome = report.import_torch
-    if outcome is not None and not outcome.ok and outcome.dll:
+    if blocks and outcome is not None and not outcome.ok and outcome.dll:
         lines.append(
             f"  (torch's own message: import torch {outcome.describe()}, without naming "
             f"{finding.missing or 'the cause'})"
         )
-    others = [f for f in report.errors if f is not finding and f != finding]
+    others = [f for f in blockers if f is not finding and f != finding]
     if others:
         lines.append(f"  {len(others)} more error(s):")
         lines.extend(render_finding(other, indent="    ", shown=shown) for other in others)

@@ -9,9 +9,7 @@ from torchguard._vocab import Code, Severity
 
 ERROR = Severity.ERROR
 WARNING = Severity.WARNING
-INFO = Severity.INFO
-
-_SEVERITY_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
+_SEVERITY_RANK = {ERROR: 0, WARNING: 1}
 
 
 @dataclass(frozen=True)

@@ -82,12 +82,12 @@ def _mode(mode: str) -> str:
 def _verdict(report: Report) -> str:
     counts = f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
     outcome, plain = report.import_torch, report.import_torch_without_torchguard
-    if outcome is not None and not outcome.ok:
-        return f"`import torch` {_cell(outcome.describe())}; {counts}"
-    if plain is not None and not plain.ok:
+    if report.blocking:
+        if outcome is not None and not outcome.ok:
+            return f"`import torch` {_cell(outcome.describe())}; {counts}"
+        return f"`import torch` fails ({report.blockers[0].code}); {counts}"
+    if plain is not None and not plain.ok and outcome is not None and outcome.ok:
         return f"`import torch` succeeds only after `torchguard.ensure()`; {counts}"
-    if not report.ok:
-        return f"broken; {counts}"
     if outcome is not None:
         return f"`import torch` succeeds; {counts}"
     return f"no problems found; {counts}" if report.findings else "no problems found"

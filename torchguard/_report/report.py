@@ -8,6 +8,7 @@ from typing import Any
 
 from torchguard._report.colour import PLAIN, Paint
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._vocab import Analysis, PackageStatus, Step
 
 SCHEMA_VERSION = 1
 
@@ -82,10 +83,10 @@ class ImportOutcome:
         }
 
 
-OK = "ok"
-WARNS = "warns"
-FAILS = "fails"
-BLOCKED = "blocked"
+OK = PackageStatus.OK
+WARNS = PackageStatus.WARNS
+FAILS = PackageStatus.FAILS
+BLOCKED = PackageStatus.BLOCKED
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class PackageOutcome:
     name: str
     version: str
     import_name: str
-    status: str
+    status: PackageStatus
     message: str
     winerror: int | None = None
     dll: str | None = None
@@ -130,7 +131,7 @@ class ModuleRecord:
 
     name: str
     path: str | None
-    via: str | None
+    via: Step | None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name.lower(), "path": self.path, "via": self.via}
@@ -142,7 +143,7 @@ class Report:
 
     findings: tuple[Finding, ...] = ()
     torch: TorchSummary | None = None
-    mode: str = "offline"
+    mode: Analysis = Analysis.OFFLINE
     python: dict[str, Any] = field(default_factory=dict)
     dll_directories: tuple[DllDirectory, ...] = ()
     import_torch: ImportOutcome | None = None
@@ -161,6 +162,27 @@ class Report:
     @property
     def errors(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == ERROR)
+
+    @property
+    def blockers(self) -> tuple[Finding, ...]:
+        """The errors that make ``import torch`` fail here, most fundamental first.
+
+        An error blocks only when it is about torch itself (never a sibling's or an
+        extension's: a program that never imports torchvision must not be stopped by it) and
+        the replay predicts that ``import torch`` fails after ``ensure()``
+        (:attr:`import_torch`; a report without a prediction, e.g. torch not installed,
+        trusts its errors). An error the prediction contradicts never blocks: an error must
+        be a proof.
+        """
+        if self.import_torch is not None and self.import_torch.ok:
+            return ()
+        return tuple(f for f in self.errors if f.package is None)
+
+    @property
+    def blocking(self) -> bool:
+        """Whether ``import torch`` fails here: the one answer ``ensure()``, the hook, the
+        pytest plugin, the markdown verdict and the error text all use."""
+        return bool(self.blockers)
 
     @property
     def warnings(self) -> tuple[Finding, ...]:

@@ -10,8 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torchguard._rules.context import CheckContext
-    from torchguard._rules.registry import RULES, run_rules
+    from torchguard._rules import context as _context
+    from torchguard._rules import registry as _registry
+
+    CheckContext = _context.CheckContext
+    RULES = _registry.RULES
+    run_rules = _registry.run_rules
 
 __all__ = ["RULES", "CheckContext", "run_rules"]
 

@@ -19,7 +19,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     seen: set[tuple[str, str]] = set()
     for load in context.guarded.loads:
         root = ntpath.basename(load.root)
-        for failure in load.failures:
+        for failure in load.final_failures():
             if failure.kind not in RANK:
                 continue  # missing symbols: see the symbols rule
             identity = (failure.kind, failure.leaf.lower())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from torchguard._binary.pe.image import PEReadError
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_builds import (
@@ -49,7 +49,7 @@ def find_driver(context: CheckContext) -> InstalledDriver | None:
     path = join(system32, hit[0])
     try:
         version = context.facts(path).file_version
-    except PEReadError:
+    except ImageUnavailable:
         return InstalledDriver(context.system.tree.origin(path), None)
     return InstalledDriver(context.system.tree.origin(path), driver_version(version))
 

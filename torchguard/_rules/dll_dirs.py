@@ -9,6 +9,7 @@ from torchguard._model.loader import MISSING
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
+from torchguard._windows.tree import path_key
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
@@ -21,17 +22,17 @@ def check(context: CheckContext) -> Iterator[Finding]:
         for name, resolution in load.modules.items()
         if resolution.path
     }
-    extra = {d.path.lower(): d for d in context.plan if not d.by_torch}
+    extra = {path_key(d.path): d for d in context.plan if not d.by_torch}
     seen: set[str] = set()
     for load in context.unguarded.failed():
-        for failure in load.failures:
+        for failure in load.final_failures():
             leaf = failure.leaf.lower()
             if failure.kind != MISSING or failure.delay or leaf in seen:
                 continue
             resolution = guarded_modules.get(leaf)
             if resolution is None or resolution.path is None:
                 continue
-            folder = extra.get(ntpath.dirname(resolution.path).lower())
+            folder = extra.get(path_key(ntpath.dirname(resolution.path)))
             if folder is None:
                 continue
             seen.add(leaf)

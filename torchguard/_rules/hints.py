@@ -7,6 +7,7 @@ DLL download sites: copying a stray DLL into System32 is how most of these probl
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchguard._binary.pe.machine import ARM64, X64, X86, label
@@ -111,86 +112,97 @@ def vc_redist(ctx: HintContext, name: str) -> RepairHint:
     return RepairHint(summary, tuple(commands), redist_url(ctx))
 
 
+def _python_dll(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    python = _PYTHON_DLL.match(name.lower())
+    wanted = f"{python[1]}.{python[2]}" if python else "?"
+    return (
+        RepairHint(
+            f"this torch was built for Python {wanted}; install torch with the interpreter "
+            "that runs your program, or run it with Python " + wanted,
+            (
+                ctx.pip("install", "--force-reinstall", "torch"),
+                f"py -{wanted} -m pip install torch",
+            ),
+        ),
+    )
+
+
+def _part_of_torch(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    summary = f"{name} is part of torch itself and is missing: the install is incomplete"
+    return (reinstall_torch(ctx, summary),)
+
+
+def _mkl(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    command = "conda install mkl" if ctx.conda else ctx.pip("install", "--upgrade", "torch")
+    summary = f"{name} comes from Intel MKL, which this torch loads dynamically"
+    return (RepairHint(summary, (command,)),)
+
+
+def _intel_openmp(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    command = (
+        "conda install intel-openmp"
+        if ctx.conda
+        else ctx.pip("install", "--force-reinstall", "--no-deps", "intel-openmp")
+    )
+    summary = "libiomp5md.dll is Intel OpenMP; pip wheels of torch ship it in torch\\lib"
+    return (RepairHint(summary, (command,)),)
+
+
+def _nvidia_driver(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    cpu_build = ctx.pip(
+        "install", "--force-reinstall", "torch", "--index-url", "https://download.pytorch.org/whl/cpu"
+    )
+    return (
+        RepairHint(
+            "nvcuda.dll is installed by the NVIDIA display driver; install the driver, "
+            "or use a CPU build of torch",
+            (cpu_build,),
+            "https://www.nvidia.com/drivers",
+        ),
+    )
+
+
+def _cuda_library(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    summary = (
+        f"{name} is a CUDA library this torch build needs; reinstall torch from the "
+        "index of its CUDA variant so the CUDA DLLs come with it"
+    )
+    return (reinstall_torch(ctx, summary),)
+
+
+def _no_provider(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    summary = (
+        f"no installed package provides {name}; reinstall torch, and do not copy the DLL from "
+        "DLL download sites"
+    )
+    return (reinstall_torch(ctx, summary),)
+
+
+#: Whether a case applies: (the DLL name in lower case, whether torch's RECORD lists it).
+_Applies = Callable[[str, bool], bool]
+_Hints = Callable[[str, HintContext], "tuple[RepairHint, ...]"]
+
+#: The hints for a missing DLL, by the first case that applies (order matters: a torch-owned
+#: ``mkl_*.dll`` is torch's incomplete install, not MKL's).
+_FOR_MISSING: tuple[tuple[_Applies, _Hints], ...] = (
+    (lambda name, owned: name in VC_RUNTIME, lambda name, ctx: (vc_redist(ctx, name.lower()),)),
+    (lambda name, owned: name == "libomp140.x86_64.dll", lambda name, ctx: _libomp(ctx)),
+    (lambda name, owned: _PYTHON_DLL.match(name) is not None, _python_dll),
+    (lambda name, owned: owned, _part_of_torch),
+    (lambda name, owned: name.startswith("mkl_"), _mkl),
+    (lambda name, owned: name == "libiomp5md.dll", _intel_openmp),
+    (lambda name, owned: name == "nvcuda.dll", _nvidia_driver),
+    (lambda name, owned: _CUDA_DLL.match(name) is not None, _cuda_library),
+)
+
+
 def for_missing(name: str, ctx: HintContext, torch_owned: bool) -> tuple[RepairHint, ...]:
     """Hints for a DLL that cannot be found anywhere the loader looks."""
     lowered = name.lower()
-    if lowered in VC_RUNTIME:
-        return (vc_redist(ctx, lowered),)
-    if lowered == "libomp140.x86_64.dll":
-        return _libomp(ctx)
-    python = _PYTHON_DLL.match(lowered)
-    if python:
-        wanted = f"{python[1]}.{python[2]}"
-        return (
-            RepairHint(
-                f"this torch was built for Python {wanted}; install torch with the interpreter "
-                "that runs your program, or run it with Python " + wanted,
-                (
-                    ctx.pip("install", "--force-reinstall", "torch"),
-                    f"py -{wanted} -m pip install torch",
-                ),
-            ),
-        )
-    if torch_owned:
-        return (
-            reinstall_torch(
-                ctx, f"{name} is part of torch itself and is missing: the install is incomplete"
-            ),
-        )
-    if lowered.startswith("mkl_"):
-        return (
-            RepairHint(
-                f"{name} comes from Intel MKL, which this torch loads dynamically",
-                (
-                    ctx.pip("install", "--upgrade", "torch")
-                    if not ctx.conda
-                    else "conda install mkl",
-                ),
-            ),
-        )
-    if lowered == "libiomp5md.dll":
-        return (
-            RepairHint(
-                "libiomp5md.dll is Intel OpenMP; pip wheels of torch ship it in torch\\lib",
-                (
-                    ctx.pip("install", "--force-reinstall", "--no-deps", "intel-openmp")
-                    if not ctx.conda
-                    else "conda install intel-openmp",
-                ),
-            ),
-        )
-    if lowered == "nvcuda.dll":
-        return (
-            RepairHint(
-                "nvcuda.dll is installed by the NVIDIA display driver; install the driver, "
-                "or use a CPU build of torch",
-                (
-                    ctx.pip(
-                        "install",
-                        "--force-reinstall",
-                        "torch",
-                        "--index-url",
-                        "https://download.pytorch.org/whl/cpu",
-                    ),
-                ),
-                "https://www.nvidia.com/drivers",
-            ),
-        )
-    if _CUDA_DLL.match(lowered):
-        return (
-            reinstall_torch(
-                ctx,
-                f"{name} is a CUDA library this torch build needs; reinstall torch from the "
-                "index of its CUDA variant so the CUDA DLLs come with it",
-            ),
-        )
-    return (
-        reinstall_torch(
-            ctx,
-            f"no installed package provides {name}; reinstall torch, and do not copy the DLL from "
-            "DLL download sites",
-        ),
-    )
+    for applies, hints in _FOR_MISSING:
+        if applies(lowered, torch_owned):
+            return hints(name, ctx)
+    return _no_provider(name, ctx)
 
 
 def _libomp(ctx: HintContext) -> tuple[RepairHint, ...]:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from torchguard._model.ecosystem import CORE, OPTIONAL, PackageSimulation
-from torchguard._model.loader import ARCH, CORRUPT, MISSING, SYMBOL, Failure
+from torchguard._model.loader import ARCH, CORRUPT, INIT, MISSING, SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._rules import closure, symbols
+from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
@@ -27,6 +27,7 @@ FAILURE_FINDINGS: dict[str, FindingBuilder] = {
     CORRUPT: closure.failure_finding,
     ARCH: closure.failure_finding,
     SYMBOL: symbols.symbol_finding,
+    INIT: runtime_version.init_finding,
 }
 
 _SEVERITY = {CORE: ERROR, OPTIONAL: WARNING}

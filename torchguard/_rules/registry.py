@@ -19,6 +19,7 @@ from torchguard._rules import (
     path_hazards,
     runtime_version,
     symbols,
+    unreadable,
     xpu_driver,
 )
 from torchguard._rules.context import CheckContext
@@ -27,6 +28,7 @@ Rule = Callable[[CheckContext], Iterable[Finding]]
 
 RULES: tuple[Rule, ...] = (
     closure.check,
+    unreadable.check,
     symbols.check,
     dll_dirs.check,
     path_fallback.check,

@@ -1,9 +1,13 @@
 """runtime-too-old: the Visual C++ runtime torch binds to is older than torch's toolset.
 
-Microsoft supports a runtime only as new as the newest toolset of any component. The 14.40
-runtime (Visual Studio 2022 17.10) changed ``std::mutex``; binaries built with 14.40+ fail to
-initialise (WinError 1114) or crash on an older ``msvcp140.dll``, typically an old System32
-copy, one beside python.exe, or one another package loaded first (PyQt5's ``Qt5\\bin``).
+An **error** only where the replay proves the failure: a binary built with the 14.40+
+toolset that imports ``msvcp140.dll`` bound to a copy older than 14.40 fails to initialise
+(WinError 1114; :mod:`torchguard._model.initialise`), and the predicted ``import torch``
+says so. Every other gap (an older ``vcruntime140.dll``, an older minor before the mutex
+change) is a **warning**: Microsoft supports a runtime only as new as the newest toolset of
+any component, but no failure of torch is known from it. python.org's ``vcruntime140.dll``
+beside python.exe (14.38 in CPython 3.11.9) is such a gap: ``std::mutex`` lives in
+``msvcp140.dll``, and only another Python build replaces the copy python.exe loads first.
 torch's own DLLs carry no version resource: their linker version stands for the toolset.
 """
 
@@ -12,32 +16,87 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._binary.pe.image import PEReadError
-from torchguard._model.loader import APP_DIR, DLL_LOAD_DIR, LOADED, SYSTEM32, USER_DIR, Resolution
+from torchguard._binary.pe.errors import ImageUnavailable
+from torchguard._model.initialise import MUTEX_CHANGE, runtime_version
+from torchguard._model.loader import (
+    APP_DIR,
+    DLL_LOAD_DIR,
+    INIT,
+    LOADED,
+    SYSTEM32,
+    USER_DIR,
+    Failure,
+    Resolution,
+)
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
-from torchguard._vocab import Code
+from torchguard._vocab import Code, Step
 from torchguard._windows.tree import is_within, same_path
 
-MUTEX_CHANGE = (14, 40)
 PYTHON_LOADED = "python_loaded"
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
+    proven: set[str] = set()
+    for load in context.guarded.loads:
+        for failure in load.final_failures():
+            if failure.kind == INIT and failure.leaf.lower() not in proven:
+                proven.add(failure.leaf.lower())
+                yield init_finding(context, ntpath.basename(load.root), failure)
     toolset = _toolset(context)
     if toolset is None:
         return
     for root, resolution in _runtime_resolutions(context):
-        try:
-            version = context.facts(resolution.path or "").file_version
-        except PEReadError:
-            continue  # an assumed or unreadable file: no version to judge
-        if version is None or version[0] != 14:
+        if resolution.name.lower() in proven:
+            continue
+        version = runtime_version(context.facts, resolution.path)
+        if version is None:
             continue
         if (version[0], version[1] // 10) >= (toolset[0], toolset[1] // 10):
             continue
-        yield _finding(context, root, resolution, version, toolset)
+        yield _gap(context, root, resolution, version, toolset)
+
+
+def init_finding(context: CheckContext, root: str, failure: Failure) -> Finding:
+    """The error for a proven initialisation failure (also used for torch's siblings)."""
+    resolution = Resolution(failure.leaf, failure.path, _via(context, failure))
+    toolset = _linker(context, failure.importer)
+    importer = failure.chain[-2] if len(failure.chain) > 1 else root
+    built = f"{toolset[0]}.{toolset[1]}" if toolset else "14.40+"
+    return Finding(
+        code=Code.RUNTIME_TOO_OLD,
+        severity=ERROR,
+        message=(
+            f"{failure.leaf.lower()} {failure.detail} {_where(context, resolution)} is older "
+            f"than 14.40, and {importer} is built with the Visual C++ {built} toolset: loading "
+            f"{root} fails with WinError 1114 (its initialisation fails, or it crashes), "
+            "because the 14.40 runtime changed std::mutex"
+        ),
+        dll=root,
+        missing=failure.leaf.lower(),
+        chain=failure.chain,
+        path=_shown_path(context, resolution),
+        hints=_repair(context, resolution, toolset or MUTEX_CHANGE),
+        rank=35,
+    )
+
+
+def _via(context: CheckContext, failure: Failure) -> Step | None:
+    """The step that bound the runtime copy, from the guarded replay's modules."""
+    leaf = failure.leaf.lower()
+    for load in context.guarded.loads:
+        found = load.modules.get(leaf)
+        if found is not None and found.path and same_path(found.path, failure.path or ""):
+            return found.via
+    return None
+
+
+def _linker(context: CheckContext, path: str | None) -> tuple[int, int] | None:
+    try:
+        return context.facts(path).linker_version if path else None
+    except ImageUnavailable:
+        return None
 
 
 def _toolset(context: CheckContext) -> tuple[int, int] | None:
@@ -49,11 +108,8 @@ def _toolset(context: CheckContext) -> tuple[int, int] | None:
             path = resolution.path
             if path is None or not is_within(path, package):
                 continue
-            try:
-                linker = context.facts(path).linker_version
-            except PEReadError:
-                continue
-            if linker[0] == 14 and (newest is None or linker > newest):
+            linker = _linker(context, path)
+            if linker is not None and linker[0] == 14 and (newest is None or linker > newest):
                 newest = linker
     return newest
 
@@ -68,45 +124,49 @@ def _runtime_resolutions(context: CheckContext) -> Iterator[tuple[str, Resolutio
                 yield ntpath.basename(load.root), resolution
 
 
-def _finding(
+def _gap(
     context: CheckContext,
     root: str,
     resolution: Resolution,
-    version: tuple[int, int, int, int],
+    version: tuple[int, ...],
     toolset: tuple[int, int],
 ) -> Finding:
+    """A warning: older than the toolset, with no failure the replay can prove."""
     name = resolution.name.lower()
-    path = resolution.path or ""
     shown = ".".join(map(str, version[:3]))
-    where = {
-        SYSTEM32: "in System32",
-        LOADED: f"already loaded into this process from {ntpath.dirname(path)}",
-        PYTHON_LOADED: "beside python.exe, which loaded it at start-up",
-        APP_DIR: "beside python.exe",
-        USER_DIR: f"in {ntpath.dirname(path)}",
-        DLL_LOAD_DIR: "in torch\\lib",
-    }.get(_source(context, resolution), f"at {path}")
-    crash = toolset >= MUTEX_CHANGE and version[:2] < MUTEX_CHANGE
-    consequence = (
-        "torch fails to initialise (WinError 1114) or crashes, because the 14.40 runtime "
-        "changed std::mutex"
-        if crash
-        else "Microsoft supports only a runtime at least as new as the toolset"
-    )
     return Finding(
         code=Code.RUNTIME_TOO_OLD,
-        severity=ERROR if crash else WARNING,
+        severity=WARNING,
         message=(
-            f"{name} {shown} {where} is older than the Visual C++ {toolset[0]}.{toolset[1]} "
-            f"toolset torch {context.torch.version} was built with: {consequence}"
+            f"{name} {shown} {_where(context, resolution)} is older than the Visual C++ "
+            f"{toolset[0]}.{toolset[1]} toolset torch {context.torch.version} was built with: "
+            "Microsoft supports only a runtime at least as new as the toolset, but no failure "
+            "of `import torch` is known from this gap"
         ),
         dll=root,
         missing=name,
         chain=(root, name),
-        path=context.system.tree.origin(path) if resolution.via != LOADED else path,
+        path=_shown_path(context, resolution),
         hints=_repair(context, resolution, toolset),
-        rank=35 if crash else 65,
+        rank=65,
     )
+
+
+def _where(context: CheckContext, resolution: Resolution) -> str:
+    path = resolution.path or ""
+    return {
+        SYSTEM32: "in System32",
+        LOADED: f"already loaded into this process from {ntpath.dirname(path)}",
+        PYTHON_LOADED: "beside python.exe (loaded by python.exe at start-up)",
+        APP_DIR: "beside python.exe",
+        USER_DIR: f"in {ntpath.dirname(path)}",
+        DLL_LOAD_DIR: "in torch\\lib",
+    }.get(_source(context, resolution), f"at {path}")
+
+
+def _shown_path(context: CheckContext, resolution: Resolution) -> str | None:
+    path = resolution.path or ""
+    return context.system.tree.origin(path) if resolution.via != LOADED else path
 
 
 def _source(context: CheckContext, resolution: Resolution) -> str:
@@ -115,11 +175,6 @@ def _source(context: CheckContext, resolution: Resolution) -> str:
     if resolution.via == LOADED and same_path(ntpath.dirname(resolution.path or ""), app_dir):
         return PYTHON_LOADED
     return resolution.via or ""
-
-
-def _python_version(context: CheckContext) -> str:
-    major, minor = context.system.interpreter.version
-    return f"{major}.{minor}"
 
 
 def _repair(
@@ -137,12 +192,17 @@ def _repair(
     source = _source(context, resolution)
     if source == SYSTEM32:
         return (redist,)
-    if source == PYTHON_LOADED:
+    if source == PYTHON_LOADED or (source == APP_DIR and name.startswith("vcruntime140")):
+        # Python's own copy (python.org ships vcruntime140*.dll beside python.exe, which
+        # loads vcruntime140.dll before anything else): no Redistributable changes it, and
+        # python.org publishes no newer installer for some versions (3.11.9 is 3.11's last),
+        # so no command is offered.
         return (
             RepairHint(
-                f"this Python ships {name} {path} and loads it before anything else: install "
-                "a current Python build (python.org), whose runtime is newer",
-                (f"winget upgrade --id Python.Python.{_python_version(context)} --exact",),
+                f"{name} ({path}) is Python's own copy; only a Python build "
+                "that ships a newer copy replaces it (a newer Python version from python.org). "
+                "Do not delete or replace Python's own file",
+                (),
                 "https://www.python.org/downloads/windows/",
             ),
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING
 
-from torchguard._windows.tree import WinTree, join
+from torchguard._windows.tree import WinTree, join, path_key
 
 if sys.version_info >= (3, 10):
     from importlib import metadata as importlib_metadata
@@ -39,7 +39,9 @@ _DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$", re.I
 
 def canonical_name(name: str) -> str:
     """PEP 503 normalisation: ``Intel_OpenMP`` -> ``intel-openmp``."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
 
 
 class TreeDistribution(importlib_metadata.Distribution):
@@ -90,7 +92,7 @@ class InstalledDist:
                 if tree.is_file(moved):
                     path = moved
             folder = ntpath.dirname(path)
-            seen.setdefault(folder.lower(), folder)
+            seen.setdefault(path_key(folder), folder)
         return list(seen.values())
 
     def record_paths(self) -> list[str]:
@@ -118,6 +120,21 @@ class InstalledDist:
     def installer(self) -> str | None:
         text = self.distribution.read_text("INSTALLER")
         return text.strip() or None if text else None
+
+
+def dists_named(tree: WinTree, site_dir: str, name: str) -> list[InstalledDist]:
+    """Every ``*.dist-info`` of ``name`` in one site dir (an interrupted upgrade on Windows
+    can leave the old release's beside the new one)."""
+    found: list[InstalledDist] = []
+    for folder in tree.subdirs(site_dir):
+        match = _DIST_INFO.match(folder)
+        if match and canonical_name(match["name"]) == name:
+            found.append(
+                InstalledDist(
+                    name, match["version"], site_dir, TreeDistribution(tree, site_dir, folder)
+                )
+            )
+    return found
 
 
 def find_dists(tree: WinTree, site_dirs: Iterable[str]) -> list[InstalledDist]:

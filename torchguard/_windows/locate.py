@@ -1,8 +1,8 @@
 """Find torch and its companions without importing torch.
 
-The version comes from the dist-info (or ``torch/version.py``, read as text with ``ast``);
-the variant from the local version tag (``+cpu``, ``+cu121``); the CUDA version from
-``torch/version.py``; the Python tag from the ``_C`` extension's file name.
+The version comes from ``torch/version.py`` (read as text with ``ast``; the dist-info only when
+it has none), the variant from the local version tag (``+cpu``, ``+cu121``), the CUDA version
+from ``torch/version.py``, the Python tag from the ``_C`` extension's file name.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import ntpath
 import re
 from dataclasses import dataclass
 
-from torchguard._windows.dists import InstalledDist, canonical_name
+from torchguard._windows.dists import InstalledDist, canonical_name, dists_named
 from torchguard._windows.tree import WinTree, join, same_path
 
 _PYD = re.compile(r"^_C\.(?P<tag>cp\d+t?)-(?P<plat>[a-z0-9_]+)\.pyd$", re.IGNORECASE)
@@ -69,9 +69,14 @@ def locate_torch(tree: WinTree, package_dir: str, dists: list[InstalledDist]) ->
     site_dir = ntpath.dirname(ntpath.normpath(package_dir))
     dist = next((d for d in dists if d.name == "torch" and _same(d.site_dir, site_dir)), None)
     fields = _version_py(tree.read_text(join(package_dir, "version.py")) or "")
-    version = dist.version if dist else str(fields.get("__version__") or "unknown")
-    if dist and "+" not in version and "+" in str(fields.get("__version__", "")):
-        version = str(fields["__version__"])
+    installed = fields.get("__version__")
+    if isinstance(installed, str) and installed.strip():
+        # torch/version.py is what the installed files are; a leftover second
+        # torch-*.dist-info (an interrupted upgrade) must not decide the version.
+        version = installed.strip()
+        dist = _matching_dist(tree, site_dir, version) or dist
+    else:
+        version = dist.version if dist else "unknown"
     extensions = [
         join(package_dir, name)
         for _, (name, _entry) in sorted(tree.listdir(package_dir).items())
@@ -88,6 +93,22 @@ def locate_torch(tree: WinTree, package_dir: str, dists: list[InstalledDist]) ->
         extensions=tuple(extensions),
         dist=dist,
     )
+
+
+def _matching_dist(tree: WinTree, site_dir: str, version: str) -> InstalledDist | None:
+    """The torch dist-info of ``version`` in ``site_dir`` (exactly, else by release), or None."""
+    candidates = dists_named(tree, site_dir, "torch")
+    if len(candidates) < 2:
+        return None  # nothing to choose between: keep what find_dists found
+    wanted = version.lower()
+    for matches in (
+        lambda d: d.version.lower() == wanted,
+        lambda d: split_local(d.version)[0] == split_local(wanted)[0],
+    ):
+        chosen = [d for d in candidates if matches(d)]
+        if chosen:
+            return chosen[0]
+    return None
 
 
 def split_local(version: str) -> tuple[str, str | None]:

@@ -43,9 +43,3 @@ def registered() -> list[str]:
         return list(_handles)
 
 
-def unregister_all() -> None:
-    """Close every handle this process registered (tests, and undoing a failed setup)."""
-    with _lock:
-        for handle in _handles.values():
-            handle.close()
-        _handles.clear()

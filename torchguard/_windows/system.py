@@ -19,8 +19,6 @@ from torchguard._windows.gpus import DisplayAdapter
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 from torchguard._windows.wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
 
-AMD64 = X64
-
 OFFLINE_PREFIX = "C:\\Python"
 OFFLINE_SYSTEM32 = "C:\\Windows\\System32"
 

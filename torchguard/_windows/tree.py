@@ -9,6 +9,7 @@ Lookups ignore case, as NTFS does, even when the host file system does not.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import ntpath
 import os
@@ -90,8 +91,21 @@ class DamagedMember(OSError):
     """A zip member whose data cannot be read back (what :data:`ZIP_ERRORS` lists)."""
 
 
+def zip_damage(exc: BaseException) -> bool:
+    """Whether an error zipfile raised comes from the archive's bytes, not from reading them.
+
+    zipfile's own OSError for damage is a seek to a negative offset read from a damaged
+    header (EINVAL); any other OSError (access denied, a sharing violation, a disk error) is
+    the environment's, and says nothing about the archive.
+    """
+    if isinstance(exc, OSError) and not isinstance(exc, DamagedMember):
+        return exc.errno == errno.EINVAL
+    return True
+
+
 class MemberStream:
-    """A zip member's stream whose read errors are :class:`DamagedMember`, and only those.
+    """A zip member's stream whose damage errors are :class:`DamagedMember`, and only those
+    (an environment's ``OSError`` passes through as itself).
 
     The reader above it (pefile) then runs outside any zip ``except`` clause, so an error of
     its own is never mistaken for damage in the archive.
@@ -101,12 +115,16 @@ class MemberStream:
         try:
             self._stream = archive.open(member)
         except ZIP_ERRORS as exc:
+            if not zip_damage(exc):
+                raise  # the environment's: the caller says so, never "damaged"
             raise DamagedMember(f"cannot open {member}: {exc}") from None
 
     def read(self, size: int = -1) -> bytes:
         try:
             return self._stream.read(size)
         except ZIP_ERRORS as exc:
+            if not zip_damage(exc):
+                raise
             raise DamagedMember(f"damaged data: {exc}") from None
 
     def close(self) -> None:
@@ -269,7 +287,9 @@ class WinTree:
             try:
                 return self.archive(entry.archive).read(entry.member)
             except ZIP_ERRORS as exc:
-                raise OSError(f"cannot read {entry.origin}: {exc}") from None
+                if not zip_damage(exc):
+                    raise
+                raise DamagedMember(f"cannot read {entry.origin}: {exc}") from None
         if isinstance(entry, MemoryFile):
             return entry.data
         raise OSError(f"{entry.origin} is assumed to exist and cannot be read")

@@ -20,16 +20,28 @@ class WheelError(Exception):
     """The file is not a readable wheel."""
 
 
+def _wheel_tags(filename: str) -> list[tuple[str, str]] | None:
+    """(interpreter, platform) of each tag a wheel file name carries, sorted; None if invalid."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion
+
+    try:
+        _, _, _, tags = parse_wheel_filename(ntpath.basename(filename))
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    return sorted((tag.interpreter, tag.platform) for tag in tags)
+
+
 def wheel_python_tag(filename: str) -> str | None:
     """The first Python tag of a wheel file name (``cp311`` for ``torch-2.4.1-cp311-...``)."""
-    parts = ntpath.basename(filename)[: -len(".whl")].split("-")
-    return parts[-3].split(".")[0] if len(parts) >= 5 else None
+    tags = _wheel_tags(filename)
+    return tags[0][0] if tags else None
 
 
 def wheel_platform_tag(filename: str) -> str | None:
     """The first platform tag of a wheel file name (``win_amd64``), or None."""
-    parts = ntpath.basename(filename)[: -len(".whl")].split("-")
-    return parts[-1].split(".")[0].lower() if len(parts) >= 5 else None
+    tags = _wheel_tags(filename)
+    return sorted(platform for _, platform in tags)[0] if tags else None
 
 
 def mount_wheel(tree: WinTree, wheel: str, site_dir: str, prefix_dir: str) -> None:

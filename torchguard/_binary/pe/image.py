@@ -5,8 +5,10 @@ from pefile with ``fast_load`` and DLL names only: a full parse of torch_cpu.dll
 and 1 GB, and pefile's symbol-level parsing silently drops DLL names past
 ``MAX_IMPORT_SYMBOLS``. Symbol tables (every imported and exported name) come from
 :mod:`torchguard._binary.pe.symbols`, from the same bytes. Only what a damaged file really causes
-becomes :class:`PEReadError`; any other exception is a fault of torchguard's own and propagates
-(``_api`` reports it as an internal error, never as a corrupt DLL).
+becomes :class:`PEReadError`; an ``OSError`` or ``MemoryError`` while reading is the
+environment's (:class:`FileUnreadable`, never cached); any other exception is a fault of
+torchguard's own and propagates (``_api`` reports it as an internal error, never as a corrupt
+DLL).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchguard._binary.pe.errors import FileUnreadable, PEReadError
 from torchguard._vocab import Machine
 
 if TYPE_CHECKING:
@@ -41,13 +44,9 @@ _MAX_NAME = 256
 
 
 class Readable(Protocol):
-    """A forward-only byte stream (a zip member's, through ``_fs.MemberStream``)."""
+    """A forward-only byte stream (a zip member's, through ``tree.MemberStream``)."""
 
     def read(self, size: int = -1, /) -> bytes: ...
-
-
-class PEReadError(Exception):
-    """A file that the Windows loader would reject as an image (WinError 193)."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +100,8 @@ def read_image(source: str | bytes, *, symbols: bool = False) -> PEImage:
             # Windows, and pefile's close() (a full gc.collect() per file) is never needed.
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                 return _parse(mapped, symbols)
-    except OSError as exc:
-        raise PEReadError(f"cannot read the file: {exc.strerror or exc}") from None
+    except (OSError, MemoryError) as exc:  # the environment's, never the file's: not cached
+        raise FileUnreadable.from_error(exc) from None
 
 
 def _parse(
@@ -132,11 +131,6 @@ def _parse(
 
 
 _CHUNK = 1 << 20
-
-
-def read_pe_stream(stream: Readable, size: int) -> PEFacts:
-    """:func:`read_pe` for a forward-only stream (a compressed wheel member)."""
-    return read_image_stream(stream, size).facts
 
 
 def read_image_stream(stream: Readable, size: int, *, symbols: bool = False) -> PEImage:

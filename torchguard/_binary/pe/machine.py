@@ -34,10 +34,6 @@ def label(machine: int) -> str:
     return _LABELS.get(machine, hex(machine))
 
 
-def bits(machine: int) -> int:
-    return 32 if machine == X86 else 64
-
-
 def image_machine(head: bytes) -> int | None:
     """The machine field of a PE image's header (``head``: its first bytes), or None."""
     if head[:2] != b"MZ" or len(head) < 0x40:

@@ -7,7 +7,7 @@ walks the export name table and the import lookup tables itself, with ``struct``
 mapped file: lossless, and about 15 times faster than pefile with its caps lifted.
 
 Names stay ``bytes`` (exactly what the loader compares); nothing here decodes them.
-A structurally impossible import table raises :class:`~.image.PEReadError` (the loader
+A structurally impossible import table raises :class:`~.errors.PEReadError` (the loader
 refuses such an image); a damaged export table is read as far as it is sound, and says so; a
 damaged delay-import table (which no load reads) is read as far as it is sound.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Union
 
-from torchguard._binary.pe.image import PEReadError
+from torchguard._binary.pe.errors import PEReadError
 from torchguard._binary.pe.sections import SectionTableError, section_table
 
 #: An imported or exported symbol: a name, or an ordinal number.
