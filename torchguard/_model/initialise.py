@@ -10,15 +10,11 @@ no version resource; their linker version stands for the toolset.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
-from torchguard._vocab import FailureKind
-
-if TYPE_CHECKING:
-    from torchguard._model.loader import Failure, Resolution
 
 MUTEX_CHANGE = (14, 40)
 """The first runtime (and toolset) with the ``constexpr`` ``std::mutex``."""
@@ -46,19 +42,29 @@ def _imports_msvcp140(facts: PEFacts) -> bool:
     return any(name.lower() == MSVCP140 for name in facts.imports)
 
 
+@dataclass(frozen=True)
+class InitFailure:
+    """A binary whose initialiser fails on the runtime copy it bound to."""
+
+    binary: str
+    """The path of the 14.40+ binary that fails to initialise."""
+    chain: tuple[str, ...]
+    """DLL names from the load's root to that binary."""
+    runtime_version: str
+    """The older ``msvcp140.dll``'s version, e.g. ``14.34.31938``."""
+
+
 def init_failure(
     facts: Callable[[str], PEFacts],
     mapped: Sequence[tuple[str, tuple[str, ...]]],
-    modules: Mapping[str, Resolution],
-) -> Failure | None:
+    runtime_path: str | None,
+) -> InitFailure | None:
     """The 1114 failure of a load whose newly mapped binaries (``mapped``: path, chain from
-    the root) include 14.40+ code bound to an ``msvcp140.dll`` older than 14.40, else None."""
-    from torchguard._model.loader import Failure
-
-    runtime = modules.get(MSVCP140)
-    if runtime is None or runtime.path is None:
+    the root) include 14.40+ code bound to an ``msvcp140.dll`` (at ``runtime_path``) older
+    than 14.40, else None."""
+    if runtime_path is None:
         return None
-    version = runtime_version(facts, runtime.path)
+    version = runtime_version(facts, runtime_path)
     if version is None or tuple(version[:2]) >= MUTEX_CHANGE:
         return None
     for path, chain in mapped:  # only binaries new to the process run their initialisers
@@ -67,13 +73,5 @@ def init_failure(
         except ImageUnavailable:
             continue
         if needs_new_mutex(binary):
-            shown = ".".join(map(str, version[:3]))
-            return Failure(
-                FailureKind.INIT,
-                runtime.name,
-                (*chain, runtime.name),
-                runtime.path,
-                shown,
-                importer=path,
-            )
+            return InitFailure(path, chain, ".".join(map(str, version[:3])))
     return None

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol, Union
 
 from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable, PEReadError
 from torchguard._binary.pe.image import PEFacts, machine_name
+from torchguard._model.initialise import MSVCP140, init_failure
 from torchguard._vocab import FailureKind, Step
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 
@@ -274,11 +275,19 @@ class LoaderModel:
                 if resolution.path is not None and self.walkable(resolution):
                     queue.append((resolution.path, (*chain, name)))
         if result.ok:
-            from torchguard._model.initialise import init_failure
-
-            failure = init_failure(self.facts, mapped, result.modules)
-            if failure is not None:
-                result.failures.append(failure)
+            runtime = result.modules.get(MSVCP140)
+            failed = init_failure(self.facts, mapped, runtime.path if runtime else None)
+            if failed is not None and runtime is not None:
+                result.failures.append(
+                    Failure(
+                        FailureKind.INIT,
+                        runtime.name,
+                        (*failed.chain, runtime.name),
+                        runtime.path,
+                        failed.runtime_version,
+                        importer=failed.binary,
+                    )
+                )
         if result.ok:
             for lowered, resolution in result.modules.items():
                 if resolution.path is not None:
