@@ -110,12 +110,14 @@ def build_elf(
     extra_dynamic: Sequence[tuple[int, int]] = (),
     section_headers: bool = True,
     elf_type: int = 3,
+    code: bytes | None = None,
 ) -> bytes:
     """Bytes of an ELF shared object (``elf_type`` 3, ET_DYN) with these dynamic facts.
 
     ``defined``/``undefined`` name symbols (see the module docstring); ``weak`` names those
     bound weakly; ``versions`` adds version definitions nobody uses; ``weak_needs`` marks
-    needed versions VER_FLG_WEAK; ``hash_style`` is ``gnu``, ``sysv`` or ``none``.
+    needed versions VER_FLG_WEAK; ``hash_style`` is ``gnu``, ``sysv`` or ``none``; ``code``
+    is placed as ``.text`` in an executable segment between the tables and ``.dynamic``.
     """
     o = "<" if little else ">"
     wide = bits == 64
@@ -238,7 +240,7 @@ def build_elf(
     ehsize = 64 if wide else 52
     phsize = 56 if wide else 32
     phnum = 2 + (interpreter is not None) + (tls_size > 0) + (exec_stack is not None)
-    phnum += int(dynstr_segment)
+    phnum += int(dynstr_segment) + int(code is not None)
     out = bytearray(ehsize + phsize * phnum)
     blobs: list[_Blob] = []
 
@@ -273,6 +275,7 @@ def build_elf(
         else None
     )
     tdata = place(_Blob(".tdata", b"\0" * tls_size, 1, 8, flags=0x403)) if tls_size else None
+    text = place(_Blob(".text", code, 1, 16, flags=6)) if code is not None else None
 
     # .dynstr: in the main segment, or in a second one at a distant address
     dynstr_bytes = bytes(strings.data)
@@ -352,7 +355,9 @@ def build_elf(
             return phdr.pack(p_type, p_flags, offset, vaddr, vaddr, size, size, align)
         return phdr.pack(p_type, offset, vaddr, vaddr, size, size, p_flags, align)
 
-    headers_out = [segment(1, 7, 0, 0, main_end, 0x1000)]
+    headers_out = [segment(1, 6, 0, 0, main_end, 0x1000)]
+    if text is not None:
+        headers_out.append(segment(1, 5, text.offset, text.offset, len(text.data), 16))
     if dynstr_segment:
         headers_out.append(
             segment(1, 4, dynstr.offset, address[".dynstr"], len(dynstr_bytes), 0x1000)

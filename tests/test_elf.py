@@ -293,6 +293,28 @@ def test_names_sharing_one_string_share_its_bytes() -> None:
     assert peak < 10 * len(data)
 
 
+def test_version_names_on_distinct_suffixes_of_one_long_string_are_bounded() -> None:
+    """3000 version needs naming suffixes of one 60 kB string would decode 180 MB."""
+    long_name = "v" * 60_000
+    refs = [(f"s{i}", f"V_{i}", "libx.so.1") for i in range(3000)]
+    data = bytearray(build_elf([long_name], undefined=refs))  # type: ignore[arg-type]
+    strtab, _ = region(bytes(data), ".dynstr")
+    verneed, _ = region(bytes(data), ".gnu.version_r")
+    long_at = bytes(data).index(long_name.encode(), strtab) - strtab
+    for index in range(3000):
+        struct.pack_into("<I", data, verneed + 16 + 16 * index + 8, long_at + index)
+    with pytest.raises(ElfReadError, match="dynamic strings add up"):
+        read_elf_bytes(bytes(data))
+
+
+def test_repeated_dynamic_strings_are_decoded_once() -> None:
+    long_name = "w" * 60_000
+    data = build_elf([long_name] * 2000)
+    facts = read_elf_bytes(data).facts
+    assert len(facts.needed) == 2000
+    assert len({id(name) for name in facts.needed}) == 1
+
+
 def test_a_gnu_hash_bucket_past_its_segment() -> None:
     data = bytearray(build_elf(defined=["a", "b"]))
     offset, _size = region(bytes(data), ".gnu.hash")

@@ -6,6 +6,8 @@ agree. Skipped where readelf is not installed (binutils is a test-time tool only
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,9 @@ def system_libraries(limit: int = 40) -> list[Path]:
             path = folder / name
             if path.exists():
                 found.setdefault(path.resolve(), path)
+    interpreter = Path(os.path.realpath(sys.executable))  # an executable, with its RUNPATH
+    if _is_elf(interpreter):
+        found.setdefault(interpreter, interpreter)
     for folder in LIBDIRS:
         if not folder.is_dir():
             continue

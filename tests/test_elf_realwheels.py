@@ -84,3 +84,20 @@ def test_cusparse_fatbin_agrees_with_cuobjdump(tmp_path: Path) -> None:
     sass, ptx, entries = judged_by_cuobjdump(cuobjdump(CACHE.parent / "tools"), section)
     assert (set(archs.sass), set(archs.ptx), archs.entries) == (sass, ptx, entries)
     assert archs.entries > 100
+
+
+@pytest.mark.parametrize("name", ["libc10.so", "libtorch_cpu.so"])
+def test_wheel_members_stream_to_the_same_image(name: str) -> None:
+    """Read straight from the compressed wheel: the same facts and symbols as the file."""
+    import zipfile
+
+    from elf_realfiles import wheel
+
+    from torchguard._binary.elf import read_elf_stream
+
+    extracted = read_elf_file(shared_objects(TORCH, name)[name], symbols=True)
+    with zipfile.ZipFile(wheel(*TORCH)) as archive:
+        info = archive.getinfo(f"torch/lib/{name}")
+        with archive.open(info) as member:
+            streamed = read_elf_stream(member, info.file_size, symbols=True)
+    assert streamed == extracted

@@ -142,3 +142,38 @@ def test_wsl_from_a_sysroot(tmp_path: Path) -> None:
     assert wsl is not None and wsl.version == 2 and wsl.has_cuda_driver
     assert wsl.lib_dir == str(lib)
     assert read_wsl(str(tmp_path / "empty")) is None
+
+
+def test_environ_takes_the_first_entry_of_a_name() -> None:
+    from torchguard._linux.process import parse_environ
+
+    raw = (
+        b"LD_LIBRARY_PATH=/usr/local/cuda/lib64:/opt\0HOME=/root\0LD_LIBRARY_PATH=/late\0junk\0=x\0"
+    )
+    assert parse_environ(raw) == {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64:/opt", "HOME": "/root"}
+    assert parse_environ(b"") == {}
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="no procfs here")
+def test_this_process_environ_and_auxv() -> None:
+    from torchguard._linux.process import read_environ, read_secure
+
+    environ = read_environ()
+    assert environ is not None and environ.get("PATH") == os.environ.get("PATH")
+    assert read_secure() is False
+
+
+def test_auxv_secure_bit(tmp_path: Path) -> None:
+    import struct
+
+    from torchguard._linux.process import AT_SECURE, parse_auxv, read_secure
+
+    raw = struct.pack("<6Q", 6, 4096, AT_SECURE, 1, 0, 0)
+    assert parse_auxv(raw, wide=True, little=True)[AT_SECURE] == 1
+    assert parse_auxv(struct.pack(">4I", AT_SECURE, 0, 0, 0), wide=False, little=False) == {
+        AT_SECURE: 0
+    }
+    assert parse_auxv(b"\x01\x02") == {}
+    (tmp_path / "auxv").write_bytes(struct.pack("=4Q", AT_SECURE, 1, 0, 0))
+    assert read_secure(str(tmp_path / "auxv")) is True
+    assert read_secure(str(tmp_path / "none")) is None

@@ -5,6 +5,9 @@ Public interface (stable: the Linux loader model builds on it)
 - :func:`read_elf_file(path, *, symbols=False) <read_elf_file>` -> :class:`ElfImage`: maps
   the file read-only and copies out only the tables it reads (never the whole file).
 - :func:`read_elf_bytes(data, *, symbols=False) <read_elf_bytes>` -> :class:`ElfImage`.
+- :func:`read_elf_stream(stream, size, *, symbols=False) <read_elf_stream>` -> :class:`ElfImage`
+  from a forward-only stream (a wheel member), keeping only what the tables can live in;
+  :class:`NotKept` when a table lies elsewhere (then read the whole member).
 - :func:`elf_header(head)` -> ``(elf_class, little_endian, machine)`` or None, from a file's
   first 20+ bytes: recognise ELF by content and skip a candidate of the wrong class or
   machine cheaply, as ld.so does.
@@ -33,8 +36,9 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Protocol, Union
 
 from torchguard._binary.elf import constants
 from torchguard._binary.elf.facts import (
@@ -45,7 +49,7 @@ from torchguard._binary.elf.facts import (
     read_facts,
     split_search_path,
 )
-from torchguard._binary.elf.layout import Buffer, ElfReadError, Layout, Segment
+from torchguard._binary.elf.layout import Buffer, ElfReadError, Layout, NotKept, Segment
 from torchguard._binary.elf.symbols import Defined, ElfSymbols, Undefined, read_symbols
 
 if TYPE_CHECKING:
@@ -85,12 +89,90 @@ def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
         raise ElfReadError(f"cannot map the file: {exc}") from None
 
 
-def _read(data: Buffer, symbols: bool) -> ElfImage:
-    layout = Layout(data)
+def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = None) -> ElfImage:
+    layout = Layout(data, kept)
     facts = read_facts(layout)
     if not symbols:
         return ElfImage(facts)
     return ElfImage(facts, read_symbols(layout, Dynamic(layout), facts.verneed, facts.verdef))
+
+
+class Readable(Protocol):
+    """A forward-only byte stream (a zip member's)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+_CHUNK = 1 << 20
+_HEAD = 1 << 16
+
+
+def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> ElfImage:
+    """:func:`read_elf_bytes` for a forward-only stream of ``size`` bytes (a wheel member).
+
+    The whole member is inflated once, but only what the dynamic tables can live in is kept,
+    in an anonymous mapping whose untouched pages cost no memory: everything before the first
+    executable segment (where the linker puts .dynsym, .dynstr, the hash and version tables)
+    and everything from the dynamic section to the end (where patchelf moves .dynstr, and the
+    section headers). torch 2.9.1's 975 MiB libtorch_cuda.so then keeps about 40 MiB. A
+    table found elsewhere raises :class:`NotKept`: read the whole member instead.
+    """
+    head = _read_exactly(stream, min(size, _HEAD))
+    if len(head) < min(size, _HEAD):
+        raise ElfReadError(f"truncated: the data ends at {len(head)} of {size} bytes")
+    if size <= len(head):
+        return _read(head, symbols)
+    ranges = _kept_ranges(head, size)
+    try:
+        buffer = mmap.mmap(-1, size)
+    except (OSError, OverflowError, ValueError) as exc:
+        raise ElfReadError(f"cannot hold {size} bytes: {exc}") from None
+    try:
+        buffer[: len(head)] = head
+        position = len(head)
+        while position < size:
+            chunk = stream.read(min(_CHUNK, size - position))
+            if not chunk:
+                raise ElfReadError(f"truncated: the data ends at {position} of {size} bytes")
+            for start, stop in ranges:
+                low, high = max(start, position), min(stop, position + len(chunk))
+                if low < high:
+                    buffer[low:high] = chunk[low - position : high - position]
+            position += len(chunk)
+        return _read(buffer, symbols, ranges)
+    finally:
+        buffer.close()
+
+
+def _kept_ranges(head: bytes, size: int) -> list[tuple[int, int]]:
+    """What a streaming read keeps; the whole file when the head does not tell."""
+    try:
+        segments = Layout(head, whole=False).segments
+    except ElfReadError:
+        return [(0, size)]  # program headers past the head, or damage the full parse judges
+    code = [
+        s.offset
+        for s in segments
+        if s.type == constants.PT_LOAD and s.flags & constants.PF_X and s.filesz
+    ]
+    dynamic = [s.offset for s in segments if s.type == constants.PT_DYNAMIC]
+    first_code = max(min(code, default=size), len(head))
+    tail = min(dynamic, default=size)
+    if tail <= first_code:
+        return [(0, size)]
+    return [(0, min(first_code, size)), (tail, size)]
+
+
+def _read_exactly(stream: Readable, count: int) -> bytes:
+    parts: list[bytes] = []
+    remaining = count
+    while remaining > 0:
+        chunk = stream.read(remaining)
+        if not chunk:
+            break
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(parts)
 
 
 def elf_header(head: bytes) -> tuple[int, bool, int] | None:
@@ -139,6 +221,8 @@ __all__ = [
     "ElfImage",
     "ElfReadError",
     "ElfSymbols",
+    "NotKept",
+    "Readable",
     "Segment",
     "Undefined",
     "VersionDef",
@@ -147,6 +231,7 @@ __all__ = [
     "elf_header",
     "read_elf_bytes",
     "read_elf_file",
+    "read_elf_stream",
     "read_fatbin_archs",
     "split_search_path",
 ]

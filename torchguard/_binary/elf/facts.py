@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from torchguard._binary.elf import constants as c
+import torchguard._binary.elf.constants as c
 from torchguard._binary.elf.layout import (
     MAX_DYNAMIC,
     MAX_VERSIONS,
@@ -153,7 +153,7 @@ def read_facts(layout: Layout) -> ElfFacts:
         type=layout.type,
         interpreter=_interpreter(layout),
         soname=dynamic.text(c.DT_SONAME),
-        needed=tuple(decode(dynamic.string(value, "DT_NEEDED")) for value in dynamic.needed),
+        needed=tuple(dynamic.string(value, "DT_NEEDED") for value in dynamic.needed),
         rpath=dynamic.text(c.DT_RPATH),
         runpath=dynamic.text(c.DT_RUNPATH),
         flags=dynamic.tags.get(c.DT_FLAGS, 0),
@@ -176,6 +176,8 @@ class Dynamic:
         self.tags: dict[int, int] = {}
         self.needed: list[int] = []
         self.strtab = self.strend = 0
+        self.strings: dict[int, str] = {}
+        self.budget = 2 * layout.size + (1 << 20)
         found = [s for s in layout.segments if s.type == c.PT_DYNAMIC]
         if not found:
             return  # a static executable or a plain object: nothing dynamic to read
@@ -197,15 +199,27 @@ class Dynamic:
         elif self.needed or any(t in self.tags for t in _STRING_TAGS):
             raise ElfReadError("the dynamic section names strings but has no DT_STRTAB")
 
-    def string(self, offset: int, what: str, cap: int | None = None) -> bytes:
-        if cap is None:
-            return self.layout.string(self.strtab + offset, self.strend, what)
-        return self.layout.string(self.strtab + offset, self.strend, what, cap)
+    def string(self, offset: int, what: str) -> str:
+        """The .dynstr string at ``offset``, decoded once per offset.
+
+        Decoded strings are shared between the entries naming them, and new ones are charged
+        to a budget of twice the file's size: 30 k version entries naming distinct suffixes
+        of one long string cannot cost gigabytes.
+        """
+        known = self.strings.get(offset)
+        if known is not None:
+            return known
+        raw = self.layout.string(self.strtab + offset, self.strend, what)
+        self.budget -= len(raw)
+        if self.budget < 0:
+            raise ElfReadError("the dynamic strings add up to far more than the file holds")
+        text = self.strings[offset] = decode(raw)
+        return text
 
     def text(self, tag: int) -> str | None:
         if tag not in self.tags:
             return None
-        return decode(self.string(self.tags[tag], _TAG_NAMES.get(tag, hex(tag))))
+        return self.string(self.tags[tag], _TAG_NAMES.get(tag, hex(tag)))
 
     def version_needs(self) -> tuple[VersionNeed, ...]:
         if c.DT_VERNEED not in self.tags:
@@ -218,13 +232,13 @@ class Dynamic:
         found: list[VersionNeed] = []
         for _ in range(min(declared, MAX_VERSIONS)):
             _version, count, file_at, aux_next, next_need = layout.unpack(need, at, "Verneed")
-            file = decode(self.string(file_at, "a version need's file"))
+            file = self.string(file_at, "a version need's file")
             entry = at + aux_next
             for _ in range(count):
                 if len(found) >= MAX_VERSIONS:
                     raise ElfReadError(f"more than {MAX_VERSIONS} version needs")
                 hash_, flags, other, name_at, aux_step = layout.unpack(aux, entry, "Vernaux")
-                name = decode(self.string(name_at, "a needed version's name"))
+                name = self.string(name_at, "a needed version's name")
                 found.append(VersionNeed(file, name, other, hash_, bool(flags & c.VER_FLG_WEAK)))
                 if not aux_step:
                     break
@@ -255,7 +269,7 @@ class Dynamic:
                 if names > MAX_VERSIONS:
                     raise ElfReadError(f"more than {MAX_VERSIONS} version definition names")
                 name_at, aux_step = layout.unpack(aux, entry, "Verdaux")
-                labels.append(decode(self.string(name_at, "a version definition's name")))
+                labels.append(self.string(name_at, "a version definition's name"))
                 if not aux_step:
                     break
                 entry += aux_step

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
-from torchguard._binary.elf import constants as c
+import torchguard._binary.elf.constants as c
 
 #: A mapped file or its bytes.
 Buffer = Union[bytes, mmap.mmap]
@@ -29,6 +30,13 @@ MAX_SEGMENTS = 1 << 12
 
 class ElfReadError(Exception):
     """Not an ELF file, or one whose structures are cut short or point outside the file."""
+
+
+class NotKept(Exception):
+    """A structure lies in a part of the file that a streaming read did not keep.
+
+    Not damage: the caller reads the whole file (or member) instead.
+    """
 
 
 @dataclass(frozen=True)
@@ -47,9 +55,13 @@ class Segment:
 class Layout:
     """The header and the segments of one ELF file, and bounds-checked reads over it."""
 
-    def __init__(self, data: Buffer) -> None:
+    def __init__(
+        self, data: Buffer, kept: Sequence[tuple[int, int]] | None = None, whole: bool = True
+    ) -> None:
+        """``whole``: ``data`` is the whole file, so every loadable segment must lie in it."""
         self.data = data
         self.size = len(data)
+        self.kept = kept
         if self.size == 0:
             raise ElfReadError("the file is empty (0 bytes)")
         if bytes(data[:4]) != c.MAGIC:
@@ -103,7 +115,7 @@ class Layout:
             phnum = self._section_zero()[7]
         self.segments = self._segments(phnum)
         self.loads = [s for s in self.segments if s.type == c.PT_LOAD]
-        for load in self.loads:
+        for load in self.loads if whole else ():
             if load.offset + load.filesz > self.size:
                 raise ElfReadError(
                     f"truncated: a loadable segment ends at byte {load.offset + load.filesz}, "
@@ -118,6 +130,7 @@ class Layout:
                 f"truncated: {what} at byte {offset} lies past the end of the file "
                 f"({self.size} bytes)"
             )
+        self._require(offset, layout.size, what)
         return layout.unpack_from(self.data, offset)
 
     def slice(self, offset: int, length: int, what: str) -> bytes:
@@ -126,6 +139,7 @@ class Layout:
                 f"truncated: {what} ({length} bytes at byte {offset}) lies past the end of the "
                 f"file ({self.size} bytes)"
             )
+        self._require(offset, length, what)
         return bytes(self.data[offset : offset + length])
 
     def string(self, offset: int, end: int, what: str, cap: int = MAX_PATH_STRING) -> bytes:
@@ -134,8 +148,19 @@ class Layout:
             raise ElfReadError(f"{what}: string offset {offset} lies outside its table")
         stop = self.data.find(b"\0", offset, min(end, offset + cap))
         if stop < 0:
+            self._require(offset, min(end, offset + cap) - offset, what)
             raise ElfReadError(f"{what}: unterminated string at byte {offset}")
+        self._require(offset, stop + 1 - offset, what)
         return bytes(self.data[offset:stop])
+
+    def _require(self, offset: int, length: int, what: str) -> None:
+        """A streaming read kept ``[offset, offset + length)``, or :class:`NotKept`."""
+        if self.kept is None:
+            return
+        for start, stop in self.kept:
+            if start <= offset and offset + length <= stop:
+                return
+        raise NotKept(f"{what} ({length} bytes at byte {offset}) was not kept")
 
     # -- addresses ---------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import accumulate, repeat
 from typing import NamedTuple
 
-from torchguard._binary.elf import constants as c
+import torchguard._binary.elf.constants as c
 from torchguard._binary.elf.facts import Dynamic, VersionDef, VersionNeed
 from torchguard._binary.elf.layout import ElfReadError, Layout
 
