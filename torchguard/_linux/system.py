@@ -14,6 +14,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from torchguard._linux.ldcache import LdCache, LdCacheError, read_ld_cache
+from torchguard._linux.maps import read_maps
+from torchguard._linux.process import read_environ, read_secure
+from torchguard._linux.wsl import read_wsl
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
@@ -100,41 +103,6 @@ def split_path_list(value: str | None) -> tuple[str, ...]:
     return tuple(entry or "." for entry in entries)
 
 
-def mapped_objects(maps: str) -> tuple[str, ...]:
-    """The files mapped into the process, in the order they first appear."""
-    seen: dict[str, None] = {}
-    for line in maps.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].startswith("/") and not parts[5].endswith("(deleted)"):
-            seen.setdefault(parts[5], None)
-    return tuple(seen)
-
-
-def start_environ() -> dict[str, str]:
-    """The environment the process started with (what ld.so read)."""
-    try:
-        with open("/proc/self/environ", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return dict(os.environ)
-    result: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            result[key.decode("utf-8", "surrogateescape")] = value.decode(
-                "utf-8", "surrogateescape"
-            )
-    return result
-
-
-def _is_wsl() -> bool:
-    try:
-        with open("/proc/sys/kernel/osrelease", encoding="utf-8") as handle:
-            return "microsoft" in handle.read().lower()
-    except OSError:
-        return False
-
-
 def torch_package_dir() -> str | None:
     """Where ``import torch`` would come from, found without importing it."""
     import importlib.util
@@ -150,15 +118,15 @@ def torch_package_dir() -> str | None:
 
 def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     """This process, as ld.so would treat a ``dlopen`` from it now."""
-    environ = start_environ()
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as handle:
-            mapped = mapped_objects(handle.read())
-    except OSError:
-        mapped = ()
+    environ = read_environ()
+    if environ is None:
+        environ = dict(os.environ)
+    mapped = tuple(m.path for m in read_maps() if not m.deleted)
     executable = os.path.realpath("/proc/self/exe") if os.path.exists("/proc/self/exe") else None
     machine = _ELF_MACHINE.get(host_machine(), 62)
-    secure = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
+    secure = read_secure()
+    if secure is None:
+        secure = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
     return LinuxSystem(
         site_dirs=tuple(sys.path),  # as torch's preload walks it, '' (the cwd) included
         torch_package_dir=torch_package_dir,
@@ -173,7 +141,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         live=True,
         python_version=(sys.version_info[0], sys.version_info[1]),
         conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
-        wsl=_is_wsl(),
+        wsl=read_wsl("/") is not None,
     )
 
 
@@ -202,4 +170,21 @@ def offline_linux(
         default_dirs=default_dirs(sysroot, machine),
         machine=elf_machine,
         sysroot=sysroot,
+        python_version=_extension_python(torch_dir) or (3, sys.version_info[1]),
     )
+
+
+def _extension_python(torch_dir: str | None) -> tuple[int, int] | None:
+    """The Python an offline torch is built for, from ``_C.cpython-3XY-...so``."""
+    if torch_dir is None:
+        return None
+    try:
+        names = os.listdir(torch_dir)
+    except OSError:
+        return None
+    for name in names:
+        if name.startswith("_C.cpython-3"):
+            digits = name[len("_C.cpython-3") :].split("-", 1)[0].rstrip("t")
+            if digits.isdigit():
+                return (3, int(digits))
+    return None

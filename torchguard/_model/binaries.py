@@ -83,9 +83,7 @@ class Binaries:
         self._facts: dict[PathKey, PEFacts | ImageUnavailable] = {}
         self._symbols: dict[PathKey, SymbolTables | ImageUnavailable] = {}
         self._identities: dict[PathKey, str | None] = {}
-        self._verdicts = (
-            VerdictCache(persistent, self.identity) if persistent is not None else None
-        )
+        self._verdicts = VerdictCache(persistent, self.identity) if persistent is not None else None
 
     # -- facts ----------------------------------------------------------------------------
     def facts(self, path: str) -> PEFacts:
@@ -176,9 +174,7 @@ class Binaries:
 
     def _unread(self, paths: list[str]) -> bool:
         """Whether a verdict leaned on a file that could not be read now: not to be cached."""
-        return any(
-            isinstance(self._symbols.get(path_key(path)), FileUnreadable) for path in paths
-        )
+        return any(isinstance(self._symbols.get(path_key(path)), FileUnreadable) for path in paths)
 
 
 def _identity(tree: WinTree, path: str) -> str | None:

@@ -150,7 +150,11 @@ def _intel_openmp(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
 
 def _nvidia_driver(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
     cpu_build = ctx.pip(
-        "install", "--force-reinstall", "torch", "--index-url", "https://download.pytorch.org/whl/cpu"
+        "install",
+        "--force-reinstall",
+        "torch",
+        "--index-url",
+        "https://download.pytorch.org/whl/cpu",
     )
     return (
         RepairHint(
