@@ -241,3 +241,59 @@ def test_two_nvidia_distributions_claiming_one_library_is_a_warning(tmp_path: Pa
         "python -m pip uninstall -y nvidia-nccl-cu13",
         "python -m pip install --force-reinstall nvidia-nccl-cu12",
     )
+
+
+def _wheel(site: Path, path: Path, top: str) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for file in sorted((site / top).rglob("*")):
+            if file.is_file():
+                archive.write(file, str(file.relative_to(site)))
+    return path
+
+
+def test_manylinux_wheels_are_scanned_like_the_installed_tree(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    nvjitlink(site / "nvidia" / "nvjitlink" / "lib", 4)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    targets = [
+        _wheel(site, wheels / "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl", "torch"),
+        _wheel(site, wheels / "nvidia_libs-12.8-py3-none-manylinux2014_x86_64.whl", "nvidia"),
+    ]
+    report = torchguard.scan(targets)
+    assert [f.code for f in report.errors] == ["missing-symbol"]
+    assert "__nvJitLinkCreate_12_8" in report.errors[0].message
+    assert sorted(p.name for p in wheels.iterdir()) == sorted(t.name for t in targets)
+    with pytest.raises(ValueError, match="not a Linux site-packages"):
+        torchguard.scan([*targets, tmp_path / "elsewhere"])
+
+
+def test_a_cut_short_library_is_corrupt_in_glibcs_words(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    path = site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12"
+    path.write_bytes(path.read_bytes()[:40])
+    (finding,) = analyze(site).errors
+    assert finding.code == "corrupt-dll"
+    # global deps fail naming libcudart, so torch's strict preload opens it by its sys.path
+    assert finding.message.endswith(
+        f"{site}/nvidia/cuda_runtime/lib/libcudart.so.12: file too short"
+    )
+
+
+def test_an_old_cxx_runtime_on_ld_library_path_is_runtime_too_old(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    old = write_so(tmp_path / "old", "libstdcxx.so.6", verdef=["GLIBCXX_3.4"]).parent
+    write_so(
+        site / "torch" / "lib",
+        "libtorch_cuda.so",
+        needed=["libstdcxx.so.6"],
+        rpath="$ORIGIN",
+        undefined=["_ZNSt6threadD1Ev@GLIBCXX_3.4.30"],
+        verneed={"libstdcxx.so.6": ["GLIBCXX_3.4.30"]},
+    )
+    (finding,) = analyze(site, ld_library_path=(str(old),)).errors
+    assert finding.code == "runtime-too-old" and finding.path == f"{old}/libstdcxx.so.6"
+    assert "version `GLIBCXX_3.4.30' not found (required by" in finding.message
+    assert finding.hints[0].commands[0].startswith("unset LD_LIBRARY_PATH")

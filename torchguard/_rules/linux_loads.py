@@ -140,7 +140,8 @@ def load_error_finding(
             code=Code.CORRUPT_DLL,
             severity=ERROR,
             message=(
-                f"{error.obj} is not a loadable shared object ({error.missing}); ld.so stops there"
+                f"{obj} is not a loadable shared object and ld.so stops there (a cut-short "
+                f"download or unpack): {error.message()}"
             ),
             dll=chain[0],
             missing=obj,
@@ -207,10 +208,12 @@ def _runtime_too_old(
     provider = error.provider or "?"
     library = _base(provider)
     commands: tuple[str, ...]
-    if hints.conda:
+    if error.provider_via == "LD_LIBRARY_PATH":
+        commands = (f"unset LD_LIBRARY_PATH   # it puts {provider} first",)
+    elif hints.conda:
         commands = ("conda install -c conda-forge 'libstdcxx-ng>=12'",)
     else:
-        commands = (f"unset LD_LIBRARY_PATH   # if {provider} comes from it",)
+        commands = ()
     return Finding(
         code=Code.RUNTIME_TOO_OLD,
         severity=ERROR,
