@@ -127,10 +127,12 @@ def _env(site: Path, extra: Mapping[str, str], cache: Path) -> dict[str, str]:
     return env
 
 
-def real_import(site: Path, extra: Mapping[str, str], cache: Path) -> Verdict:
-    """What the real ``python -c "import torch"`` does in this layout."""
+def real_import(
+    site: Path, extra: Mapping[str, str], cache: Path, code: str = "import torch"
+) -> Verdict:
+    """What the real ``python -c "import torch"`` (or ``code``) does in this layout."""
     done = subprocess.run(
-        [sys.executable, "-c", "import torch"],
+        [sys.executable, "-c", code],
         env=_env(site, extra, cache),
         capture_output=True,
         text=True,
@@ -177,3 +179,14 @@ def agree(real: Verdict, report: Mapping[str, object]) -> bool:
     message = real.line.split(": ", 1)[1] if ": " in real.line else real.line
     message = message.split(" [", 1)[0]  # ValueError appends sys.path
     return message in str(errors[0]["message"])
+
+
+def agree_package(real: Verdict, report: Mapping[str, object], package: str) -> bool:
+    """A package binary loaded after torch: the real outcome against the package's errors."""
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    errors = [f for f in findings if f["severity"] == "error" and f["package"] == package]
+    if real.ok:
+        return not errors
+    message = real.line.split(": ", 1)[1] if ": " in real.line else real.line
+    return bool(errors) and message in str(errors[0]["message"])

@@ -297,3 +297,23 @@ def test_an_old_cxx_runtime_on_ld_library_path_is_runtime_too_old(tmp_path: Path
     assert finding.code == "runtime-too-old" and finding.path == f"{old}/libstdcxx.so.6"
     assert "version `GLIBCXX_3.4.30' not found (required by" in finding.message
     assert finding.hints[0].commands[0].startswith("unset LD_LIBRARY_PATH")
+
+
+def test_an_extension_built_for_another_torch_is_its_packages_error_only(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    (site / "flash_attn").mkdir()
+    write_so(
+        site / "flash_attn",
+        "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so",
+        needed=["libc10.so", "libtorch_cuda.so"],
+        undefined=["_ZN3c104cuda6deviceEv", "_ZN3c104cuda9SetDeviceEa"],
+    )
+    lib = site / "torch" / "lib"
+    write_so(lib, "libc10.so", defines=["_ZN3c104cuda6deviceEv"])
+    write_so(lib, "libtorch_cuda.so", needed=["libc10.so"], rpath="$ORIGIN")  # loaded by _C
+    report = analyze(site)
+    (finding,) = report.errors
+    assert finding.package == "flash_attn" and finding.code == "missing-symbol"
+    assert "undefined symbol: _ZN3c104cuda9SetDeviceEa" in finding.message
+    assert "built for another torch" in finding.message
+    assert report.import_torch is not None and report.import_torch.ok and not report.blocking

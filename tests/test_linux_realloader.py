@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 from linux_realloader import (
+    CACHE,
     agree,
+    agree_package,
     predicted,
     real_import,
     replace_file,
@@ -156,3 +158,26 @@ def test_torchguard_predicts_what_the_real_loader_does(
     assert agree(real, report), (real, report["findings"])
     if real.ok:
         assert not [f for f in report["findings"] if f["severity"] == "error"]  # type: ignore[union-attr,index]
+
+
+@pytest.mark.parametrize(("torchvision", "fits"), [("0.24.1", True), ("0.23.0", False)])
+def test_an_extension_built_for_another_torch_is_named_with_its_package(
+    torchvision: str, fits: bool, base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """torchvision's ``_C.so`` loaded into torch 2.9.1 the way torchvision loads it
+    (``torch.ops.load_library``): 0.24.1 is built for 2.9, 0.23.0 for 2.8."""
+    import zipfile
+
+    site = scratch_site(base_site, tmp_path)
+    wheel_member("torchvision", torchvision, "_C.so")  # cached once
+    found = sorted((CACHE / "wheels").glob(f"torchvision-{torchvision}-*.whl"))
+    with zipfile.ZipFile(found[0]) as archive:
+        archive.extractall(site)
+    library = site / "torchvision" / "_C.so"
+    code = f"import torch; torch.ops.load_library({str(library)!r})"
+    real = real_import(site, {}, tg_cache, code)
+    report = predicted(site, {}, tg_cache)
+    print(f"\ntorchvision {torchvision}: real={'ok' if real.ok else real.line!r}")
+    assert real.ok is fits
+    assert agree(real_import(site, {}, tg_cache), report)  # import torch itself is unaffected
+    assert agree_package(real, report, "torchvision"), (real, report["findings"])

@@ -7,12 +7,13 @@ import os
 import time
 from collections.abc import Iterator
 
+from torchguard._linux.extensions import find_extensions
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import on_disk, shared_object_claims
 from torchguard._linux.system import LinuxSystem
 from torchguard._model.cache import cache_dir
-from torchguard._model.ldso import Environment, Ldso
+from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, Finding, RepairHint
@@ -21,6 +22,7 @@ from torchguard._rules.linux_loads import (
     LinuxHints,
     conflicting_files,
     import_findings,
+    load_error_finding,
     shadowed,
 )
 from torchguard._vocab import Analysis, Code, Step
@@ -129,6 +131,12 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     findings += conflicting_files(_conflicts(torch_dir), hints)
     if replay.ok:
         findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
+    torch_end = len(ldso.objects)
+    if replay.ok:  # each package binary that links torch, loaded into the process torch left
+        for package, path in _extensions(system, files, cache):
+            loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
+            if loaded.error is not None:
+                findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
     findings.sort(key=Finding.sort_key)
     cache.save()
     return Report(
@@ -141,9 +149,29 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
             "platform": "linux",
         },
         import_torch=None if replay.unjudged else _outcome(replay),
-        modules=tuple(_modules(ldso, first_new)),
+        modules=tuple(_modules(ldso.objects[first_new:torch_end])),
         timings={"total": time.perf_counter() - start},
     )
+
+
+def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[tuple[str, str]]:
+    """Package binaries that link torch, listed once per state of each site-packages folder
+    (installing or removing a distribution changes the folder's mtime)."""
+    found: list[tuple[str, str]] = []
+    for site in dict.fromkeys(d for d in system.site_dirs if d):
+        try:
+            key = f"{os.path.abspath(site)}|{os.stat(site).st_mtime_ns}"
+        except OSError:
+            continue
+        listed = cache.extensions(key)
+        if listed is None:
+            listed = [
+                (e.package, e.path)
+                for e in find_extensions([site], lambda path: files.facts(path).needed)
+            ]
+            cache.store_extensions(key, listed)
+        found += [item for item in listed if files.is_file(item[1])]
+    return found
 
 
 def _conflicts(torch_dir: str) -> dict[str, tuple[tuple[str, ...], str | None]]:
@@ -175,8 +203,8 @@ def _step(via: str) -> Step:
     return next((step for prefix, step in _STEPS if via.startswith(prefix)), Step.OPENED_BY_PATH)
 
 
-def _modules(ldso: Ldso, first_new: int) -> Iterator[ModuleRecord]:
-    for obj in ldso.objects[first_new:]:
+def _modules(objects: list[SharedObject]) -> Iterator[ModuleRecord]:
+    for obj in objects:
         yield ModuleRecord(obj.soname, obj.path, _step(obj.via))
 
 

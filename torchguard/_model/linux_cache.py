@@ -70,7 +70,12 @@ class LinuxCache:
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
-        self._data: dict[str, dict[str, Any]] = {"facts": {}, "bound": {}, "plans": {}}
+        self._data: dict[str, dict[str, Any]] = {
+            "facts": {},
+            "bound": {},
+            "plans": {},
+            "extensions": {},
+        }
         self._dirty = False
         self._load()
 
@@ -125,6 +130,19 @@ class LinuxCache:
     def store_plan(self, fingerprint: str, plan: PreloadPlan) -> None:
         value = [list(map(list, plan.libs)), list(map(list, plan.on_success))]
         self._put("plans", fingerprint, [*value, plan.cuda_major, plan.source])
+
+    def extensions(self, key: str) -> list[tuple[str, str]] | None:
+        """(package, path) of a site-packages folder's torch extensions, as last listed."""
+        found = self._data["extensions"].get(key)
+        if not isinstance(found, list):
+            return None
+        try:
+            return [(str(package), str(path)) for package, path in found]
+        except (TypeError, ValueError):
+            return None
+
+    def store_extensions(self, key: str, found: list[tuple[str, str]]) -> None:
+        self._put("extensions", key, [list(item) for item in found])
 
     def _put(self, section: str, key: str, value: Any) -> None:
         table = self._data[section]
