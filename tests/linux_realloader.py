@@ -118,6 +118,8 @@ def replace_file(path: Path, data: bytes) -> None:
 class Verdict:
     ok: bool
     line: str
+    status: int = 0
+    """The exit status (negative: killed by that signal, e.g. -11 for a segfault)."""
 
 
 def _env(site: Path, extra: Mapping[str, str], cache: Path) -> dict[str, str]:
@@ -142,7 +144,7 @@ def real_import(
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.split(":", 1)[0].endswith(("Error", "Exception"))]
     last = errors[-1] if errors else (lines[-1] if lines else f"exit status {done.returncode}")
-    return Verdict(done.returncode == 0, last)
+    return Verdict(done.returncode == 0, last, done.returncode)
 
 
 _PREDICT = (

@@ -317,3 +317,28 @@ def test_an_extension_built_for_another_torch_is_its_packages_error_only(tmp_pat
     assert "undefined symbol: _ZN3c104cuda9SetDeviceEa" in finding.message
     assert "built for another torch" in finding.message
     assert report.import_torch is not None and report.import_torch.ok and not report.blocking
+
+
+def _dist(site: Path, name: str, version: str, requires: str | None = None) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    lines += [f"Requires-Dist: torch =={requires}"] if requires else []
+    (info / "METADATA").write_text("\n".join(lines) + "\n")
+
+
+def test_a_sibling_pinned_to_another_torch_is_a_package_mismatch_warning(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    _dist(site, "torchvision", "0.24.1", "2.9.1")
+    _dist(site, "flash_attn", "2.8.3+cu12torch2.9cxx11abiTRUE")
+    assert analyze(site).findings == ()
+    _dist(site, "torchaudio", "2.8.0", "2.8.0")
+    _dist(site, "xformers", "0.0.31+cu12torch2.8cxx11abiTRUE")
+    report = analyze(site)
+    assert [(f.code, f.package) for f in report.warnings] == [
+        ("package-mismatch", "torchaudio"),
+        ("package-mismatch", "xformers"),
+    ]
+    assert "pins torch==2.8.0" in report.warnings[0].message
+    assert "is a build for torch 2.8" in report.warnings[1].message
+    assert not report.blocking

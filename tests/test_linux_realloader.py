@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from linux_realloader import (
     CACHE,
+    Verdict,
     agree,
     agree_package,
     predicted,
@@ -177,7 +178,16 @@ def test_an_extension_built_for_another_torch_is_named_with_its_package(
     code = f"import torch; torch.ops.load_library({str(library)!r})"
     real = real_import(site, {}, tg_cache, code)
     report = predicted(site, {}, tg_cache)
-    print(f"\ntorchvision {torchvision}: real={'ok' if real.ok else real.line!r}")
-    assert real.ok is fits
+    print(f"\ntorchvision {torchvision}: real={'ok' if real.ok else real.status}")
     assert agree(real_import(site, {}, tg_cache), report)  # import torch itself is unaffected
-    assert agree_package(real, report, "torchvision"), (real, report["findings"])
+    assert agree_package(real if fits else Verdict(True, ""), report, "torchvision")
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    mismatch = [f for f in findings if f["code"] == "package-mismatch"]
+    if fits:
+        assert real.ok and not mismatch
+    else:
+        # every symbol binds (ld.so and the model agree), then its operator registration
+        # crashes: no loader model sees that, the metadata pin explains it
+        assert real.status < 0, real
+        assert [f["package"] for f in mismatch] == ["torchvision"]

@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from torchguard._linux.extensions import find_extensions
+from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import on_disk, shared_object_claims
@@ -23,6 +23,7 @@ from torchguard._rules.linux_loads import (
     conflicting_files,
     import_findings,
     load_error_finding,
+    package_mismatch,
     shadowed,
 )
 from torchguard._vocab import Analysis, Code, Step
@@ -131,6 +132,9 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     findings += conflicting_files(_conflicts(torch_dir), hints)
     if replay.ok:
         findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
+    findings += package_mismatch(pins, version, hints)
     torch_end = len(ldso.objects)
     if replay.ok:  # each package binary that links torch, loaded into the process torch left
         for package, path in _extensions(system, files, cache):

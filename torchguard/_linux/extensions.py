@@ -82,3 +82,51 @@ def find_extensions(
                 if TORCH_SONAMES.intersection(names):
                     found.append(Extension(top.name, path))
     return found
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What an installed distribution says about the torch it was built for."""
+
+    name: str
+    version: str
+    requires: str | None
+    """The ``torch`` requirement of METADATA (``==2.8.0``), if any."""
+
+
+_PAIRED = ("torchvision", "torchaudio")
+
+
+def _requirement(metadata: str) -> str | None:
+    for line in metadata.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        spec = line.split(":", 1)[1].split(";", 1)[0].strip()
+        name = spec.split("(", 1)[0].split("=", 1)[0].split("<", 1)[0].split(">", 1)[0]
+        if name.strip().lower() == "torch":
+            rest = spec[len(name) :].strip().strip("()").replace(" ", "")
+            return rest or None
+    return None
+
+
+def torch_pins(site: str) -> list[Pin]:
+    """torchvision/torchaudio (their METADATA pin) and any distribution whose local version
+    names a torch build (``+cu12torch2.8cxx11abiTRUE``) in ``site``."""
+    pins: list[Pin] = []
+    try:
+        names = sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))
+    except OSError:
+        return pins
+    for folder in names:
+        name, _, version = folder[: -len(".dist-info")].partition("-")
+        project = name.lower().replace("_", "-")
+        if project in _PAIRED:
+            try:
+                with open(os.path.join(site, folder, "METADATA"), encoding="utf-8") as handle:
+                    requires = _requirement(handle.read())
+            except (OSError, UnicodeDecodeError):
+                requires = None
+            pins.append(Pin(project, version, requires))
+        elif "torch" in version.partition("+")[2]:
+            pins.append(Pin(project, version, None))
+    return pins
