@@ -342,3 +342,15 @@ def test_a_sibling_pinned_to_another_torch_is_a_package_mismatch_warning(tmp_pat
     assert "pins torch==2.8.0" in report.warnings[0].message
     assert "is a build for torch 2.8" in report.warnings[1].message
     assert not report.blocking
+
+
+def test_torchs_silent_preload_stops_at_the_first_library_it_cannot_find(tmp_path: Path) -> None:
+    """2.9 preloads nvrtc before nvJitLink inside one ``try``: without nvrtc its ValueError
+    is swallowed and nvJitLink is never preloaded, so the old copy wins again."""
+    site = torch_site(tmp_path)
+    old = nvjitlink(tmp_path / "cuda-12.4" / "lib64", 4).parent
+    assert analyze(site, ld_library_path=(str(old),)).findings == ()
+    for name in os.listdir(site / "nvidia" / "cuda_nvrtc" / "lib"):
+        (site / "nvidia" / "cuda_nvrtc" / "lib" / name).unlink()
+    (finding,) = analyze(site, ld_library_path=(str(old),)).errors
+    assert finding.code == "missing-symbol" and "__nvJitLinkCreate_12_8" in finding.message
