@@ -102,7 +102,7 @@ def test_an_unwritable_cache_folder_is_ignored(
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(blocker / "cache"))
-    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], clean_windows=True)
     assert report.errors and blocker.read_text() == "x"
 
 
@@ -298,3 +298,47 @@ def test_a_lock_that_cannot_be_broken_gives_up_in_bounded_time(tmp_path: Path, h
     )
     elapsed, saved = done.stdout.split()
     assert float(elapsed) < LOCK_WAIT + 2 and saved == "False"  # gave up: nothing written
+
+
+def test_a_full_cache_drops_the_least_recently_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eviction kept the most recently *inserted* entries: a DLL read on every run but first
+    cached long ago was dropped before a one-off (issue 13.9)."""
+    from torchguard._binary.pe.image import PEFacts
+    from torchguard._model import cache as _cache
+
+    monkeypatch.setitem(_cache.SECTIONS, "facts", 4)
+    facts = PEFacts(0x8664, True, ("KERNEL32.dll",), (), (14, 42))
+    first = _cache.FactsCache(tmp_path)
+    for key in "abcd":
+        first.put(key, facts)
+    first.save()
+    warm = _cache.FactsCache(tmp_path)  # a warm run uses "a" only, inserts nothing
+    assert warm.get("a") == facts
+    warm.save()
+    later = _cache.FactsCache(tmp_path)  # another run inserts two new entries
+    later.put("e", facts)
+    later.put("f", facts)
+    later.save()
+    kept = _cache.FactsCache(tmp_path)
+    assert [key for key in "abcdef" if kept.get(key) is not None] == ["a", "d", "e", "f"]
+
+
+def test_a_warm_run_writes_nothing_while_what_it_used_is_safe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchguard._binary.pe.image import PEFacts
+    from torchguard._model import cache as _cache
+
+    monkeypatch.setitem(_cache.SECTIONS, "facts", 8)
+    facts = PEFacts(0x8664, True, (), (), (14, 42))
+    first = _cache.FactsCache(tmp_path)
+    for key in "abcd":
+        first.put(key, facts)
+    first.save()
+    stamp = (tmp_path / FILE_NAME).stat().st_mtime_ns
+    warm = _cache.FactsCache(tmp_path)
+    assert warm.get("a") == facts  # half full at most: nothing is at risk
+    warm.save()
+    assert (tmp_path / FILE_NAME).stat().st_mtime_ns == stamp

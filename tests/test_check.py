@@ -124,6 +124,26 @@ def test_resolves_for_windows_and_finds_the_missing_runtime(index: str, tmp_path
     assert default.stderr == ""  # no progress when stderr is not a terminal
 
 
+def test_scan_of_the_wheels_check_downloaded_agrees_with_check(index: str, tmp_path: Path) -> None:
+    """One default machine: `scan` of the very wheels `check` resolved gives the same verdict
+    and the same `assumed:` line, with and without --clean-windows."""
+    cache = tmp_path / "cache"
+    args = ["torch==2.4.1", "--python", "3.11", "--index-url", index, "--cache-dir", str(cache)]
+    for clean in ([], ["--clean-windows"]):
+        checked = run(*args, *clean)
+        wheels = [str(p) for p in sorted(cache.iterdir())]
+        scanned = subprocess.run(
+            [sys.executable, "-m", "torchguard", "scan", *wheels, *clean],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert (checked.returncode, scanned.returncode) == ((1, 1) if clean else (0, 0))
+        (check_assumed,) = [x for x in checked.stdout.splitlines() if x.startswith("assumed:")]
+        (scan_assumed,) = [x for x in scanned.stdout.splitlines() if x.startswith("assumed:")]
+        assert check_assumed == scan_assumed
+
+
 def test_markdown_carries_what_was_checked(index: str, tmp_path: Path) -> None:
     result = run(
         "torch",

@@ -68,7 +68,7 @@ def test_missing_dll_names_its_importer_and_fits_the_hint_to_the_owner(tmp_path:
     fake.graph["fbgemm.dll"] = (*fake.graph["fbgemm.dll"], "stranger.dll")
     site = fake.write(tmp_path / "site")
     (site / "torch" / "lib" / "uv.dll").unlink()  # torch's RECORD still lists it
-    report = torchguard.scan([site])  # no VC++ runtime either
+    report = torchguard.scan([site], clean_windows=True)  # no VC++ runtime either
     uv = _one(report, "missing-dll", "uv.dll")
     assert uv.rank == RANK["missing"] and uv.severity == "error"
     assert uv.message.startswith("uv.dll is missing; torch_cpu.dll needs it")

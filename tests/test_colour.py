@@ -60,7 +60,7 @@ def piped(args: list[str], env: dict[str, str]) -> str:
 
 @pytest.fixture
 def broken(tmp_path: Path, fake_torch: FakeTorch) -> list[str]:
-    return ["scan", str(fake_torch.write(tmp_path / "site"))]
+    return ["scan", "--clean-windows", str(fake_torch.write(tmp_path / "site"))]
 
 
 def test_terminal_gets_colour_for_error_missing_dll_and_commands(broken: list[str]) -> None:

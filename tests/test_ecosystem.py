@@ -66,7 +66,8 @@ def scan(
     site = (torch or FakeTorch()).write(tmp_path / "site")
     for files in packages:
         write_tree(site, files)
-    return torchguard.scan([site], system32=[make_system32(tmp_path / "s32", system32)])
+    s32 = make_system32(tmp_path / "s32", system32)
+    return torchguard.scan([site], system32=[s32], clean_windows=True)
 
 
 def outcome(report: Report, name: str) -> dict[str, object]:

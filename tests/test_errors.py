@@ -15,7 +15,7 @@ from torchguard._report.report import Report
 
 def _error(tmp_path: Path, fake_torch: FakeTorch) -> torchguard.TorchDllError:
     del fake_torch.graph["libiomp5md.dll"]
-    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], clean_windows=True)
     return error_for(report.errors[0], report)
 
 
@@ -79,7 +79,7 @@ def test_a_fix_shared_by_several_errors_is_printed_once(
         "MSVCP140_ATOMIC_WAIT.dll",
         *fake_torch.graph["torch_python.dll"],
     )
-    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], clean_windows=True)
     assert [f.missing for f in report.errors] == ["MSVCP140.dll", "MSVCP140_ATOMIC_WAIT.dll"]
     for text in (str(error_for(report.errors[0], report)), report.render_text()):
         assert text.count("winget install") == 2  # once as a command, once in "the same as above"

@@ -296,3 +296,62 @@ def test_boot_activate_honours_off_and_installs_one(monkeypatch: pytest.MonkeyPa
     _boot.activate()
     _boot.activate()
     assert sum(type(f).__name__ == "TorchImportWatcher" for f in sys.meta_path) == 1
+
+
+def _venv_python(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh venv (no pip) that imports this checkout's torchguard, and a private HOME."""
+    env_dir = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(home), "USERPROFILE": str(home)}
+    env.pop("PYTHONNOUSERSITE", None)
+    return python, env
+
+
+def test_cli_refuses_a_user_hook_that_a_venv_never_runs(tmp_path: Path) -> None:
+    """Inside a venv the user site-packages is never read: ``hook install --user`` printed
+    success and wrote a hook that never ran (issue 13.9)."""
+    python, env = _venv_python(tmp_path)
+    result = subprocess.run(
+        [str(python), "-m", "torchguard", "hook", "install", "--user"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "user site-packages" in result.stderr and "without --user" in result.stderr
+    assert not [p for p in (tmp_path / "home").rglob("torchguard-hook*")]
+
+
+def test_cli_refuses_a_hook_that_a_python_without_site_never_runs(tmp_path: Path) -> None:
+    """An embedded Python whose ``._pth`` lacks ``import site`` (here: ``-S``) runs no ``.pth``."""
+    python, env = _venv_python(tmp_path)
+    result = subprocess.run(
+        [str(python), "-S", "-m", "torchguard", "hook", "install"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "import site" in result.stderr
+    assert not [p for p in (tmp_path / "env").rglob("torchguard-hook*")]
+
+
+def test_run_guard_fails_open_when_torchguard_itself_cannot_be_imported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run_guard`` imported ``_api`` before its fail-open ``try``: a broken install made
+    ``import torch`` raise torchguard's ImportError (issue 13.9)."""
+    import torchguard
+    from torchguard import _hook
+
+    monkeypatch.setattr(_hook, "_ran", False)
+    monkeypatch.delattr(torchguard, "_api", raising=False)
+    monkeypatch.setitem(sys.modules, "torchguard._api", None)  # importing it raises
+    monkeypatch.delenv("TORCHGUARD", raising=False)
+    _hook.run_guard()  # returns: import torch continues
+    assert "internal error ignored, import torch continues" in capsys.readouterr().err

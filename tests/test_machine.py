@@ -128,6 +128,8 @@ def test_vc_redist_hint_fits_the_python_cpu(machine: int, cpu: str) -> None:
 def test_arm64_scan_without_the_runtime_points_at_the_arm64_redistributable(
     tmp_path: Path,
 ) -> None:
-    report = torchguard.scan([FakeTorch(platform="win_arm64").write(tmp_path / "site")])
+    report = torchguard.scan(
+        [FakeTorch(platform="win_arm64").write(tmp_path / "site")], clean_windows=True
+    )
     finding = next(f for f in report.errors if f.missing == "MSVCP140.dll")
     assert finding.hints[0].commands[0].endswith("Microsoft.VCRedist.2015+.arm64 --exact")

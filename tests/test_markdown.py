@@ -31,7 +31,7 @@ def test_scan_markdown_has_versions_verdict_findings_and_folded_directories(
     fake_torch.extra.update(
         companion("torchvision", "0.19.1", {"torchvision/__init__.py": b""}, {})
     )
-    result = run("scan", str(fake_torch.write(tmp_path / "site")), "--markdown")
+    result = run("scan", "--clean-windows", str(fake_torch.write(tmp_path / "site")), "--markdown")
     assert result.returncode == 1, result.stderr
     text = result.stdout
     assert f"| torchguard | {torchguard.__version__} |" in text
@@ -84,11 +84,11 @@ def test_cli_redact_hides_the_home_folder(tmp_path: Path, fake_torch: FakeTorch)
     home = tmp_path / "home" / "zed-the-user"
     site = fake_torch.write(home / "proj" / "site")
     env = {"HOME": str(home), "USER": "zed-the-user", "LOGNAME": "zed-the-user"}
-    result = run("scan", str(site), "--markdown", "--redact", env=env)
+    result = run("scan", "--clean-windows", str(site), "--markdown", "--redact", env=env)
     assert result.returncode == 1
     assert "zed-the-user" not in result.stdout
     assert "`~/proj/site/torch" in result.stdout
-    plain = run("scan", str(site), "--markdown", env=env)
+    plain = run("scan", "--clean-windows", str(site), "--markdown", env=env)
     assert "zed-the-user" in plain.stdout
 
 
@@ -98,6 +98,26 @@ def test_redact_works_for_other_formats(
 ) -> None:
     home = tmp_path / "zed-the-user"
     site = fake_torch.write(home / "site")
-    args = ["scan", str(site), "--redact", *([flag] if flag else [])]
+    args = ["scan", "--clean-windows", str(site), "--redact", *([flag] if flag else [])]
     result = run(*args, env={"HOME": str(home), "USER": "zed-the-user"})
     assert result.returncode == 1 and "zed-the-user" not in result.stdout
+
+
+@pytest.mark.parametrize("name", ["José Smith", "Zoë", "Ann Lee"])
+def test_json_redact_hides_user_names_json_would_escape(tmp_path: Path, name: str) -> None:
+    """``--json`` escaped ``é`` as ``\\u00e9`` and backslashes before redacting the text, so a
+    name with a non-ASCII letter or a space leaked (issue 13.9)."""
+    home = tmp_path / name
+    site = FakeTorch().write(home / "site")
+    result = run("scan", str(site), "--json", "--redact", env={"HOME": str(home), "USER": name})
+    assert result.returncode == 1, result.stderr
+    text = result.stdout.lower()
+    for part in name.lower().split():
+        assert part not in text and part.encode("ascii", "backslashreplace").decode() not in text
+    assert '"~/site/torch' in result.stdout  # still a usable report
+
+
+def test_redact_takes_a_spaced_user_folder_whole() -> None:
+    out = redact("C:\\Users\\John Smith\\venv and /home/Ann Lee/x", home="/none", user="zz")
+    assert out == "C:\\Users\\<user>\\venv and /home/<user>/x"
+    assert redact("/home/bob and /srv/x", home="/none", user="zz") == "/home/<user> and /srv/x"

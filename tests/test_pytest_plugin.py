@@ -55,7 +55,7 @@ def header(output: str) -> list[str]:
 def test_without_the_option_the_plugin_is_silent(folder: Path) -> None:
     status, output = pytest_run(folder)
     assert status == 0 and "2 passed" in output
-    assert header(output) == [] and "torchguard" in output  # listed among plugins only
+    assert header(output) == [] and "torch-import-guard" in output  # listed among plugins only
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="ensure() would judge the fake DLLs for real")
@@ -96,7 +96,9 @@ def test_broken_windows_install_stops_with_the_diagnosis(
     folder: Path, tmp_path: Path, fake_torch: FakeTorch
 ) -> None:
     site = fake_torch.write(tmp_path / "site")
-    status, output = pytest_run(folder, "--torchguard", f"--torchguard-scan={site}")
+    status, output = pytest_run(
+        folder, "--torchguard", f"--torchguard-scan={site}", "--torchguard-clean-windows"
+    )
     assert status == 1, output
     assert len(header(output)) == 1
     assert "BROKEN, error[missing-dll]: MSVCP140.dll is missing" in header(output)[0]
@@ -125,6 +127,32 @@ def test_healthy_windows_install_by_scan(
 def test_unreadable_scan_target_is_a_usage_error(folder: Path, tmp_path: Path) -> None:
     status, output = pytest_run(folder, "--torchguard", f"--torchguard-scan={tmp_path / 'nope'}")
     assert status == 4 and "--torchguard-scan:" in output and "no such file" in output
+
+
+def test_scan_alone_judges_and_assumes_the_redistributable_like_torchguard_scan(
+    folder: Path, tmp_path: Path, fake_torch: FakeTorch
+) -> None:
+    """--torchguard-scan is not ignored without --torchguard, and a plain torch wheel (which
+    needs MSVCP140.dll) passes on the machine `torchguard check` assumes: the current VC++
+    Redistributable, said under the verdict."""
+    site = fake_torch.write(tmp_path / "site")
+    status, output = pytest_run(folder, f"--torchguard-scan={site}")
+    assert status == 0, output
+    assert header(output) == [
+        f"torchguard {torchguard.__version__}: import torch 2.4.1+cpu succeeds"
+    ]
+    assert (
+        "assumed: Windows 10/11 x64 with the Visual C++ 2015-2022 Redistributable (current)"
+        in output
+    )
+    assert "2 passed" in output
+
+
+def test_scan_options_without_a_scan_are_a_usage_error(folder: Path, tmp_path: Path) -> None:
+    status, output = pytest_run(folder, "--torchguard-clean-windows")
+    assert status == 4, output
+    assert "--torchguard-clean-windows describes a scan: give --torchguard-scan too" in output
+    assert not (folder / "collected.flag").exists()
 
 
 def test_a_broken_torchvision_does_not_stop_a_session_whose_torch_imports(

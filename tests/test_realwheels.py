@@ -46,7 +46,7 @@ def test_torch_241_cli_exit_0(vc_runtime: Path) -> None:
 
 
 def test_torch_2150_without_vc_runtime_misses_msvcp140() -> None:
-    report = torchguard.scan([wheel("torch", "2.15.0")])
+    report = torchguard.scan([wheel("torch", "2.15.0")], clean_windows=True)
     missing = {f.missing.lower() for f in report.errors if f.missing}
     assert "msvcp140.dll" in missing
     first = report.errors[0]
@@ -76,7 +76,7 @@ def test_torch_2150_on_the_14_34_runtime_is_too_old(
 ) -> None:
     """torch 2.15.0 is linked with 14.42; msvc-runtime 14.34 predates the 14.40 mutex change."""
     old = vc_runtime_dir(tmp_path_factory.mktemp("vcruntime1434"), "14.34.31931")
-    report = torchguard.scan([wheel("torch", "2.15.0")], system32=[old])
+    report = torchguard.scan([wheel("torch", "2.15.0")], system32=[old], clean_windows=True)
     codes = {(f.code, (f.missing or "").lower()) for f in report.errors}
     assert ("runtime-too-old", "msvcp140.dll") in codes
     assert ("missing-dll", "vcruntime140_threads.dll") in codes  # only 14.40+ ships it

@@ -125,7 +125,9 @@ def test_torchaudio_without_the_openmp_runtime_fails_its_import(tmp_path: Path) 
     runtime = vc_runtime_dir(tmp_path / "vc")
     (runtime / "vcomp140.dll").unlink()
     report = torchguard.scan(
-        [wheel("torch", "2.4.1"), *siblings("2.4.1", "torchaudio")], system32=[runtime]
+        [wheel("torch", "2.4.1"), *siblings("2.4.1", "torchaudio")],
+        system32=[runtime],
+        clean_windows=True,
     )
     (error,) = report.errors
     assert (error.package, (error.missing or "").lower()) == ("torchaudio", "vcomp140.dll")
@@ -141,3 +143,21 @@ def test_a_broken_torch_blocks_its_siblings(vc_runtime: Path) -> None:
     assert all(finding.package is None for finding in report.findings)
     (vision,) = report.packages
     assert (vision.name, vision.status) == ("torchvision", "blocked")
+
+
+def test_xformers_0035_beside_the_cpu_torch_2100_warns_and_names_its_torch() -> None:
+    """The genuine xformers 0.0.35 wheel (2.6 MB): its `_cpp_lib.py` catches the failed load of
+    `_C.pyd` (which needs torch_cuda.dll and cudart64_12.dll) and logs a warning; its
+    `cpp_lib.json` names torch 2.10.0+cu128."""
+    report = torchguard.scan([wheel("torch", "2.10.0"), wheel("xformers", "0.0.35")])
+    (xformers,) = report.packages
+    assert report.ok and xformers.status == "warns"
+    assert xformers.message.startswith(
+        "succeeds, with the logged warning \"xFormers can't load C++/CUDA extensions. xFormers "
+        'was built for: PyTorch 2.10.0+cu128 (you have 2.10.0+cpu)": '
+    )
+    assert {f.missing.lower() for f in report.warnings if f.missing} >= {"cudart64_12.dll"}
+    assert {c for f in report.warnings for h in f.hints for c in h.commands} == {
+        "py -3.11 -m pip install --force-reinstall torch==2.10.0 "
+        "--index-url https://download.pytorch.org/whl/cu128"
+    }

@@ -25,7 +25,7 @@ def test_healthy_install_is_clean(tmp_path: Path, fake_torch: FakeTorch, runtime
 
 
 def test_no_vc_runtime_names_msvcp140_via_c10(tmp_path: Path, fake_torch: FakeTorch) -> None:
-    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], clean_windows=True)
     first = report.errors[0]
     assert (first.code, first.dll, first.missing) == ("missing-dll", "c10.dll", "MSVCP140.dll")
     assert report.import_torch is not None
@@ -194,16 +194,17 @@ def test_python_dir_replaces_the_assumed_layout(tmp_path: Path, fake_torch: Fake
     """python.org ships vcruntime140_1.dll; a --python-dir without it makes it missing."""
     fake_torch.graph["c10.dll"] = ("VCRUNTIME140_1.dll", *fake_torch.graph["c10.dll"])
     site = fake_torch.write(tmp_path / "site")
-    assumed = torchguard.scan([site], system32=[system32(tmp_path / "s32", ["msvcp140.dll"])])
+    s32 = system32(tmp_path / "s32", ["msvcp140.dll"])
+    assumed = torchguard.scan([site], system32=[s32], clean_windows=True)
     assert assumed.ok
     python_dir = system32(tmp_path / "py", ["msvcp140.dll", "python311.dll", "vcruntime140.dll"])
-    report = torchguard.scan([site], python_dir=python_dir)
+    report = torchguard.scan([site], python_dir=python_dir, clean_windows=True)
     assert [(f.dll, f.missing) for f in report.errors] == [("c10.dll", "VCRUNTIME140_1.dll")]
 
 
 def test_findings_are_sorted_errors_first(tmp_path: Path, fake_torch: FakeTorch) -> None:
     fake_torch.extra["torch/lib/torch_global_deps.dll"] = build_pe(list(KERNEL), ["late.dll"])
-    report = torchguard.scan([fake_torch.write(tmp_path / "site")])
+    report = torchguard.scan([fake_torch.write(tmp_path / "site")], clean_windows=True)
     severities = [f.severity for f in report.findings]
     assert severities == sorted(severities, key=[ERROR, WARNING].index)
 
@@ -303,9 +304,9 @@ def test_folders_mounted_at_one_place_overlay(tmp_path: Path, fake_torch: FakeTo
     with_msvcp = system32(tmp_path / "a", ("msvcp140.dll",))
     with_vcruntime = system32(tmp_path / "b", ("vcruntime140_1.dll",))
     for order in ([with_msvcp, with_vcruntime], [with_vcruntime, with_msvcp]):
-        report = torchguard.scan([site], system32=order)
+        report = torchguard.scan([site], system32=order, clean_windows=True)
         assert report.ok, report.render_text()
-    alone = torchguard.scan([site], system32=[with_vcruntime])
+    alone = torchguard.scan([site], system32=[with_vcruntime], clean_windows=True)
     assert {f.missing for f in alone.errors} == {"MSVCP140.dll"}
 
 

@@ -135,6 +135,7 @@ def scan(
     gpus: Iterable[str] = (),
     sysroot: str | os.PathLike[str] = "/",
     ld_library_path: Iterable[str] = (),
+    clean_windows: bool = False,
 ) -> Report:
     """Diagnose a Windows or Linux install offline (Windows ones from any OS).
 
@@ -159,6 +160,7 @@ def scan(
         return _scan_linux(paths, linux, sysroot=sysroot, ld_library_path=ld_library_path)
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
+    from torchguard._windows.assumptions import assumed_system32
     from torchguard._windows.system import TargetError, offline_windows
 
     system32_dirs = [os.fspath(d) for d in system32]
@@ -167,7 +169,11 @@ def scan(
 
     def run() -> Report:
         system = offline_windows(
-            paths, system32_dirs=system32_dirs, python_dir=python_folder, gpus=adapters
+            paths,
+            system32_dirs=system32_dirs,
+            python_dir=python_folder,
+            assumed_system32=assumed_system32(bool(clean_windows)),
+            gpus=adapters,
         )
         try:
             return analyze(system, cache=user_cache())

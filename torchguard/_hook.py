@@ -77,11 +77,14 @@ def run_guard() -> None:
     if _ran:
         return
     _ran = True
-    from torchguard import _api
-    from torchguard._report.errors import TorchDllError
-
-    current = mode()
-    if current == Mode.OFF:
+    try:  # even importing torchguard's own modules may fail (a broken install): fail open
+        current = mode()
+        if current == Mode.OFF:
+            return
+        from torchguard import _api
+        from torchguard._report.errors import TorchDllError
+    except Exception as exc:
+        _ignored(exc)
         return
     try:
         try:
@@ -98,9 +101,18 @@ def run_guard() -> None:
     except TorchDllError:
         raise
     except Exception as exc:  # fail open: torchguard's own bugs never block import torch
+        _ignored(exc)
+
+
+def _ignored(exc: BaseException) -> None:
+    """Say that an internal error was ignored; describing it must not fail in turn."""
+    try:
         from torchguard._internal import describe
 
-        _say(f"internal error ignored, import torch continues: {describe(exc)}")
+        text = describe(exc)
+    except Exception:
+        text = f"{type(exc).__name__}: {exc}"
+    _say(f"internal error ignored, import torch continues: {text}")
 
 
 def _write_report(data: dict[str, object]) -> None:
@@ -178,6 +190,32 @@ def site_dir(user: bool) -> Path:
 
         return Path(site.getusersitepackages())
     return Path(sysconfig.get_paths()["purelib"])
+
+
+def why_hook_never_runs(user: bool) -> str | None:
+    """Why start-up files in :func:`site_dir` would never run in this Python, or None.
+
+    Without the ``site`` module (``-S``, or an embedded Python whose ``._pth`` file lacks
+    ``import site``) no ``.pth`` file runs at all; the user site-packages is skipped in a
+    venv (without system site-packages), in isolated mode and with ``-s`` or
+    ``PYTHONNOUSERSITE``.
+    """
+    if sys.flags.no_site:
+        return (
+            "this Python starts without the site module (-S, or an embedded Python whose "
+            "._pth file lacks the line `import site`), so it runs no start-up file; add "
+            "`import site` to its ._pth file, or call torchguard.ensure() before "
+            "`import torch` in your program"
+        )
+    import site
+
+    if user and not site.ENABLE_USER_SITE:
+        where = "this virtual environment" if sys.prefix != sys.base_prefix else "this Python"
+        return (
+            f"{where} does not read the user site-packages (a venv, -s, PYTHONNOUSERSITE or "
+            "isolated mode), so a hook there would never run; install it without --user"
+        )
+    return None
 
 
 def hook_files(directory: Path) -> tuple[Path, Path]:

@@ -9,6 +9,7 @@ from torchguard._model import registration
 from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
+from torchguard._model.extensions import refine
 from torchguard._model.loader import LoaderModel
 from torchguard._model.plan import plan_directories
 from torchguard._model.simulate import ImportSimulation, simulate_import
@@ -60,8 +61,10 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     binaries = Binaries(system.tree, cache)
     guarded, unguarded, process, plan = _replay(system, torch, plan, binaries, cwd)
     clock.lap("resolve")
-    packages = simulate_packages(
-        process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok
+    packages = refine(
+        simulate_packages(process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok),
+        process,
+        torch.version,
     )
     clock.lap("packages")
     context = CheckContext(

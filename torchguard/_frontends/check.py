@@ -18,7 +18,6 @@ from typing import IO
 
 from torchguard._report.report import Report
 
-_VC_REDIST = "the Visual C++ 2015-2022 Redistributable"
 _NETWORK = re.compile(
     r"NewConnectionError|ConnectTimeout|Could not fetch URL|NameResolutionError|ReadTimeout|"
     r"Failed to establish a new connection|ProxyError|SSLError|Max retries exceeded|"
@@ -192,7 +191,8 @@ def check(
 ) -> Check:
     """Resolve, download and scan ``requirements`` for Windows x64 CPython ``python``."""
     from torchguard._pipeline import analyze
-    from torchguard._windows.system import TargetError, bundled_names, offline_windows
+    from torchguard._windows.assumptions import assumed_line, assumed_system32
+    from torchguard._windows.system import TargetError, offline_windows
 
     version = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
     if not re.fullmatch(r"3\.\d{1,2}", version):
@@ -210,9 +210,8 @@ def check(
     if progress is not None:
         progress.write(f"reading {len(wheels)} wheel(s)...")
         progress.flush()
-    assumed = () if clean_windows else ((_VC_REDIST, bundled_names("vc_redist_x64.txt")),)
     try:
-        system = offline_windows(wheels, assumed_system32=assumed)
+        system = offline_windows(wheels, assumed_system32=assumed_system32(clean_windows))
         try:
             report = analyze(system)
         finally:
@@ -221,14 +220,9 @@ def check(
         raise CheckError(str(exc)) from None
     finally:
         _show(progress, None)
-    machine = (
-        "a clean Windows 10/11 x64 (no Visual C++ redistributable)"
-        if clean_windows
-        else f"Windows 10/11 x64 with {_VC_REDIST} (current); --clean-windows assumes none"
-    )
     notes = [
         f"checked: pip install {' '.join(requirements)} for python.org CPython {version}, "
         f"win_amd64 ({len(wheels)} wheel(s))",
-        f"assumed: {machine}",
+        assumed_line(clean_windows),
     ]
     return Check(tuple(requirements), version, clean_windows, tuple(wheels), report, notes)

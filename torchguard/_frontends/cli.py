@@ -29,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchguard",
         description="Explain why `import torch` fails on Windows, before it does.",
     )
+    from torchguard._version import __version__
+
+    parser.add_argument(
+        "--version", action="version", version=f"torchguard {__version__} (torch-import-guard)"
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     doctor = commands.add_parser("doctor", help="diagnose this Python environment")
     _output_options(doctor)
@@ -68,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIRS",
         help="Linux: LD_LIBRARY_PATH as the process would start with it (colon-separated)",
     )
+    _clean_windows_option(scan)
     _output_options(scan)
     hook = commands.add_parser(
         "hook", help="protect every `import torch` of this environment (a start-up .pth file)"
@@ -88,16 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="package index (repeatable: the first replaces pip's, the others are extra)",
     )
-    check.add_argument(
-        "--clean-windows",
-        action="store_true",
-        help="assume no Visual C++ redistributable (default: the current one is installed)",
-    )
+    _clean_windows_option(check)
     check.add_argument("--cache-dir", metavar="DIR", help="where wheels are downloaded and reused")
     _output_options(check)
     explain = commands.add_parser("explain", help="what a finding code means and how to fix it")
     explain.add_argument("code", nargs="?", metavar="CODE", help="a finding code, e.g. missing-dll")
     return parser
+
+
+def _clean_windows_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--clean-windows",
+        action="store_true",
+        help="assume no Visual C++ redistributable (default: the current one is installed)",
+    )
 
 
 def _output_options(parser: argparse.ArgumentParser) -> None:
@@ -118,18 +128,27 @@ def _emit(
     extra: dict[str, Any] | None = None,
     folded: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> int:
-    from torchguard._report.markdown import redact, render_markdown
+    from torchguard._report.markdown import redact, redact_values, render_markdown
 
     if args.json:
-        text = json.dumps({**report.to_dict(), **(extra or {})}, indent=2)
-    elif args.markdown:
-        text = render_markdown(report, notes=notes, folded=folded).rstrip("\n")
+        data: dict[str, Any] = {**report.to_dict(), **(extra or {})}
+        # the values, not the escaped JSON text: "C:\\Users\\Jos\u00e9" hides names
+        text = json.dumps(redact_values(data) if args.redact else data, indent=2)
     else:
-        from torchguard._report.colour import wanted
+        if args.markdown:
+            text = render_markdown(report, notes=notes, folded=folded).rstrip("\n")
+        else:
+            from torchguard._report.colour import wanted
 
-        text = "\n".join([report.render_text(colour=wanted(sys.stdout)), *notes])
-    print(redact(text) if args.redact else text)
-    return EXIT_OK if report.ok else EXIT_ERRORS
+            text = "\n".join([report.render_text(colour=wanted(sys.stdout)), *notes])
+        text = redact(text) if args.redact else text
+    status = EXIT_OK if report.ok else EXIT_ERRORS
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `torchguard scan ... | head`: the reader has seen enough
+        _quiet_stdout()
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,10 +156,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return _main(argv)
+    except BrokenPipeError:  # output cut short by its reader (`| head`): not a fault
+        _quiet_stdout()
+        return EXIT_OK
     except InternalError as exc:
         return _internal(exc)
     except Exception as exc:  # a fault outside the guarded API (rendering, the hook files)
         return _internal(internal_error(exc, "the command line"), exc)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so flushing it at exit cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (a captured stream)
+        pass
 
 
 def _internal(exc: BaseException, cause: BaseException | None = None) -> int:
@@ -164,12 +196,15 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return explain(args.code)
     if args.command == "doctor":
-        from torchguard._api import diagnose
-
-        return _emit(diagnose(), args)
+        return _doctor(args)
     if args.command == "check":
         return _check(args)
+    return _scan(args)
+
+
+def _scan(args: argparse.Namespace) -> int:
     from torchguard._api import scan
+    from torchguard._windows.assumptions import assumed_line
 
     try:
         report = scan(
@@ -179,11 +214,46 @@ def _main(argv: Sequence[str] | None) -> int:
             gpus=args.gpu,
             sysroot=args.sysroot,
             ld_library_path=[d for d in args.ld_library_path.split(":") if d],
+            clean_windows=args.clean_windows,
         )
     except ValueError as exc:
         print(f"torchguard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return _emit(report, args)
+    if report.python.get("platform") == "linux":  # ld.so on --sysroot: no Windows assumed
+        return _emit(report, args)
+    note = assumed_line(args.clean_windows, args.system32, args.python_dir)
+    extra = {"scan": {"vc_redist": not args.clean_windows}}
+    return _emit(report, args, [note], extra)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from torchguard._api import diagnose
+
+    report = diagnose()
+    if report.mode != "non-windows":
+        return _emit(report, args)
+    report, notes = _doctor_elsewhere(report)
+    return _emit(report, args, notes)
+
+
+def _doctor_elsewhere(report: Report) -> tuple[Report, list[str]]:
+    """Off Windows there is no DLL to load: say what torchguard does from here, not an error
+    about this machine's torch (which `doctor` on Linux is not asked about)."""
+    import dataclasses
+    import platform
+
+    from torchguard._vocab import Code
+
+    here = {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
+    kept = tuple(f for f in report.findings if f.code != Code.TORCH_NOT_FOUND)
+    notes = [
+        f"this is {here}: `doctor` judges the Windows environment it runs in; from here,",
+        "  torchguard check torch==2.4.1 --python 3.11   # will `pip install` of these work "
+        "on Windows?",
+        "  torchguard scan PATH...                       # a Windows site-packages folder or "
+        ".whl files",
+    ]
+    return dataclasses.replace(report, findings=kept), notes
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -209,6 +279,10 @@ def _hook(action: str, user: bool) -> int:
     from torchguard import _hook as hook
 
     directory = hook.site_dir(user)
+    never = hook.why_hook_never_runs(user)
+    if action == "install" and never is not None:
+        print(f"torchguard: error: not installed: {never}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if action == "install":
             written = hook.write_hook_files(directory)
@@ -224,6 +298,8 @@ def _hook(action: str, user: bool) -> int:
             active = hook.installed_watcher() is not None
             print(f"watcher active in this process: {'yes' if active else 'no'}")
             print(f"mode: {hook.mode()}")
+            if never is not None:
+                print(f"warning: {never}")
     except OSError as exc:
         print(
             f"torchguard: error: cannot change {directory}: {exc.strerror or exc}"

@@ -5,7 +5,9 @@ same ``OSError``. With ``--torchguard`` the session runs :func:`torchguard.ensur
 also registers the DLL folders torch forgets, for the whole test process), prints one header
 line with the verdict and, when torch cannot be imported, prints the diagnosis and ends the
 session before collecting anything (exit status 1). ``--torchguard-scan TARGET`` judges a
-Windows install or wheel offline instead (``torchguard scan``), from any OS.
+Windows install or wheel offline instead (``torchguard scan``), from any OS; it implies
+``--torchguard`` and, like ``torchguard scan``, assumes the current Visual C++ Redistributable
+unless ``--torchguard-clean-windows`` is given. The assumption is printed under the verdict.
 
 Registered as a ``pytest11`` entry point; it does nothing unless the option is given, and it
 imports nothing heavy until then.
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from torchguard._report.report import Report
 
 _REPORT = pytest.StashKey["Report"]()
+_ASSUMED = pytest.StashKey[str]()
 _EXIT_BROKEN = 1
 
 
@@ -36,7 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="TARGET",
-        help="with --torchguard: judge this Windows install or .whl offline (repeatable)",
+        help="judge this Windows install or .whl offline (repeatable; implies --torchguard)",
     )
     group.addoption(
         "--torchguard-system32",
@@ -45,17 +48,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="with --torchguard-scan: DLLs that count as being in System32 (repeatable)",
     )
+    group.addoption(
+        "--torchguard-clean-windows",
+        action="store_true",
+        help="with --torchguard-scan: assume no Visual C++ redistributable (default: current)",
+    )
 
 
 def _judge(config: pytest.Config) -> Report:
     targets: list[str] = config.getoption("torchguard_scan")
     if targets:
         from torchguard._api import scan
+        from torchguard._windows.assumptions import assumed_line
 
+        system32: list[str] = config.getoption("torchguard_system32")
+        clean = bool(config.getoption("torchguard_clean_windows"))
         try:
-            return scan(targets, system32=config.getoption("torchguard_system32"))
+            report = scan(targets, system32=system32, clean_windows=clean)
         except ValueError as exc:
             raise pytest.UsageError(f"--torchguard-scan: {exc}") from None
+        config.stash[_ASSUMED] = assumed_line(clean, system32)
+        return report
     from torchguard._api import ensure
     from torchguard._report.errors import TorchDllError
 
@@ -68,7 +81,12 @@ def _judge(config: pytest.Config) -> Report:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    if config.getoption("torchguard"):
+    scanning = bool(config.getoption("torchguard_scan"))
+    if not scanning:
+        for option in ("--torchguard-system32", "--torchguard-clean-windows"):
+            if config.getoption(option.lstrip("-").replace("-", "_")):
+                raise pytest.UsageError(f"{option} describes a scan: give --torchguard-scan too")
+    if config.getoption("torchguard") or scanning:
         config.stash[_REPORT] = _judge(config)
 
 
@@ -92,9 +110,12 @@ def verdict(report: Report) -> str:
     return f"torchguard {__version__}: import {torch} succeeds{errors}{warnings}"
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     report = config.stash.get(_REPORT, None)
-    return verdict(report) if report is not None else None
+    if report is None:
+        return None
+    assumed = config.stash.get(_ASSUMED, None)
+    return [verdict(report), *([assumed] if assumed else [])]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -16,7 +16,13 @@ no binary at all and the cache stays small (no symbol lists are stored).
 
 from __future__ import annotations
 
-from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable, PEReadError
+from torchguard._binary.budget import inflate_budget, mib
+from torchguard._binary.pe.errors import (
+    FileUnreadable,
+    ImageUnavailable,
+    OverBudget,
+    PEReadError,
+)
 from torchguard._binary.pe.image import PEFacts, PEImage, read_image, read_image_stream
 from torchguard._binary.pe.symbols import NotKept, SymbolTables
 from torchguard._model.bindings import ForwardResolver, Gap, judge
@@ -61,9 +67,18 @@ def _read(tree: WinTree, path: str) -> PEImage | ImageUnavailable:
                     return FileUnreadable.from_error(exc)
                 return PEReadError(f"not a readable zip archive: {exc}")
             try:
+                budget = inflate_budget(archive.getinfo(entry.member).compress_size)
+            except ZIP_ERRORS as exc:  # the archive changed since it was listed
+                return PEReadError(f"not in the archive any more: {exc}")
+            try:
                 with MemberStream(archive, entry.member) as stream:
-                    return read_image_stream(stream, entry.size, symbols=True)
+                    return read_image_stream(stream, entry.size, symbols=True, budget=budget)
             except NotKept:  # a table in a code section: inflate the whole member
+                if entry.size > budget:
+                    return OverBudget(
+                        f"its tables lie in code, and reading all {mib(entry.size)} of it is "
+                        f"more than the {mib(budget)} its size in the archive allows"
+                    )
                 return read_image(tree.read_entry(entry), symbols=True)
         return read_image(tree.read_entry(entry), symbols=True)
     except ImageUnavailable as exc:

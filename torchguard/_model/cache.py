@@ -96,6 +96,8 @@ class FactsCache:
         self.directory = directory
         self._sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
         self._new: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        #: Keys this run found, per section: they are the most recently used at the next save.
+        self._used: dict[str, set[str]] = {name: set() for name in SECTIONS}
         if directory is not None:
             self._sections = _load(directory / FILE_NAME)
         self._facts = self._sections["facts"]
@@ -103,7 +105,7 @@ class FactsCache:
     def get(self, key: str | None) -> PEFacts | PEReadError | None:
         if key is None:
             return None
-        raw = self._facts.get(key)
+        raw = self._found("facts", key)
         if raw is None:
             return None
         try:
@@ -129,18 +131,25 @@ class FactsCache:
 
     def get_edge(self, key: str) -> Any:
         """The stored verdict for a binding (validated by the caller), or None."""
-        return self._sections["edges"].get(key)
+        return self._found("edges", key)
 
     def put_edge(self, key: str, verdict: dict[str, Any]) -> None:
         self._put("edges", key, verdict)
 
     def get_derived(self, kind: str, identity: str | None) -> Any:
         """A JSON value derived from one file (``kind``: what it is), validated by the caller."""
-        return self._sections["derived"].get(f"{kind}|{identity}") if identity else None
+        return self._found("derived", f"{kind}|{identity}") if identity else None
 
     def put_derived(self, kind: str, identity: str | None, value: Any) -> None:
         if identity is not None:
             self._put("derived", f"{kind}|{identity}", value)
+
+    def _found(self, section: str, key: str) -> Any:
+        """The stored value of ``key``, remembered as used by this run; None if absent."""
+        raw = self._sections[section].get(key)
+        if raw is not None and self.directory is not None:
+            self._used[section].add(key)
+        return raw
 
     def _put(self, section: str, key: str, value: Any) -> None:
         if self.directory is None:
@@ -154,8 +163,14 @@ class FactsCache:
         file on disk is read again and this run's new entries are laid over it. A lock held
         too long (a killed process) is broken; one that stays busy means this run's entries
         are simply not saved.
+
+        A full section drops its least recently used entries: what this run used counts as
+        new. A run that only read saves only when what it used is among the entries the next
+        drop would take, so a warm run almost never writes.
         """
-        if self.directory is None or not any(self._new.values()):
+        if self.directory is None:
+            return
+        if not any(self._new.values()) and not self._used_at_risk():
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -171,8 +186,12 @@ class FactsCache:
         sections = _load(target)
         document: dict[str, Any] = {"schema": SCHEMA, "writer": writer()}
         for name, limit in SECTIONS.items():
-            sections[name].update(self._new[name])
-            document[name] = dict(list(sections[name].items())[-limit:])
+            section = sections[name]
+            for key in self._used[name]:  # used now: move to the most recent end
+                if key in section and key not in self._new[name]:
+                    section[key] = section.pop(key)
+            section.update(self._new[name])
+            document[name] = dict(list(section.items())[-limit:])
         try:
             handle, temporary = tempfile.mkstemp(prefix=".pe-facts-", dir=self.directory)
             try:
@@ -186,6 +205,22 @@ class FactsCache:
             return
         for new in self._new.values():
             new.clear()
+        for used in self._used.values():
+            used.clear()
+
+    def _used_at_risk(self) -> bool:
+        """Whether an entry this run used is in the older half of a section past half full."""
+        for name, limit in SECTIONS.items():
+            used, section = self._used[name], self._sections[name]
+            if not used or len(section) <= limit // 2:
+                continue
+            older = len(section) - limit // 2
+            for index, key in enumerate(section):
+                if index >= older:
+                    break
+                if key in used:
+                    return True
+        return False
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
+from torchguard._model.builds import BuildTarget
 from torchguard._model.loader import MISSING, Failure, LoaderModel, LoadResult
 from torchguard._report.report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
 from torchguard._vocab import Loader, Role
@@ -60,6 +61,8 @@ class Step:
     """Alternatives: the first step of a group that loads wins and the rest are skipped."""
     after: str | None = None
     """A step (path) that must load first; it is part of the same attempt."""
+    reaction: str | None = None
+    """How the package itself reports a failure of this load it catches (``_model.extensions``)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class PackageSimulation:
     blocked: bool = False
     """``import torch`` itself fails, so the package's import never gets this far."""
     results: list[StepResult] = field(default_factory=list)
+    built_for: BuildTarget | None = None
+    """The torch the package's build metadata names (read only when a load fails)."""
 
     def failed(self, role: Role) -> list[StepResult]:
         return [r for r in self.results if r.step.role == role and r.load and not r.load.ok]
@@ -344,6 +349,8 @@ def _core_message(step: Step, dll: str, winerror: int | None) -> str:
 
 
 def _optional_message(step: Step, dll: str, winerror: int | None) -> str:
+    if step.reaction is not None:
+        return step.reaction
     if step.feature == "torchvision.io image":
         return (
             'succeeds with UserWarning "Failed to load image Python extension: '

@@ -32,7 +32,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
-from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable, PEReadError
+from torchguard._binary.pe.errors import (
+    FileUnreadable,
+    ImageUnavailable,
+    OverBudget,
+    PEReadError,
+)
 from torchguard._binary.pe.image import PEFacts, machine_name
 from torchguard._model.initialise import MSVCP140, init_failure
 from torchguard._vocab import FailureKind, Step
@@ -120,6 +125,8 @@ class Unread:
     chain: tuple[str, ...]
     path: str
     detail: str
+    over_budget: bool = False
+    """Reading it would cost more memory than its size allows (a hostile file)."""
 
 
 @dataclass
@@ -239,7 +246,8 @@ class LoaderModel:
             try:
                 facts = self.facts(path)
             except FileUnreadable as exc:  # not the file's fault: unchecked, never failed
-                result.unread.append(Unread(chain[-1], chain, path, str(exc)))
+                budget = isinstance(exc, OverBudget)
+                result.unread.append(Unread(chain[-1], chain, path, str(exc), budget))
                 continue
             except PEReadError as exc:
                 result.failures.append(Failure(CORRUPT, chain[-1], chain, path, str(exc)))

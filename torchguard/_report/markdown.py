@@ -13,6 +13,7 @@ import os
 import platform
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from torchguard._report.findings import Finding
 from torchguard._report.report import Report
@@ -111,6 +112,27 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+#: One character of a folder name that may hold spaces, but never the start of another path.
+_SPACED = r"(?:(?!\s[\\/]|\s[a-zA-Z]:)[^\\/:`'\"|\r\n])"
+
+
+def redact_values(value: Any, home: str | None = None, user: str | None = None) -> Any:
+    """``value`` (JSON-ready data) with every string, keys included, :func:`redact`-ed.
+
+    Redacting the data, not its JSON text, matters: JSON escapes backslashes and non-ASCII
+    letters (``Jos\\u00e9``), which no pattern over the text matches.
+    """
+    if isinstance(value, str):
+        return redact(value, home, user)
+    if isinstance(value, dict):
+        return {
+            redact_values(k, home, user): redact_values(v, home, user) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_values(item, home, user) for item in value]
+    return value
+
+
 def redact(text: str, home: str | None = None, user: str | None = None) -> str:
     """``text`` with the home folder as ``~`` and the user name in paths as ``<user>``."""
     home = os.path.expanduser("~") if home is None else home
@@ -123,8 +145,16 @@ def redact(text: str, home: str | None = None, user: str | None = None) -> str:
         variants = {home, home.replace("\\", "/"), home.replace("/", "\\")}
         for variant in sorted(variants, key=len, reverse=True):
             text = re.sub(re.escape(variant) + r"(?=[\\/`'\"\s|)\x1b]|$)", "~", text, flags=re.I)
-    text = re.sub(r"(?i)\b([a-z]:[\\/]+Users[\\/]+)[^\\/`'\"\s|]+", r"\1<user>", text)
-    text = re.sub(r"(?<![\w.])(/home/|/Users/)[^/`'\"\s|]+", r"\1<user>", text)
+    # a user folder's name may hold spaces: up to the next separator when one follows (and
+    # no other path starts first), else up to the first space
+    text = re.sub(
+        rf"(?i)\b([a-z]:[\\/]+Users[\\/]+)(?:{_SPACED}+?(?=[\\/])|[^\\/`'\"\s|]+)",
+        r"\1<user>",
+        text,
+    )
+    text = re.sub(
+        rf"(?<![\w.])(/home/|/Users/)(?:{_SPACED}+?(?=/)|[^/`'\"\s|]+)", r"\1<user>", text
+    )
     if user and len(user) > 1:
         boundary = r"(?<=[\\/])" + re.escape(user) + r"(?=[\\/`'\"\s|\x1b]|$)"
         text = re.sub(boundary, "<user>", text, flags=re.I)

@@ -269,9 +269,7 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
         variant = f" ({report.torch.variant})" if report.torch.variant else ""
         lines.append(f"torch {report.torch.version}{variant} at {report.torch.location}")
     if report.mode == "non-windows":
-        lines.append(
-            "not Windows: no DLL checks to run here (use `torchguard scan` for an install)"
-        )
+        lines.append("not Windows: no Windows DLLs to check in this environment")
     if report.python.get("platform") == "linux":
         lines.append(
             f"python {report.python.get('version')}: "
@@ -306,7 +304,8 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
     for finding in report.findings:
         lines.append(render_finding(finding, shown=shown, paint=paint))
     if not report.findings:
-        lines.append(paint("ok", "no problems found"))
+        if report.mode != "non-windows":  # nothing was checked: "no problems" would overclaim
+            lines.append(paint("ok", "no problems found"))
     else:
         errors, warnings = len(report.errors), len(report.warnings)
         summary = f"{errors} error(s), {warnings} warning(s)"

@@ -12,6 +12,12 @@ from dataclasses import dataclass
 
 from torchguard._binary.pe.machine import ARM64, X64, X86, label
 from torchguard._report.findings import RepairHint
+from torchguard._rules.cuda_builds import (
+    PREVIOUS_VERSIONS_URL,
+    install_command,
+    release_of,
+    variant_tag,
+)
 from torchguard._windows.locate import split_local
 
 VC_RUNTIME = frozenset(
@@ -37,6 +43,14 @@ _CUDA_DLL = re.compile(
     r"^(cudart|cublas|cublaslt|cufft|curand|cusolver|cusparse|cudnn|nvrtc|nvjitlink|cupti|nvtoolsext)",
     re.IGNORECASE,
 )
+
+
+_TORCH_CUDA_DLL = re.compile(r"^(c10|torch)_cuda[a-z0-9_]*\.dll$", re.IGNORECASE)
+
+
+def is_cuda_dll(name: str) -> bool:
+    """A CUDA library, or torch's own CUDA half (``torch_cuda.dll``, ``c10_cuda.dll``)."""
+    return bool(_CUDA_DLL.match(name) or _TORCH_CUDA_DLL.match(name))
 
 
 @dataclass(frozen=True)
@@ -167,6 +181,8 @@ def _nvidia_driver(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
 
 
 def _cuda_library(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
+    if ctx.cuda is None:  # a CPU build has no CUDA DLL to restore: never reinstall it
+        return (cuda_torch(ctx, name),)
     summary = (
         f"{name} is a CUDA library this torch build needs; reinstall torch from the "
         "index of its CUDA variant so the CUDA DLLs come with it"
@@ -196,7 +212,7 @@ _FOR_MISSING: tuple[tuple[_Applies, _Hints], ...] = (
     (lambda name, owned: name.startswith("mkl_"), _mkl),
     (lambda name, owned: name == "libiomp5md.dll", _intel_openmp),
     (lambda name, owned: name == "nvcuda.dll", _nvidia_driver),
-    (lambda name, owned: _CUDA_DLL.match(name) is not None, _cuda_library),
+    (lambda name, owned: is_cuda_dll(name), _cuda_library),
 )
 
 
@@ -207,6 +223,33 @@ def for_missing(name: str, ctx: HintContext, torch_owned: bool) -> tuple[RepairH
         if applies(lowered, torch_owned):
             return hints(name, ctx)
     return _no_provider(name, ctx)
+
+
+def cuda_torch(ctx: HintContext, name: str) -> RepairHint:
+    """A CUDA DLL wanted beside a CPU build of torch: reinstalling that build cannot bring it."""
+    release = release_of(ctx.base_version or "")
+    version = ctx.base_version or "torch"
+    head = (
+        f"{name} is a CUDA library and this torch ({ctx.torch_version or 'unknown version'}) is "
+        "a CPU build, which has none: what needs it was built for a CUDA build of torch"
+    )
+    if release is None or not release.variants:
+        return RepairHint(
+            f"{head}; install torch {version} from the CUDA index that fits your driver",
+            (),
+            PREVIOUS_VERSIONS_URL,
+        )
+    cuda = release.variants[-1]
+    command = install_command(
+        ctx.python_cmd, version, cuda, conda=ctx.conda, release=release
+    )
+    return RepairHint(
+        f"{head}; install the CUDA {cuda[0]}.{cuda[1]} build of torch {version} (the newest "
+        f"this release has; {', '.join(variant_tag(v) for v in release.variants)} "
+        "exist, pick one your driver runs)",
+        (command,),
+        PREVIOUS_VERSIONS_URL,
+    )
 
 
 def _libomp(ctx: HintContext) -> tuple[RepairHint, ...]:

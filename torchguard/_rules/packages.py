@@ -13,11 +13,19 @@ import ntpath
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from torchguard._model.ecosystem import CORE, OPTIONAL, PackageSimulation
+from torchguard._model.builds import BuildTarget
+from torchguard._model.ecosystem import CORE, OPTIONAL, PackageSimulation, is_torch_dll
 from torchguard._model.loader import ARCH, CORRUPT, INIT, MISSING, SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_builds import (
+    PREVIOUS_VERSIONS_URL,
+    Release,
+    install_command,
+    release_of,
+)
+from torchguard._rules.hints import is_cuda_dll
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
 
@@ -57,6 +65,7 @@ def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[F
         "reinstall it",
         (command,),
     )
+    built = _built_for(context, simulation)
     seen: set[tuple[str, str]] = set()
     for result in simulation.results:
         severity = _SEVERITY.get(result.step.role)
@@ -70,7 +79,12 @@ def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[F
                 continue
             seen.add(identity)
             base = builder(context, root, failure)
-            hints = (reinstall,) if failure.leaf.lower() in owned else base.hints
+            if failure.leaf.lower() in owned:
+                hints: tuple[RepairHint, ...] = (reinstall,)
+            elif built is not None and _torch_side(failure):
+                hints = (built,)  # the torch it was built for brings exactly these DLLs
+            else:
+                hints = base.hints + ((built,) if built is not None else ())
             yield replace(
                 base,
                 severity=WARNING if failure.delay else severity,
@@ -80,6 +94,65 @@ def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[F
                 hints=hints,
                 rank=RANK_OFFSET + base.rank,
             )
+
+
+def _torch_side(failure: Failure) -> bool:
+    """A failure that the torch the extension was built for would not have."""
+    leaf = failure.leaf
+    return failure.kind == SYMBOL or is_torch_dll(leaf) or is_cuda_dll(leaf)
+
+
+def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHint | None:
+    """Install the torch the package's build metadata names, when this torch is another."""
+    target = simulation.built_for
+    torch = context.torch
+    if target is None or target.matches(torch.version, torch.cuda):
+        return None
+    plan, ctx = simulation.plan, context.hints
+    release = release_of(target.torch)
+    version = target.torch
+    if version.count(".") < 2 and release is not None:
+        version = release.releases[-1]  # a series (torch2.8): its newest release
+    summary = (
+        f"{plan.name} {plan.dist.version} was built for {target.label} ({target.source}), and "
+        f"this is torch {torch.version}: install the torch it was built for, or a build "
+        f"of {plan.name} for this torch"
+    )
+    wants_cuda, cuda = _cuda_of(target, release, simulation, torch.cuda)
+    if wants_cuda and cuda is None:  # no known CUDA variant of that release to name
+        return RepairHint(summary, (), PREVIOUS_VERSIONS_URL)
+    command = install_command(
+        ctx.python_cmd, version, cuda, conda=ctx.conda, release=release
+    )
+    return RepairHint(summary, (command,))
+
+
+def _cuda_of(
+    target: BuildTarget,
+    release: Release | None,
+    simulation: PackageSimulation,
+    current: str | None,
+) -> tuple[bool, tuple[int, int] | None]:
+    """Whether a CUDA build is wanted, and which variant: the metadata's, else the newest of
+    its CUDA major, else (for a package that needs CUDA DLLs) this torch's or the release's
+    newest."""
+    if target.cuda is not None:
+        return True, target.cuda
+    variants = release.variants if release is not None else ()
+    if target.cuda_major is not None:
+        return True, max((v for v in variants if v[0] == target.cuda_major), default=None)
+    needs_cuda = any(
+        r.load is not None and any(is_cuda_dll(f.leaf) for f in r.load.all_failures())
+        for r in simulation.results
+    )
+    parts = (current or "").split(".")
+    numeric = len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit()
+    have = (int(parts[0]), int(parts[1])) if numeric else None
+    if have is not None and have in variants:
+        return True, have
+    if needs_cuda:
+        return True, variants[-1] if variants else None
+    return False, None
 
 
 def _consequence(import_name: str, feature: str, severity: str) -> str:

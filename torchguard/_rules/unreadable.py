@@ -1,9 +1,11 @@
-"""unreadable-dll: a binary of the closure that could not be read now.
+"""unreadable-dll: a binary of the closure that could not be read now, or within budget.
 
 An ``OSError`` or ``MemoryError`` while reading (a virus scanner holding the file, a sharing
 violation, access denied, a OneDrive file that is online-only) says nothing about the file:
 the loader may map it fine. So this is a warning that names the real error (WinError 5 or 32
 is not 193) and says what was left unchecked; it is never cached, and never "reinstall".
+A file that would cost more memory than its size allows (a deflate bomb, an import table that
+names one long string a quarter million times) is not read either, and said so.
 """
 
 from __future__ import annotations
@@ -30,16 +32,12 @@ def check(context: CheckContext) -> Iterator[Finding]:
         yield Finding(
             code=Code.UNREADABLE_DLL,
             severity=WARNING,
-            message=(
-                f"{unread.leaf} could not be read: {unread.detail}. This is not damage and "
-                "the Windows loader may well load it, but nothing about it (or what it "
-                "imports) was checked"
-            ),
+            message=_message(unread),
             dll=root,
             missing=unread.leaf,
             chain=unread.chain,
             path=context.system.tree.origin(unread.path),
-            hints=_hints(unread.detail),
+            hints=_budget_hints() if unread.over_budget else _hints(unread.detail),
             rank=70,
         )
 
@@ -55,6 +53,27 @@ def _unread(context: CheckContext) -> Iterator[tuple[str, Unread]]:
     for load in loads:
         for unread in load.unread:
             yield ntpath.basename(load.root), unread
+
+
+def _message(unread: Unread) -> str:
+    if unread.over_budget:
+        return (
+            f"{unread.leaf} was not read: {unread.detail}. Nothing about it (or what it "
+            "imports) was checked"
+        )
+    return (
+        f"{unread.leaf} could not be read: {unread.detail}. This is not damage and the "
+        "Windows loader may well load it, but nothing about it (or what it imports) was checked"
+    )
+
+
+def _budget_hints() -> tuple[RepairHint, ...]:
+    return (
+        RepairHint(
+            "no build writes such a file: check where it came from, and reinstall its package "
+            "from its official index if it is not what you expect"
+        ),
+    )
 
 
 def _hints(detail: str) -> tuple[RepairHint, ...]:

@@ -15,6 +15,7 @@ from functools import cache
 from importlib import resources
 
 from torchguard._binary.pe.machine import X64, X86, platform_machine
+from torchguard._windows.foreign import refuse_other_platforms
 from torchguard._windows.gpus import DisplayAdapter
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 from torchguard._windows.wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
@@ -169,6 +170,9 @@ def _mount_targets(
         if os.path.isdir(target):
             tree.mount_host_dir(site_dir, target)
         elif os.path.isfile(target) and target.lower().endswith(".whl"):
+            refusal = refuse_other_platforms(target)
+            if refusal is not None:
+                raise TargetError(refusal)
             try:
                 mount_wheel(tree, os.path.abspath(target), site_dir, OFFLINE_PREFIX)
             except WheelError as exc:

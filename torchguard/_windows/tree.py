@@ -18,6 +18,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import NewType, Union
 
+from torchguard._binary.budget import inflate_budget, mib
+
 
 @dataclass(frozen=True)
 class HostFile:
@@ -89,6 +91,10 @@ ZIP_ERRORS = (
 
 class DamagedMember(OSError):
     """A zip member whose data cannot be read back (what :data:`ZIP_ERRORS` lists)."""
+
+
+class OversizedMember(DamagedMember):
+    """A zip member that inflates beyond its budget (a deflate bomb): never read whole."""
 
 
 def zip_damage(exc: BaseException) -> bool:
@@ -280,16 +286,25 @@ class WinTree:
         return self.read_entry(entry)
 
     def read_entry(self, entry: Entry) -> bytes:
+        """The whole content of ``entry``; a zip member only within its inflate budget."""
         if isinstance(entry, HostFile):
             with open(entry.path, "rb") as handle:
                 return handle.read()
         if isinstance(entry, ZipMember):
             try:
-                return self.archive(entry.archive).read(entry.member)
+                archive = self.archive(entry.archive)
+                info = archive.getinfo(entry.member)
+                budget = inflate_budget(info.compress_size)
+                if info.file_size <= budget:
+                    return archive.read(entry.member)
             except ZIP_ERRORS as exc:
                 if not zip_damage(exc):
                     raise
                 raise DamagedMember(f"cannot read {entry.origin}: {exc}") from None
+            raise OversizedMember(
+                f"{entry.origin} inflates to {mib(info.file_size)} from "
+                f"{mib(info.compress_size)}, more than the {mib(budget)} allowed"
+            )
         if isinstance(entry, MemoryFile):
             return entry.data
         raise OSError(f"{entry.origin} is assumed to exist and cannot be read")

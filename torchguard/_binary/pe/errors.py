@@ -44,3 +44,12 @@ class FileUnreadable(ImageUnavailable):
             code = f"WinError {winerror}: " if winerror else ""
             return cls(f"cannot read it now ({code}{reason})", winerror)
         return cls(f"cannot read it now ({exc})")
+
+
+class OverBudget(FileUnreadable):
+    """Reading the file would cost more memory than its own size allows (a hostile file).
+
+    Budgets come from the file itself (its size, a zip member's compressed size), so no
+    input of N MB costs more than a small multiple of N. Not the loader's verdict, so never
+    damage; not cached either: finding it out again costs no more than the budget.
+    """

@@ -18,7 +18,8 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from torchguard._binary.pe.errors import FileUnreadable, PEReadError
+from torchguard._binary.budget import mib
+from torchguard._binary.pe.errors import FileUnreadable, OverBudget, PEReadError
 from torchguard._vocab import Machine
 
 if TYPE_CHECKING:
@@ -133,7 +134,9 @@ def _parse(
 _CHUNK = 1 << 20
 
 
-def read_image_stream(stream: Readable, size: int, *, symbols: bool = False) -> PEImage:
+def read_image_stream(
+    stream: Readable, size: int, *, symbols: bool = False, budget: int | None = None
+) -> PEImage:
     """:func:`read_image` for a forward-only stream (a compressed wheel member).
 
     Only the headers and the data sections (never code) are kept, in an anonymous mapping
@@ -141,17 +144,25 @@ def read_image_stream(stream: Readable, size: int, *, symbols: bool = False) -> 
     torch_cpu.dll (243 MB, 199 MB of it code) then needs a fraction of the memory of
     reading the whole member. A table that points into code raises
     :class:`~torchguard._binary.pe.symbols.NotKept`: read the whole member instead.
+
+    ``budget``: the bytes the kept parts may take (see :func:`~torchguard._binary.budget.
+    inflate_budget`); more raises :class:`OverBudget` before anything is inflated.
     """
     from torchguard._binary.pe.symbols import kept_ranges
 
     head = _read_exactly(stream, min(size, 1 << 16))
     _check_signature(head[:4096], size)
-    ranges = kept_ranges(head, size)
-    if ranges is None:  # an unusual layout: read everything
-        return read_image(head + stream.read(), symbols=symbols)
+    found = kept_ranges(head, size)
+    ranges = found if found is not None else [(0, size)]  # an unusual layout: keep it all
+    kept = sum(stop - start for start, stop in ranges)
+    if budget is not None and kept > budget:
+        raise OverBudget(
+            f"reading it would hold {mib(kept)} of its {mib(size)}, more than the "
+            f"{mib(budget)} its size in the archive allows (a deflate bomb, not a build's DLL)"
+        )
     try:
         buffer = mmap.mmap(-1, size)
-    except (OSError, OverflowError, ValueError) as exc:  # a size no memory can hold
+    except (OverflowError, ValueError) as exc:  # a size no address space can hold
         raise PEReadError(f"cannot hold {size} bytes: {exc}") from None
     try:
         buffer[: len(head)] = head
@@ -165,7 +176,7 @@ def read_image_stream(stream: Readable, size: int, *, symbols: bool = False) -> 
                 if low < high:
                     buffer[low:high] = chunk[low - position : high - position]
             position += len(chunk)
-        return _parse(buffer, symbols, ranges)
+        return _parse(buffer, symbols, ranges if found is not None else None)
     finally:
         buffer.close()
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Union
 
-from torchguard._binary.pe.errors import PEReadError
+from torchguard._binary.budget import mib, name_budget
+from torchguard._binary.pe.errors import OverBudget, PEReadError
 from torchguard._binary.pe.sections import SectionTableError, section_table
 
 #: An imported or exported symbol: a name, or an ordinal number.
@@ -79,6 +80,11 @@ class _Image:
     def __init__(self, data: Buffer, kept: Sequence[tuple[int, int]] | None = None) -> None:
         self.data = data
         self.kept = kept
+        #: Every name read, by RVA: thousands of thunks naming one string share one copy.
+        self._names: dict[int, bytes] = {}
+        #: Bytes of distinct names still allowed: a linker stores each name once, so more
+        #: than the file's size means overlapping strings (a hostile table).
+        self._name_room = name_budget(len(data))
         try:
             (e_lfanew,) = _U32.unpack_from(data, 0x3C)
             if bytes(data[e_lfanew : e_lfanew + 4]) != b"PE\0\0":
@@ -137,7 +143,25 @@ class _Image:
         return int(_U32.unpack_from(self.data, self.offset(rva, 4))[0])
 
     def cstring(self, rva: int) -> bytes:
-        """A NUL-terminated string at ``rva`` (at most ``_MAX_NAME`` bytes)."""
+        """A NUL-terminated string at ``rva`` (at most ``_MAX_NAME`` bytes), read once.
+
+        Raises :class:`OverBudget` when the distinct names read exceed the image's size.
+        """
+        known = self._names.get(rva)
+        if known is not None:
+            return known
+        result = self._read_cstring(rva)
+        self._name_room -= len(result) + 1
+        if self._name_room < 0:
+            raise OverBudget(
+                f"its symbol tables name more than {mib(name_budget(len(self.data)))} of "
+                f"distinct strings in a file of {mib(len(self.data))}: overlapping names no "
+                "linker writes"
+            )
+        self._names[rva] = result
+        return result
+
+    def _read_cstring(self, rva: int) -> bytes:
         start = self.offset(rva, 1)
         section_end = len(self.data)
         for section in self.sections:

@@ -1,0 +1,228 @@
+"""Extensions as their own code loads them, and the torch their build metadata names.
+
+- xformers catches the OSError of its ``_C`` load and imports with a logged warning: the
+  features are lost, the import is not (believed only when the installed ``_cpp_lib.py`` holds
+  the catching code);
+- a package whose Python code loads a DLL of its own by full path before importing the
+  ``.pyd`` that needs it does not fail for want of that DLL;
+- a CUDA-linked extension beside a CPU torch gets the torch its metadata names
+  (``cpp_lib.json``, a ``+cu12torch2.8`` tag, a ``Requires-Dist`` pin), never a reinstall of
+  the CPU build.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fakes import KERNEL, FakeTorch, companion, write_tree
+from pe_builder import build_pe
+
+import torchguard
+from torchguard._report.report import Report
+
+TORCH = ("c10.dll", "torch_cpu.dll")
+CUDA_LINKED = (*TORCH, "c10_cuda.dll", "torch_cuda.dll", "cudart64_12.dll", *KERNEL)
+
+# Written for these tests in the shape of xformers' own loader (not a copy of it): the load
+# of _C raises an exception class of its own from the OSError, which the module body catches
+# and logs.
+CATCHING_LOADER = b'''
+import logging
+import torch
+logger = logging.getLogger("xformers")
+UNAVAILABLE_FEATURES_MSG = (
+    "  Memory-efficient attention, SwiGLU, sparse and more won't be available."
+)
+class xFormersInvalidLibException(Exception):
+    pass
+def _register_extensions():
+    try:
+        torch.ops.load_library("_C")
+    except OSError as exc:
+        raise xFormersInvalidLibException() from exc
+try:
+    _register_extensions()
+except xFormersInvalidLibException as e:
+    logger.warning(f"WARNING[XFORMERS]: {e}")
+'''
+NOT_CATCHING_LOADER = b"import torch\ntorch.ops.load_library('_C')\n"
+
+
+def scan(tmp_path: Path, torch: FakeTorch, *packages: dict[str, bytes]) -> Report:
+    site = torch.write(tmp_path / "site")
+    for files in packages:
+        write_tree(site, files)
+    return torchguard.scan([site])
+
+
+def xformers(loader: bytes = CATCHING_LOADER, built_for: str = "2.10.0+cu128") -> dict[str, bytes]:
+    cpp_lib = {"version": {"cuda": 1208, "hip": None, "torch": built_for, "python": "3.11.9"}}
+    files = {
+        "xformers/__init__.py": b"from . import _cpp_lib\n",
+        "xformers/_cpp_lib.py": loader,
+        "xformers/cpp_lib.json": json.dumps(cpp_lib).encode(),
+        "xformers/_C.pyd": build_pe(list(CUDA_LINKED)),
+    }
+    return companion("xformers", "0.0.35", files, {})
+
+
+def package(report: Report, name: str) -> dict[str, object]:
+    (found,) = [p.to_dict() for p in report.packages if p.name == name]
+    return found
+
+
+def commands(report: Report) -> list[str]:
+    return [c for f in report.findings for h in f.hints for c in h.commands]
+
+
+def test_xformers_beside_a_cpu_torch_warns_and_names_the_features_lost(tmp_path: Path) -> None:
+    report = scan(tmp_path, FakeTorch(version="2.10.0+cpu"), xformers())
+    assert report.ok  # `import xformers` succeeds: no error
+    outcome = package(report, "xformers")
+    assert outcome["status"] == "warns"
+    assert outcome["message"] == (
+        "succeeds, with the logged warning \"xFormers can't load C++/CUDA extensions. xFormers "
+        'was built for: PyTorch 2.10.0+cu128 (you have 2.10.0+cpu)": Memory-efficient '
+        "attention, SwiGLU, sparse and more won't be available."
+    )
+    finding = report.findings[0]
+    assert {(f.severity, f.package) for f in report.findings} == {("warning", "xformers")}
+    assert finding.message.startswith(
+        "`import xformers` loses its C++/CUDA operators (Memory-efficient attention, SwiGLU, "
+        "sparse and more)"
+    )
+    assert "fails" not in finding.message
+    assert sorted(set(commands(report))) == [
+        "py -3.11 -m pip install --force-reinstall torch==2.10.0 "
+        "--index-url https://download.pytorch.org/whl/cu128"
+    ]
+    assert "xformers/cpp_lib.json" in finding.hints[0].summary
+
+
+def test_an_xformers_whose_code_does_not_catch_fails_as_modelled(tmp_path: Path) -> None:
+    report = scan(tmp_path, FakeTorch(version="2.10.0+cpu"), xformers(NOT_CATCHING_LOADER))
+    assert package(report, "xformers")["status"] == "fails"
+    assert {f.severity for f in report.findings} == {"error"}
+
+
+def test_xformers_built_for_this_torch_gets_no_build_hint(tmp_path: Path) -> None:
+    """The metadata names this very torch: the failure is something else (here cudart)."""
+    torch = FakeTorch(version="2.10.0+cu128", cuda="12.8")
+    torch.graph["c10_cuda.dll"] = ("c10.dll", *KERNEL)
+    torch.graph["torch_cuda.dll"] = ("c10.dll", "c10_cuda.dll", *KERNEL)
+    report = scan(tmp_path, torch, xformers())
+    assert package(report, "xformers")["status"] == "warns"
+    assert not any("was built for" in h.summary for f in report.findings for h in f.hints)
+
+
+def test_a_cuda_dll_beside_a_cpu_torch_never_reinstalls_the_cpu_build(tmp_path: Path) -> None:
+    """No build metadata at all: the newest CUDA build of this torch release, not /whl/cpu."""
+    ext = companion("myext", "1.0", {"myext/_C.pyd": build_pe(list(CUDA_LINKED))}, {})
+    report = scan(tmp_path, FakeTorch(version="2.4.1+cpu"), ext)
+    assert package(report, "myext")["status"] == "fails"
+    assert sorted(set(commands(report))) == [
+        "py -3.11 -m pip install --force-reinstall torch==2.4.1 "
+        "--index-url https://download.pytorch.org/whl/cu124"
+    ]
+    assert "is a CPU build" in report.findings[0].hints[0].summary
+
+
+def test_a_local_version_tag_names_the_torch_series_and_cuda_major(tmp_path: Path) -> None:
+    ext = companion(
+        "flash-attn",
+        "2.8.3+cu12torch2.8cxx11abiTRUE",
+        {"flash_attn_2_cuda.pyd": build_pe(list(CUDA_LINKED)), "flash_attn/__init__.py": b""},
+        {},
+    )
+    report = scan(tmp_path, FakeTorch(version="2.4.1+cpu"), ext)
+    hint = report.findings[0].hints[0]
+    assert "built for torch 2.8 with CUDA 12 (its version tag +cu12torch2.8cxx11abiTRUE)" in (
+        hint.summary
+    )
+    assert hint.commands == (
+        "py -3.11 -m pip install --force-reinstall torch==2.8.0 "
+        "--index-url https://download.pytorch.org/whl/cu129",
+    )
+
+
+def test_a_requires_dist_pin_names_the_release(tmp_path: Path) -> None:
+    files = companion("pinned", "1.0", {"pinned/_C.pyd": build_pe(list(CUDA_LINKED))}, {})
+    files["pinned-1.0.dist-info/METADATA"] += (
+        b"Requires-Dist: numpy\nRequires-Dist: torch==2.5.1\n"
+        b"Requires-Dist: torch==2.0.0; extra == 'old'\n"
+    )
+    report = scan(tmp_path, FakeTorch(version="2.4.1+cpu"), files)
+    hint = report.findings[0].hints[0]
+    assert "(Requires-Dist: torch==2.5.1)" in hint.summary
+    assert hint.commands == (
+        "py -3.11 -m pip install --force-reinstall torch==2.5.1 "
+        "--index-url https://download.pytorch.org/whl/cu124",
+    )
+
+
+def own_dll_package(init: bytes, core_imports: tuple[str, ...] = KERNEL) -> dict[str, bytes]:
+    """``mylib\\_ext.pyd`` needs ``mylib\\lib\\mylib_core.dll``, which is not beside it."""
+    files = {
+        "mylib/__init__.py": init,
+        "mylib/_ext.pyd": build_pe(["mylib_core.dll", *TORCH, *KERNEL]),
+        "mylib/lib/mylib_core.dll": build_pe(list(core_imports)),
+    }
+    return companion("mylib", "1.0", files, {})
+
+
+LOADS_ITS_DLL_FIRST = (
+    b"import os\nimport torch\n"
+    b'torch.ops.load_library(os.path.join(os.path.dirname(__file__), "lib", "mylib_core.dll"))\n'
+    b"from . import _ext\n"
+)
+
+
+def test_a_package_that_loads_its_own_dll_first_imports(tmp_path: Path) -> None:
+    report = scan(tmp_path, FakeTorch(), own_dll_package(LOADS_ITS_DLL_FIRST))
+    assert report.findings == ()
+    assert package(report, "mylib")["status"] == "ok"
+
+
+def test_without_that_load_the_pyd_alone_cannot_find_it(tmp_path: Path) -> None:
+    report = scan(tmp_path, FakeTorch(), own_dll_package(b"from . import _ext\n"))
+    assert package(report, "mylib")["status"] == "fails"
+    assert [(f.missing, f.severity) for f in report.findings] == [("mylib_core.dll", "error")]
+
+
+def test_the_preloaded_dll_is_itself_judged(tmp_path: Path) -> None:
+    files = own_dll_package(LOADS_ITS_DLL_FIRST, ("absent.dll", *KERNEL))
+    report = scan(tmp_path, FakeTorch(), files)
+    assert package(report, "mylib")["status"] == "fails"
+    assert [(f.missing, f.chain) for f in report.errors] == [
+        ("absent.dll", ("mylib_core.dll", "absent.dll"))
+    ]
+
+
+def test_a_package_that_registers_its_dll_folder_imports(tmp_path: Path) -> None:
+    init = (
+        b"import os\n"
+        b'os.add_dll_directory(os.path.join(os.path.dirname(__file__), "lib"))\n'
+        b"from . import _ext\n"
+    )
+    report = scan(tmp_path, FakeTorch(), own_dll_package(init))
+    assert report.findings == ()
+    assert package(report, "mylib")["status"] == "ok"
+
+
+def test_code_that_loads_dlls_in_a_way_not_tied_to_it_is_a_warning_not_an_error(
+    tmp_path: Path,
+) -> None:
+    """It may load mylib_core.dll (a glob, a computed name): no proof either way."""
+    init = (
+        b"import glob, os, torch\n"
+        b"for dll in glob.glob(os.path.join(os.path.dirname(__file__), '*', '*.dll')):\n"
+        b"    torch.ops.load_library(dll)\n"
+        b"from . import _ext\n"
+    )
+    report = scan(tmp_path, FakeTorch(), own_dll_package(init))
+    assert report.ok
+    outcome = package(report, "mylib")
+    assert outcome["status"] == "warns"
+    assert str(outcome["message"]).startswith("may fail: _ext.pyd needs mylib_core.dll")
+    assert [(f.missing, f.severity) for f in report.findings] == [("mylib_core.dll", "warning")]

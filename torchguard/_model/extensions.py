@@ -1,0 +1,270 @@
+"""How particular extensions really load and react, read from their own Python code.
+
+The generic model (:mod:`torchguard._model.ecosystem`) says that an extension binary which
+does not load breaks ``import <package>``. Two things a package's own code can change, each
+believed only after it is found in the installed source:
+
+- **It catches the failure and imports anyway.** xformers' ``_cpp_lib.py`` wraps
+  ``torch.ops.load_library(_C)`` in ``except OSError`` -> ``xFormersInvalidLibException``,
+  which its module body catches and logs as ``WARNING[XFORMERS]: xFormers can't load C++/CUDA
+  extensions. xFormers was built for: ...``; ``import xformers`` succeeds and the features its
+  ``UNAVAILABLE_FEATURES_MSG`` names are lost. Kept as data (:data:`CAUGHT`), one entry per
+  package, each checked against the installed file's text.
+- **It loads a DLL of its own by full path before importing the ``.pyd`` that needs it**
+  (``torch.ops.load_library(<pkg>\\X.dll)`` in ``__init__.py``): X.dll is then a module of the
+  process and the ``.pyd``'s import binds to it by name, wherever X.dll lies.
+
+Consulted only for packages whose loads failed, so a healthy warm run reads no source.
+"""
+
+from __future__ import annotations
+
+import ast
+import ntpath
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from torchguard._model.builds import BuildTarget, build_target
+from torchguard._model.ecosystem import (
+    CORE,
+    CTYPES,
+    IMPORT,
+    OPTIONAL,
+    PackagePlan,
+    PackageSimulation,
+    Step,
+    StepResult,
+    simulate_packages,
+)
+from torchguard._model.loader import MISSING, LoaderModel
+from torchguard._windows.tree import PathKey, join, path_key
+
+#: Calls that load a DLL by path or name from Python.
+_LOAD_CALLS = ("load_library(", "CDLL(", "WinDLL(", "PyDLL(", "LoadLibrary")
+_REGISTER = "add_dll_directory("
+#: Bounds on the source read for one package (only ever for a failing one).
+_MAX_SOURCES, _MAX_SOURCE_BYTES = 400, 2_000_000
+
+
+@dataclass(frozen=True)
+class CaughtFailure:
+    """A package that catches the failed load of one of its binaries and imports anyway."""
+
+    binary: str
+    """The binary's module name, lower case (``_c`` for ``_C.pyd``)."""
+    source: str
+    """The site-relative module that catches it."""
+    markers: tuple[str, ...]
+    """Text the installed source must hold for this to be believed (the catching code)."""
+    features: str
+    """The module constant naming what is lost."""
+    warning: str
+    """How the package's warning begins."""
+    built_for: str
+    """How it goes on when the build metadata names a torch (``{torch}``: ``2.10.0+cu128``)."""
+
+
+CAUGHT: dict[str, CaughtFailure] = {
+    # xformers/_cpp_lib.py (0.0.2x to 0.0.35): _register_extensions() raises
+    # xFormersInvalidLibException from the OSError of torch.ops.load_library; the module body
+    # catches it and calls logger.warning(f"WARNING[XFORMERS]: {e}\n ...").
+    "xformers": CaughtFailure(
+        binary="_c",
+        source="xformers/_cpp_lib.py",
+        markers=("except OSError", "xFormersInvalidLibException", "logger.warning"),
+        features="UNAVAILABLE_FEATURES_MSG",
+        warning="xFormers can't load C++/CUDA extensions.",
+        built_for=" xFormers was built for: PyTorch {torch}",
+    ),
+}
+
+
+def refine(
+    simulations: Iterable[PackageSimulation], process: LoaderModel, torch_version: str | None
+) -> list[PackageSimulation]:
+    """Each failing package's simulation, corrected by what its own code does."""
+    refined: list[PackageSimulation] = []
+    for simulation in simulations:
+        if simulation.blocked or not _failures(simulation):
+            refined.append(simulation)
+            continue
+        simulation = _own_dlls_first(simulation, process)
+        target = build_target(simulation.plan.dist)
+        simulation = _caught(simulation, target, torch_version)
+        simulation.built_for = target
+        refined.append(simulation)
+    return refined
+
+
+def _failures(simulation: PackageSimulation) -> bool:
+    return any(r.load is not None and not r.load.ok for r in simulation.results)
+
+
+# -- a DLL of the package's own, loaded by its Python code before the .pyd -------------------
+
+
+def _own_dlls_first(simulation: PackageSimulation, process: LoaderModel) -> PackageSimulation:
+    """Replay a ``.pyd`` whose own DLL its package's code loads or registers first.
+
+    Per own DLL the ``.pyd`` misses: named beside a load call -> loaded by full path before the
+    ``.pyd``; its folder named beside ``os.add_dll_directory`` -> that folder registered; the
+    code loads or registers DLLs in a way not tied to it -> not provable either way, a warning.
+    """
+    plan = simulation.plan
+    tree = plan.dist.distribution.tree
+    owned = {
+        ntpath.basename(path).lower(): path
+        for path in plan.dist.file_paths()
+        if path.lower().endswith(".dll") and tree.is_file(path)
+    }
+    wanted: dict[PathKey, list[str]] = {}  # failing .pyd -> own DLLs it misses (only those)
+    for result in simulation.results:
+        if result.load is None or result.load.ok or result.step.loader != IMPORT:
+            continue
+        leaves = [f.leaf.lower() for f in result.load.failures]
+        kinds = {f.kind for f in result.load.failures}
+        if kinds == {MISSING} and all(leaf in owned for leaf in leaves):
+            wanted[path_key(result.step.path)] = leaves
+    if not wanted:
+        return simulation
+    sources = _sources(plan)
+    registered = [
+        ntpath.dirname(owned[leaf])
+        for leaves in wanted.values()
+        for leaf in leaves
+        if _registers_folder(sources, ntpath.dirname(owned[leaf]))
+    ]
+    steps: list[Step] = []
+    for step in plan.steps:
+        leaves = wanted.get(path_key(step.path), [])
+        first: str | None = None
+        unsure: list[str] = []
+        for leaf in leaves:
+            if ntpath.dirname(owned[leaf]) in registered:
+                continue
+            if _loads_by_name(sources, leaf):
+                if all(path_key(s.path) != path_key(owned[leaf]) for s in steps):
+                    steps.append(Step(owned[leaf], step.role, CTYPES, step.feature))
+                first = first or owned[leaf]
+            elif _loads_dlls(sources):
+                unsure.append(leaf)
+        if unsure:  # the package's code may well load it: a warning, never an error
+            step = replace(
+                step,
+                role=OPTIONAL,
+                feature=f"{step.feature} unless its own code loads {unsure[0]} first",
+                reaction=(
+                    f"may fail: {ntpath.basename(step.path)} needs {unsure[0]}, a DLL of "
+                    f"{plan.name}'s own that the loader finds only if {plan.name}'s code loads "
+                    "or registers it first (its code loads DLLs, not visibly this one)"
+                ),
+            )
+        # the import comes after the preload, which raises first when it fails
+        steps.append(replace(step, after=step.after or first))
+    dirs = tuple(dict.fromkeys((*plan.dll_dirs, *registered)))
+    changed = replace(plan, steps=tuple(steps), dll_dirs=dirs)
+    if changed == plan:
+        return simulation
+    (resimulated,) = simulate_packages(process, [changed], torch_ok=True)
+    return resimulated
+
+
+def _sources(plan: PackagePlan) -> list[str]:
+    """The text of the package's ``.py`` files its RECORD lists (bounded)."""
+    tree = plan.dist.distribution.tree
+    texts: list[str] = []
+    for relative in plan.dist.record_paths():
+        if not relative.endswith(".py") or ".." in relative.split("/"):
+            continue
+        text = tree.read_text(join(plan.dist.site_dir, relative))
+        if text is not None and len(text) <= _MAX_SOURCE_BYTES:
+            texts.append(text)
+        if len(texts) >= _MAX_SOURCES:
+            break
+    return texts
+
+
+def _loads_dlls(sources: list[str]) -> bool:
+    return any(
+        call.lower() in text.lower() for text in sources for call in (*_LOAD_CALLS, _REGISTER)
+    )
+
+
+def _registers_folder(sources: list[str], folder: str) -> bool:
+    """Whether a module calls ``os.add_dll_directory`` and names ``folder`` (in quotes)."""
+    name = ntpath.basename(folder).lower()
+    for text in sources:
+        lowered = text.lower()
+        if _REGISTER.lower() in lowered and (f'"{name}"' in lowered or f"'{name}'" in lowered):
+            return True
+    return False
+
+
+def _loads_by_name(sources: list[str], dll: str) -> bool:
+    """Whether a module names ``dll`` (file name, or its stem in quotes) and loads DLLs."""
+    stem = dll.rsplit(".", 1)[0]
+    for text in sources:
+        lowered = text.lower()
+        named = dll in lowered or f'"{stem}"' in lowered or f"'{stem}'" in lowered
+        if named and any(call.lower() in lowered for call in _LOAD_CALLS):
+            return True
+    return False
+
+
+# -- a failure the package catches ------------------------------------------------------------
+
+
+def _caught(
+    simulation: PackageSimulation, target: BuildTarget | None, torch_version: str | None
+) -> PackageSimulation:
+    plan = simulation.plan
+    known = CAUGHT.get(plan.name)
+    if known is None:
+        return simulation
+    failing = [
+        r
+        for r in simulation.results
+        if r.load is not None
+        and not r.load.ok
+        and r.step.role == CORE
+        and ntpath.basename(r.step.path).split(".", 1)[0].lower() == known.binary
+    ]
+    if not failing:
+        return simulation
+    text = plan.dist.distribution.tree.read_text(join(plan.dist.site_dir, known.source))
+    if text is None or not all(marker in text for marker in known.markers):
+        return simulation  # this version's code does not catch it: the generic model holds
+    lost = " ".join((_constant(text, known.features) or "").split())
+    built = known.built_for.format(torch=target.label[len("torch ") :]) if target else ""
+    have = f" (you have {torch_version})" if target and torch_version else ""
+    reaction = f'succeeds, with the logged warning "{known.warning}{built}{have}"'
+    what = lost.removesuffix(" won't be available.").removesuffix(" won't be available")
+    feature = f"its C++/CUDA operators ({what})" if what and what != lost else "its C++ operators"
+    if lost:
+        reaction += f": {lost}"
+    results = [
+        StepResult(replace(r.step, role=OPTIONAL, feature=feature, reaction=reaction), r.load)
+        if any(r is f for f in failing)
+        else r
+        for r in simulation.results
+    ]
+    steps = tuple(r.step for r in results) + plan.steps[len(results) :]
+    return replace(simulation, plan=replace(plan, steps=steps), results=results)
+
+
+def _constant(source: str, name: str) -> str | None:
+    """The string a module assigns to ``name`` at its top level (read, never executed)."""
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in module.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            return value if isinstance(value, str) else None
+    return None

@@ -1,0 +1,45 @@
+"""Wheels built for another OS: refused with what to run instead, never judged as Windows.
+
+A manylinux or macOS torch wheel holds no Windows DLL, so a Windows analysis of it would say
+"no problems found" about nothing. :func:`refuse_other_platforms` is the one place that
+decides; Linux support replaces it with a real Linux analysis.
+"""
+
+from __future__ import annotations
+
+import ntpath
+import re
+
+_LINUX = ("manylinux", "musllinux", "linux")
+_MACOS = ("macosx",)
+
+
+def refuse_other_platforms(wheel: str) -> str | None:
+    """Why ``wheel`` cannot be scanned by this version (a sentence saying what to run
+    instead), or None for a Windows or pure-Python wheel."""
+    name = ntpath.basename(wheel)
+    parts = name[: -len(".whl")].split("-")
+    if len(parts) < 5:
+        return None
+    tags = parts[-1].lower().split(".")
+    if any(not tag.startswith(_LINUX + _MACOS) for tag in tags):
+        return None  # win_amd64, any, or one tag this refusal does not know
+    instead = _check_command(parts[0], parts[1], parts[-3])
+    if all(tag.startswith(_LINUX) for tag in tags):
+        return (
+            f"{name} is a Linux wheel: Linux scanning is not supported by this version of "
+            "torchguard, which judges Windows installs; to ask whether this release works "
+            f"on Windows, run: {instead}"
+        )
+    return (
+        f"{name} is a macOS wheel: macOS loads no Windows DLLs and torchguard does not analyse "
+        f"macOS installs; to ask whether this release works on Windows, run: {instead}"
+    )
+
+
+def _check_command(project: str, version: str, python_tag: str) -> str:
+    """The ``torchguard check`` that asks the same question about Windows."""
+    requirement = f"{project.replace('_', '-').lower()}=={version.split('+', 1)[0]}"
+    found = re.fullmatch(r"cp3(\d{1,2})", python_tag.split(".")[0])
+    python = f" --python 3.{found.group(1)}" if found else ""
+    return f"torchguard check {requirement}{python}"
