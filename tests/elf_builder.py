@@ -111,6 +111,7 @@ def build_elf(
     section_headers: bool = True,
     elf_type: int = 3,
     code: bytes | None = None,
+    gnu_symoffset: int | None = None,
 ) -> bytes:
     """Bytes of an ELF shared object (``elf_type`` 3, ET_DYN) with these dynamic facts.
 
@@ -224,7 +225,8 @@ def build_elf(
         chains = [gnu_hash(s.name.encode()) & ~1 for s in defined_syms]
         if chains:
             chains[-1] |= 1
-        hashtab = struct.pack(o + "IIII", 1, first_defined, 1, 6)
+        symoffset = first_defined if gnu_symoffset is None else gnu_symoffset
+        hashtab = struct.pack(o + "IIII", 1, symoffset, 1, 6)
         hashtab += struct.pack(o + word, (1 << (64 if wide else 32)) - 1)
         hashtab += struct.pack(o + "I", first_defined if defined_syms else 0)
         hashtab += b"".join(struct.pack(o + "I", value) for value in chains)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-Entry = tuple[str, str, int, "str | None"]
 X86_64 = 0x0303
 
 
@@ -33,13 +32,11 @@ def build_cache(
     base = (old_header + 7) & ~7
     new = _new(entries, subdirs, big_endian, generator, legacy_hwcap, base=base)
     # the old entries point into the new part's string table (offsets from the new header)
-    strings_at = 48 + 24 * len(entries)
     old = bytearray(b"ld.so-1.7.0\0" + struct.pack("<I", len(entries)))
     order = ">" if big_endian else "<"
     for index in range(len(entries)):
         flags, key, value = struct.unpack_from(order + "iII", new, 48 + 24 * index)
         old += struct.pack("<iII", flags, key, value)
-    assert strings_at
     old += b"\0" * (base - len(old))
     return bytes(old) + new
 
@@ -96,6 +93,5 @@ def _new(
     header = b"glibc-ld.so.cache1.1" + struct.pack(
         order + "IIB3xI12x", len(entries), len(strings), 3 if big_endian else 2, base + extension
     )
-    header = header[:32] + struct.pack(order + "I", extension + base) + header[36:]
     assert len(header) == 48
     return header + bytes(rows) + bytes(strings) + body

@@ -16,10 +16,12 @@ from pathlib import Path
 READELF = shutil.which("readelf")
 
 _TYPES = {"NOTYPE": 0, "OBJECT": 1, "FUNC": 2, "COMMON": 5, "TLS": 6, "IFUNC": 10}
-_BINDS = {"GLOBAL": False, "WEAK": True, "UNIQUE": False}
+_BINDS = {"GLOBAL": False, "WEAK": True, "UNIQUE": False, "<OS specific>: 10": False}
 _DYNAMIC = re.compile(r"^\s*0x[0-9a-f]+ \((\w+)\)\s+(.*)$")
+# readelf names STB_GNU_UNIQUE only in GNU-OSABI files, else "<OS specific>: 10"
 _SYMBOL = re.compile(
-    r"^\s*(\d+): ([0-9a-f]+)\s+\S+\s+(\w+)\s+(\w+)\s+\w+(?:\s+\[[^\]]*\])?\s+(\w+)\s?(.*)$"
+    r"^\s*(\d+): ([0-9a-f]+)\s+\S+\s+(\w+)\s+(\w+|<OS specific>: \d+)\s+\w+"
+    r"(?:\s+\[[^\]]*\])?\s+(\w+)\s?(.*)$"
 )
 _NEED_FILE = re.compile(r"^\s*(?:0x)?[0-9a-f]+: Version: \d+\s+File: (\S+)\s+Cnt: \d+")
 _NEED_NAME = re.compile(r"^\s*0x[0-9a-f]+:\s+Name: (\S+)\s+Flags: (.*?)\s+Version: (\d+)")

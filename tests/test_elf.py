@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import tracemalloc
 from pathlib import Path
@@ -144,6 +145,15 @@ def test_gnu_hash_with_only_undefined_symbols() -> None:
     assert image.symbols.defined == ()
 
 
+def test_an_empty_gnu_hash_with_ld_symoffset_one_still_counts_every_reference() -> None:
+    """GNU ld writes symoffset 1 when nothing is hashed (torch's libtorch_global_deps.so)."""
+    refs = ["__gmon_start__", ("__cxa_finalize", "GLIBC_2.2.5", "libc.so.6")]
+    data = build_elf(["libc.so.6"], undefined=refs, weak=["__gmon_start__"], gnu_symoffset=1)  # type: ignore[arg-type]
+    image = read_elf_bytes(data, symbols=True)
+    assert image.symbols is not None and image.symbols.count == 3
+    assert [s.name for s in image.symbols.undefined] == [b"__gmon_start__", b"__cxa_finalize"]
+
+
 def test_dynstr_in_a_segment_at_another_address_is_found_through_the_mapping() -> None:
     """patchelf moved torch 2.9.1's .dynstr into a new segment at the end of the file."""
     image = read_elf_bytes(build_elf(**RICH, dynstr_segment=True), symbols=True)  # type: ignore[arg-type]
@@ -226,8 +236,14 @@ def test_not_elf_or_too_short(tmp_path: Path, content: bytes, message: str) -> N
 def test_unreadable_paths(tmp_path: Path) -> None:
     with pytest.raises(ElfReadError, match="cannot read"):
         read_elf_file(tmp_path / "missing.so")
-    with pytest.raises(ElfReadError, match="cannot read"):
+    with pytest.raises(ElfReadError, match="not a regular file"):
         read_elf_file(tmp_path)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.so")
+        with pytest.raises(ElfReadError, match="not a regular file"):
+            read_elf_file(tmp_path / "pipe.so")  # must not block waiting for a writer
+        with pytest.raises(ElfReadError, match="not a regular file"):
+            read_fatbin_archs(tmp_path / "pipe.so")
 
 
 def test_a_cut_short_file_is_truncated() -> None:
@@ -313,6 +329,16 @@ def test_repeated_dynamic_strings_are_decoded_once() -> None:
     facts = read_elf_bytes(data).facts
     assert len(facts.needed) == 2000
     assert len({id(name) for name in facts.needed}) == 1
+
+
+def test_a_name_the_string_table_never_terminates() -> None:
+    """A symbol name running past DT_STRSZ is damage, not a shorter name."""
+    from torchguard._binary.elf.symbols import _Names
+
+    names = _Names(b"abc\0tail", 1 << 20)
+    assert names.at(0, 1) == b"abc" and names.at(1, 1) == b"bc"
+    with pytest.raises(ElfReadError, match="unterminated"):
+        names.at(4, 2)
 
 
 def test_a_gnu_hash_bucket_past_its_segment() -> None:

@@ -37,7 +37,9 @@ TORCH_RPATH = ":".join(
 )
 
 
-@pytest.mark.parametrize("name", ["libc10.so", "libtorch_cpu.so", "libtorch_python.so"])
+@pytest.mark.parametrize(
+    "name", ["libc10.so", "libtorch_cpu.so", "libtorch_python.so", "libtorch_global_deps.so"]
+)
 def test_torch_libraries_agree_with_readelf(name: str) -> None:
     path = shared_objects(TORCH, name)[name]
     image = read_elf_file(path, symbols=True)

@@ -6,6 +6,7 @@ import random
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,60 @@ def _parse_or_error(data: bytes) -> None:
         parse_ld_cache(data)
     except LdCacheError as exc:
         assert str(exc)
+
+
+def _supported_hwcaps() -> tuple[str, ...]:
+    """The glibc-hwcaps subdirectories ld.so searches on this CPU, best first."""
+    loader = Path("/lib64/ld-linux-x86-64.so.2")
+    if not loader.exists():
+        return ()
+    text = subprocess.run([str(loader), "--help"], capture_output=True, text=True).stdout
+    block = text.partition("Subdirectories of glibc-hwcaps directories, in priority order:")[2]
+    return tuple(
+        line.split()[0]
+        for line in block.split("\n\n")[0].splitlines()
+        if "supported, searched" in line
+    )
+
+
+def test_resolve_agrees_with_the_real_loader() -> None:
+    """ld.so itself (LD_DEBUG=libs) says which path the cache gives for a few sonames."""
+    if LDCONFIG is None or not Path("/etc/ld.so.cache").exists():
+        pytest.skip("no ld.so cache here")
+    cache = read_ld_cache()
+    names = [
+        name
+        for name in (
+            "libz.so.1",
+            "libbz2.so.1.0",
+            "libgomp.so.1",
+            "libstdc++.so.6",
+            "libexpat.so.1",
+        )
+        if cache.lookup(name)
+    ]
+    if not names:
+        pytest.skip("none of the probe sonames is in this cache")
+    script = "import ctypes\n" + "".join(f"ctypes.CDLL({name!r})\n" for name in names)
+    env = {"LD_DEBUG": "libs", "PATH": "/usr/bin:/bin"}
+    trace = subprocess.run(
+        [sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env
+    ).stderr
+    hwcaps = _supported_hwcaps()
+    judged = 0
+    for name in names:
+        section = trace.partition(f"find library={name} ")[2]
+        section = section.split("find library=", 1)[0]
+        if "search cache=" not in section:
+            continue  # found before the cache (a RUNPATH) or already loaded
+        after = section.partition("search cache=")[2]
+        tried = [
+            line.split("trying file=", 1)[1].strip()
+            for line in after.splitlines()
+            if "trying file=" in line
+        ]
+        chosen = cache.resolve(name, 62, 2, hwcaps)
+        assert chosen is not None and tried and tried[0] == chosen.path, (name, tried)
+        judged += 1
+    if not judged:
+        pytest.skip("every probe was found before ld.so consulted its cache")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Union
@@ -77,6 +78,7 @@ def read_elf_bytes(data: bytes, *, symbols: bool = False) -> ElfImage:
 def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
     """Read an ELF file through a read-only mapping that is closed before returning."""
     try:
+        _regular(path)
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size < 64:
@@ -87,6 +89,12 @@ def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
         raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
     except ValueError as exc:  # mmap of something that is not a regular file
         raise ElfReadError(f"cannot map the file: {exc}") from None
+
+
+def _regular(path: PathLike) -> None:
+    """Refuse what is not a regular file before opening it (a FIFO would block the open)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ElfReadError("not a regular file")
 
 
 def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = None) -> ElfImage:
@@ -198,10 +206,10 @@ def read_fatbin_archs(path: PathLike) -> FatbinArchs | None:
     from torchguard._binary.fatbin import parse_fatbin
 
     try:
-        with (
-            open(path, "rb") as handle,
-            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
-        ):
+        _regular(path)
+        with open(path, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        with mapped:
             span = read_facts(Layout(mapped)).fatbin
             if span is None:
                 return None

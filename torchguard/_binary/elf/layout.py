@@ -226,11 +226,11 @@ class Layout:
             ]
             if names_index >= count:
                 return None
-            names_at, names_size = _offset_size(rows[names_index], self.wide)
+            names_at, names_size = _offset_size(rows[names_index])
             names_end = min(names_at + names_size, self.size)
             found = []
             for row in rows:
-                offset, size = _offset_size(row, self.wide)
+                offset, size = _offset_size(row)
                 name = self.string(names_at + row[0], names_end, "a section name", 256)
                 found.append((name.decode("latin-1"), row[1], offset, size))
             return found
@@ -238,8 +238,8 @@ class Layout:
             return None
 
 
-def _offset_size(row: tuple[int, ...], wide: bool) -> tuple[int, int]:
-    # 64-bit: name, type, flags, addr, offset, size, ...; 32-bit has the same order.
+def _offset_size(row: tuple[int, ...]) -> tuple[int, int]:
+    # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, ... in both classes
     return row[4], row[5]
 
 

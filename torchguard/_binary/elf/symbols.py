@@ -157,7 +157,8 @@ class _Names:
         self.budget = budget
         parts = strtab.split(b"\0")
         starts = accumulate(map((1).__add__, map(len, parts)), initial=0)
-        self.starts = dict(zip(starts, parts))
+        # the last part follows the last NUL: empty, or a string the table never terminates
+        self.starts = dict(zip(starts, parts[:-1]))
 
     def at(self, offset: int, index: int) -> bytes:
         name = self.starts.get(offset)
@@ -187,16 +188,34 @@ def _versym(layout: Layout, tags: dict[int, int], count: int) -> array[int] | No
 
 
 def _count(layout: Layout, dynamic: Dynamic) -> int:
-    """How many entries .dynsym has, as the hash tables (or the section header) say."""
+    """How many entries .dynsym has, as the hash tables and the section header say.
+
+    A GNU hash table counts only up to its last hashed (defined) symbol; when no symbol is
+    hashed, GNU ld writes ``symoffset`` 1 whatever number of undefined symbols precede
+    (torch's libtorch_global_deps.so: 4). The ``.dynsym`` section header, when present and
+    inside the table's segment, then gives the rest: the larger count wins.
+    """
     tags = dynamic.tags
     if c.DT_GNU_HASH in tags:
-        return _gnu_hash_count(layout, tags[c.DT_GNU_HASH])
-    if c.DT_HASH in tags:
+        counted = _gnu_hash_count(layout, tags[c.DT_GNU_HASH])
+    elif c.DT_HASH in tags:
         at = layout.offset(tags[c.DT_HASH], 8, "DT_HASH")
-        return layout.unpack(layout.u32, at + 4, "DT_HASH's nchain")[0]
+        counted = layout.unpack(layout.u32, at + 4, "DT_HASH's nchain")[0]
+    else:
+        counted = 0
+    return max(counted, _section_count(layout, tags[c.DT_SYMTAB]))
+
+
+def _section_count(layout: Layout, symtab: int) -> int:
+    """Entries of the SHT_DYNSYM section at ``symtab``, if its size fits its segment; else 0."""
     for _name, kind, _offset, size in layout.sections() or ():
         if kind == c.SHT_DYNSYM:
-            return size // layout.sym.size
+            count = size // layout.sym.size
+            try:
+                layout.segment_of(symtab, count * layout.sym.size, ".dynsym")
+            except ElfReadError:
+                return 0
+            return count
     return 0
 
 
