@@ -303,8 +303,11 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
     shown: set[RepairHint] = set()
     for finding in report.findings:
         lines.append(render_finding(finding, shown=shown, paint=paint))
+    unjudged = report.python.get("platform") == "linux" and report.import_torch is None
+    if unjudged and report.torch is not None:
+        lines.append("nothing native to judge: torch has no _C shared object here")
     if not report.findings:
-        if report.mode != "non-windows":  # nothing was checked: "no problems" would overclaim
+        if report.mode != "non-windows" and not unjudged:  # "no problems" would overclaim
             lines.append(paint("ok", "no problems found"))
     else:
         errors, warnings = len(report.errors), len(report.warnings)

@@ -1,8 +1,9 @@
-"""Wheels built for another OS: refused with what to run instead, never judged as Windows.
+"""Wheels built for another OS: never judged as Windows.
 
 A manylinux or macOS torch wheel holds no Windows DLL, so a Windows analysis of it would say
-"no problems found" about nothing. :func:`refuse_other_platforms` is the one place that
-decides; Linux support replaces it with a real Linux analysis.
+"no problems found" about nothing. Linux wheels never come here: ``scan()`` sends them to the
+Linux analysis (ld.so's rules). :func:`refuse_other_platforms` refuses a macOS wheel (or a
+Linux one given to the Windows analysis directly) with what to run instead.
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ def refuse_other_platforms(wheel: str) -> str | None:
     instead = _check_command(parts[0], parts[1], parts[-3])
     if all(tag.startswith(_LINUX) for tag in tags):
         return (
-            f"{name} is a Linux wheel: Linux scanning is not supported by this version of "
-            "torchguard, which judges Windows installs; to ask whether this release works "
-            f"on Windows, run: {instead}"
+            f"{name} is a Linux wheel: scan it without Windows targets to judge it on Linux; "
+            f"to ask whether this release works on Windows, run: {instead}"
         )
     return (
         f"{name} is a macOS wheel: macOS loads no Windows DLLs and torchguard does not analyse "
