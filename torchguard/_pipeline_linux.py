@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.preload import PreloadPlan, read_plan
-from torchguard._linux.records import on_disk, shared_object_claims
-from torchguard._linux.system import LinuxSystem
+from torchguard._linux.records import Claim, on_disk, shared_object_claims
+from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
@@ -121,6 +121,8 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     torch_dir = system.torch_package_dir
     version, cuda = torch_version(torch_dir)
     cache = cache if cache is not None else LinuxCache(None)
+    if isinstance(system.cache, CacheView):
+        system.cache.memo.update(cache.lookups(system.cache.key))
     files = PosixFiles(cache)
     plan = _plan(torch_dir, version, cuda, files, cache)
     ldso = Ldso(files, environment(system), cache)
@@ -129,7 +131,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
     hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
     findings = list(import_findings(replay, hints, ldso.objects))
-    findings += conflicting_files(_conflicts(torch_dir), hints)
+    findings += conflicting_files(_conflicts(torch_dir, cache), hints)
     if replay.ok:
         findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
     site = os.path.dirname(os.path.abspath(torch_dir))
@@ -142,6 +144,8 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
             if loaded.error is not None:
                 findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
     findings.sort(key=Finding.sort_key)
+    if isinstance(system.cache, CacheView):
+        cache.store_lookups(system.cache.key, system.cache.memo)
     cache.save()
     return Report(
         findings=tuple(findings),
@@ -178,11 +182,23 @@ def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> li
     return found
 
 
-def _conflicts(torch_dir: str) -> dict[str, tuple[tuple[str, ...], str | None]]:
+def _conflicts(torch_dir: str, cache: LinuxCache) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """Shared objects two NVIDIA distributions claim, read once per site-packages state."""
     site = os.path.dirname(os.path.abspath(torch_dir))
+    try:
+        key = f"{site}|{os.stat(site).st_mtime_ns}"
+    except OSError:
+        return {}
+    claims = cache.claims(key)
+    if claims is None:
+        claims = {
+            path: [(c.dist, c.size) for c in found]
+            for path, found in shared_object_claims(site).items()
+        }
+        cache.store_claims(key, claims)
     return {
-        path: (tuple(c.dist for c in claims), on_disk(path, claims))
-        for path, claims in shared_object_claims(site).items()
+        path: (tuple(d for d, _ in found), on_disk(path, [Claim(d, s, None) for d, s in found]))
+        for path, found in claims.items()
     }
 
 

@@ -111,6 +111,7 @@ class PosixFiles:
         self._facts: dict[tuple[int, int], LoadFacts] = {}
         self._symbols: dict[tuple[int, int], SymbolTable] = {}
         self._stats: dict[str, os.stat_result | None] = {}
+        self._prints: dict[str, str] = {}
         self._store = store
         self.reads = 0
 
@@ -162,7 +163,12 @@ class PosixFiles:
     def fingerprint(self, path: str) -> str:
         """The file's identity and state, not its name: a symlink and its target, or one
         file seen through two venvs, share facts and verdicts."""
-        info = self._stat(path)
-        if info is None:
-            return f"{path}|absent"
-        return f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}"
+        found = self._prints.get(path)
+        if found is None:
+            info = self._stat(path)
+            if info is None:
+                found = f"{path}|absent"
+            else:
+                found = f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}"
+            self._prints[path] = found
+        return found

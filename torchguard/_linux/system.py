@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from torchguard._linux.ldcache import LdCache, LdCacheError, read_ld_cache
+from torchguard._linux.ldcache import CacheEntry, LdCache, LdCacheError, read_ld_cache
 from torchguard._linux.maps import read_maps
 from torchguard._linux.process import read_environ, read_secure
 from torchguard._linux.wsl import read_wsl
@@ -57,20 +57,40 @@ def default_dirs(root: str = "/", machine: str | None = None) -> tuple[str, ...]
 
 
 class CacheView(Mapping[str, tuple[str, ...]]):
-    """soname -> the one path ld.so's ``search_cache`` picks (as a 1-tuple), per machine."""
+    """soname -> the one path ld.so's ``search_cache`` picks (as a 1-tuple), per machine.
 
-    def __init__(self, cache: LdCache, machine: int, elf_class: int, root: str) -> None:
-        self._cache = cache
+    The file is parsed only when a name is not in ``memo``, which a persistent cache seeds
+    (keyed by ``key``, the file's identity): a warm analysis parses nothing."""
+
+    def __init__(self, path: str, key: str, machine: int, elf_class: int, root: str) -> None:
+        self.path = path
+        self.key = key
+        self.memo: dict[str, tuple[str, ...]] = {}
         self._machine = machine
         self._class = elf_class
         self._root = root
-        self._found: dict[str, tuple[str, ...]] = {}
+        self._index: dict[str, list[CacheEntry]] | None = None
+        self._parsed: LdCache | None = None
+
+    def _entries(self, name: str) -> tuple[LdCache, list[CacheEntry]]:
+        if self._parsed is None:
+            try:
+                self._parsed = read_ld_cache(self.path)
+            except LdCacheError:
+                self._parsed = LdCache("new", ())
+            self._index = {}
+            for entry in self._parsed.entries:
+                self._index.setdefault(entry.soname, []).append(entry)
+        assert self._index is not None
+        return self._parsed, self._index.get(name, [])
 
     def get(self, name: str, default: object = None) -> tuple[str, ...]:
-        found = self._found.get(name)
+        found = self.memo.get(name)
         if found is None:
-            entry = self._cache.resolve(name, self._machine, self._class)
-            found = self._found[name] = (self._root + entry.path,) if entry else ()
+            parsed, entries = self._entries(name)
+            one = LdCache(parsed.format, tuple(entries), parsed.generator)
+            entry = one.resolve(name, self._machine, self._class)
+            found = self.memo[name] = (self._root + entry.path,) if entry else ()
         return found
 
     def __getitem__(self, name: str) -> tuple[str, ...]:
@@ -80,19 +100,23 @@ class CacheView(Mapping[str, tuple[str, ...]]):
         return found
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys(entry.soname for entry in self._cache.entries))
+        self._entries("")
+        return iter(self._index or {})
 
     def __len__(self) -> int:
-        return len({entry.soname for entry in self._cache.entries})
+        self._entries("")
+        return len(self._index or {})
 
 
 def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ...]]:
     """``<root>/etc/ld.so.cache`` (unreadable or damaged: empty, as ld.so treats it)."""
+    path = os.path.join(root, "etc/ld.so.cache")
     try:
-        cache = read_ld_cache(os.path.join(root, "etc/ld.so.cache"))
-    except LdCacheError:
+        info = os.stat(path)
+    except OSError:
         return {}
-    return CacheView(cache, machine, 2, root.rstrip("/"))
+    key = f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}|{machine}"
+    return CacheView(path, key, machine, 2, root.rstrip("/"))
 
 
 def split_path_list(value: str | None) -> tuple[str, ...]:

@@ -75,6 +75,8 @@ class LinuxCache:
             "bound": {},
             "plans": {},
             "extensions": {},
+            "ldcache": {},
+            "claims": {},
         }
         self._dirty = False
         self._load()
@@ -143,6 +145,32 @@ class LinuxCache:
 
     def store_extensions(self, key: str, found: list[tuple[str, str]]) -> None:
         self._put("extensions", key, [list(item) for item in found])
+
+    def lookups(self, key: str) -> dict[str, tuple[str, ...]]:
+        """The ``ld.so.cache`` answers remembered for the cache file ``key``."""
+        found = self._data["ldcache"].get(key)
+        if not isinstance(found, dict):
+            return {}
+        return {str(k): tuple(map(str, v)) for k, v in found.items() if isinstance(v, list)}
+
+    def store_lookups(self, key: str, memo: dict[str, tuple[str, ...]]) -> None:
+        self._put("ldcache", key, {k: list(v) for k, v in sorted(memo.items())})
+
+    def claims(self, key: str) -> dict[str, list[tuple[str, int | None]]] | None:
+        """Shared objects claimed twice in a site-packages state: path -> (dist, size)."""
+        found = self._data["claims"].get(key)
+        if not isinstance(found, dict):
+            return None
+        try:
+            return {
+                str(p): [(str(d), None if s is None else int(s)) for d, s in v]
+                for p, v in found.items()
+            }
+        except (TypeError, ValueError):
+            return None
+
+    def store_claims(self, key: str, claims: dict[str, list[tuple[str, int | None]]]) -> None:
+        self._put("claims", key, {p: [list(c) for c in v] for p, v in claims.items()})
 
     def _put(self, section: str, key: str, value: Any) -> None:
         table = self._data[section]
