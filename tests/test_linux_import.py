@@ -354,3 +354,22 @@ def test_torchs_silent_preload_stops_at_the_first_library_it_cannot_find(tmp_pat
         (site / "nvidia" / "cuda_nvrtc" / "lib" / name).unlink()
     (finding,) = analyze(site, ld_library_path=(str(old),)).errors
     assert finding.code == "missing-symbol" and "__nvJitLinkCreate_12_8" in finding.message
+
+
+def test_a_cpu_build_where_the_driver_lists_a_gpu_is_a_warning(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    site = torch_site(tmp_path)
+    (site / "torch" / "version.py").write_text("__version__ = '2.9.1+cpu'\ncuda = None\n")
+    system = offline_linux([str(site)])
+    assert analyze_linux(system).findings == ()
+    proc = tmp_path / "root" / "proc" / "driver" / "nvidia" / "gpus" / "0000:01:00.0"
+    proc.mkdir(parents=True)
+    (proc / "information").write_text("Model: \t\t NVIDIA GeForce RTX 4090\nIRQ: 16\n")
+    from torchguard._linux.system import nvidia_gpus
+
+    gpus = nvidia_gpus(str(tmp_path / "root"))
+    assert gpus == ("NVIDIA GeForce RTX 4090",)
+    (warning,) = analyze_linux(replace(system, gpus=gpus)).findings
+    assert warning.code == "cpu-build-on-gpu" and "RTX 4090" in warning.message
+    assert warning.hints[0].commands == ("python -m pip install --force-reinstall torch==2.9.1",)

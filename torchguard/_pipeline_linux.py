@@ -21,6 +21,7 @@ from torchguard._report.report import ImportOutcome, ModuleRecord, Report, Torch
 from torchguard._rules.linux_loads import (
     LinuxHints,
     conflicting_files,
+    cpu_build_on_gpu,
     import_findings,
     load_error_finding,
     package_mismatch,
@@ -132,6 +133,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
     findings = list(import_findings(replay, hints, ldso.objects))
     findings += conflicting_files(_conflicts(torch_dir, cache), hints)
+    findings += cpu_build_on_gpu(version, cuda, system.gpus, hints)
     if replay.ok:
         findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
     site = os.path.dirname(os.path.abspath(torch_dir))

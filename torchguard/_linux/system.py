@@ -41,6 +41,8 @@ class LinuxSystem:
     conda: bool = False
     wsl: bool = False
     sysroot: str = "/"
+    gpus: tuple[str, ...] = ()
+    """NVIDIA GPUs the driver lists (``/proc/driver/nvidia/gpus/*/information`` "Model:")."""
 
 
 def host_machine() -> str:
@@ -140,6 +142,27 @@ def torch_package_dir() -> str | None:
     return os.path.abspath(next(iter(spec.submodule_search_locations)))
 
 
+def nvidia_gpus(root: str = "/") -> tuple[str, ...]:
+    """The GPU models the loaded NVIDIA kernel driver lists (none without the driver)."""
+    folder = os.path.join(root, "proc/driver/nvidia/gpus")
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return ()
+    models: list[str] = []
+    for entry in entries:
+        try:
+            with open(os.path.join(folder, entry, "information"), encoding="utf-8") as handle:
+                text = handle.read(4096)
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == "Model":
+                models.append(value.strip())
+    return tuple(models)
+
+
 def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     """This process, as ld.so would treat a ``dlopen`` from it now."""
     environ = read_environ()
@@ -166,6 +189,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         python_version=(sys.version_info[0], sys.version_info[1]),
         conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         wsl=read_wsl("/") is not None,
+        gpus=nvidia_gpus("/"),
     )
 
 

@@ -419,3 +419,29 @@ def package_mismatch(
             package=name.replace("-", "_"),
             rank=70,
         )
+
+
+def cpu_build_on_gpu(
+    torch_version: str, cuda: str | None, gpus: Sequence[str], hints: LinuxHints
+) -> Iterator[Finding]:
+    """``cpu-build-on-gpu``: a CPU-only torch where the NVIDIA driver lists a GPU (a warning:
+    torch imports, ``torch.cuda.is_available()`` is False)."""
+    if cuda is not None or not gpus:
+        return
+    base = torch_version.split("+")[0]
+    yield Finding(
+        code=Code.CPU_BUILD_ON_GPU,
+        severity=WARNING,
+        message=(
+            f"torch {torch_version} is a CPU-only build, and this machine has "
+            f"{', '.join(gpus)}: torch imports, but CUDA is unavailable"
+        ),
+        hints=(
+            RepairHint(
+                "Install a CUDA build of torch (the PyPI wheel for Linux is one)",
+                (hints.pip("install", "--force-reinstall", f"torch=={base}"),),
+                "https://pytorch.org/get-started/locally/",
+            ),
+        ),
+        rank=65,
+    )
