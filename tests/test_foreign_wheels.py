@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch, write_wheel
+from fakes import FakeTorch, write_tree, write_wheel
 
 import torchguard
 
@@ -63,3 +63,36 @@ def test_the_api_takes_compressed_linux_tag_sets_as_linux(tmp_path: Path) -> Non
 def test_windows_and_pure_wheels_are_scanned(tmp_path: Path, name: str) -> None:
     report = torchguard.scan([wheel(tmp_path, name)])
     assert report.torch is not None and report.torch.version == "2.13.0"
+
+
+def other_install(root: Path, extension: str, head: bytes) -> Path:
+    """A site-packages folder of a Linux or macOS torch 2.4.1: its `_C` is no PE file."""
+    files = {
+        "torch/__init__.py": b"",
+        "torch/version.py": b"__version__ = '2.4.1'\ncuda = None\n",
+        f"torch/{extension}": head + b"\0" * 60,
+        "torch-2.4.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: torch\nVersion: 2.4.1\n",
+    }
+    write_tree(root, files)
+    return root
+
+
+def test_a_linux_install_folder_is_judged_by_the_linux_analysis(tmp_path: Path) -> None:
+    """Recognised by its contents (an ELF ``_C``), judged the way ld.so would load it: this
+    ``_C`` is only an ELF magic, which glibc rejects as an invalid ELF header."""
+    site = other_install(tmp_path / "site", "_C.cpython-311-x86_64-linux-gnu.so", b"\x7fELF")
+    result = scan_cli(site)
+    assert result.returncode == 1 and result.stderr == "", result.stderr
+    text = " ".join(result.stdout.split())  # the text renderer wraps long lines
+    assert "corrupt-dll" in text and "invalid ELF header" in text, text
+
+
+def test_a_macos_install_folder_is_refused_and_a_windows_one_is_not(tmp_path: Path) -> None:
+    mac = other_install(tmp_path / "mac", "_C.cpython-312-darwin.so", b"\xcf\xfa\xed\xfe")
+    with pytest.raises(ValueError, match="is a macOS install of torch"):
+        torchguard.scan([mac])
+    # the same name holding a file of no known format is not judged by its name
+    odd = other_install(tmp_path / "odd", "_C.cpython-312-darwin.so", b"\0\0\0\0")
+    assert torchguard.scan([odd]).torch is not None
+    windows = FakeTorch().write(tmp_path / "win")
+    assert torchguard.scan([windows]).torch is not None

@@ -355,3 +355,20 @@ def test_run_guard_fails_open_when_torchguard_itself_cannot_be_imported(
     monkeypatch.delenv("TORCHGUARD", raising=False)
     _hook.run_guard()  # returns: import torch continues
     assert "internal error ignored, import torch continues" in capsys.readouterr().err
+
+
+def test_hook_status_warns_where_a_user_hook_never_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import site
+
+    from torchguard import _hook
+    from torchguard._frontends.cli import main
+
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
+    monkeypatch.setattr(_hook, "site_dir", lambda user: tmp_path)
+    assert main(["hook", "status", "--user"]) == 0
+    assert "warning:" in capsys.readouterr().out
+    assert main(["hook", "install", "--user"]) == 2
+    assert "without --user" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -135,6 +135,7 @@ def scan(
     gpus: Iterable[str] = (),
     sysroot: str | os.PathLike[str] = "/",
     ld_library_path: Iterable[str] = (),
+    cuda: str | None = None,
     clean_windows: bool = False,
 ) -> Report:
     """Diagnose a Windows or Linux install offline (Windows ones from any OS).
@@ -142,7 +143,8 @@ def scan(
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
     ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
-    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``). Raises :class:`ValueError`
+    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``); ``cuda`` the newest CUDA
+    version the machine's NVIDIA driver supports (``"12.4"``). Raises :class:`ValueError`
     (a ``TargetError``) when a target cannot be read, :class:`~torchguard.InternalError` for a
     fault of torchguard's own.
     """
@@ -166,6 +168,7 @@ def scan(
     system32_dirs = [os.fspath(d) for d in system32]
     python_folder = os.fspath(python_dir) if python_dir is not None else None
     adapters = [str(g) for g in gpus]
+    driver_cuda = _cuda_version(cuda)
 
     def run() -> Report:
         system = offline_windows(
@@ -174,6 +177,7 @@ def scan(
             python_dir=python_folder,
             assumed_system32=assumed_system32(bool(clean_windows)),
             gpus=adapters,
+            driver_cuda=driver_cuda,
         )
         try:
             return analyze(system, cache=user_cache())
@@ -221,6 +225,14 @@ def _scan_linux(
             return analyze_linux(system, cache=linux_cache())
 
     return guarded("scan()", run, (TargetError,))
+def _cuda_version(text: str | None) -> tuple[int, int] | None:
+    """``"12.4"`` -> (12, 4); ValueError for anything else."""
+    if text is None:
+        return None
+    parts = str(text).strip().split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"cuda={text!r}: expected a CUDA version such as 12.4")
+    return (int(parts[0]), int(parts[1]))
 
 
 def _reset_for_tests() -> None:

@@ -65,6 +65,8 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         simulate_packages(process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok),
         process,
         torch.version,
+        cache,
+        binaries.identity,
     )
     clock.lap("packages")
     context = CheckContext(

@@ -217,6 +217,7 @@ def load_foreign_openmp(env: WineEnv, site: Path) -> str:
 
 SCENARIOS["another libiomp5md.dll loaded first"] = foreign_openmp
 
+
 #: Code that runs before the prediction and the real import, in the same process. With
 #: another libiomp5md.dll already loaded the real loader binds torch's imports to it by name
 #: (its own copy, preloaded by full path, stays unused): no "OMP: Error #15", import works.
@@ -231,6 +232,38 @@ IMPORT_WORKS = {
     "healthy, under a [bracketed] path",
     "another libiomp5md.dll loaded first",
 }
+
+
+def moved_out(folder: str) -> Sabotage:
+    """torch\\lib\\libiomp5md.dll moved into ``folder`` beside the scenario's site-packages."""
+
+    @contextlib.contextmanager
+    def sabotage(env: WineEnv, site: Path) -> Iterator[tuple[Path, ...]]:
+        env.move(site / "torch" / "lib" / "libiomp5md.dll", site.parent / folder)
+        yield ()
+
+    return sabotage
+
+
+def on_path(env: WineEnv, site: Path) -> str:
+    """The folder goes first on PATH (as an installer or a user's shell would put it)."""
+    folder = env.to_windows(site.parent / "on-path")
+    return f"import os\nos.environ['PATH'] = {folder!r} + ';' + os.environ['PATH']\n"
+
+
+def in_working_directory(env: WineEnv, site: Path) -> str:
+    """The program runs from the folder holding the DLL (a portable app's own folder)."""
+    return f"import os\nos.chdir({env.to_windows(site.parent / 'cwd')!r})\n"
+
+
+# torch's preload fails (LOAD_LIBRARY_SEARCH_DEFAULT_DIRS searches neither PATH nor the
+# current directory), then its retry with LoadLibraryW, whose standard search order has both,
+# finds libiomp5md.dll: `import torch` works, and torchguard may warn but never report an error.
+SCENARIOS["libiomp5md.dll only on PATH"] = moved_out("on-path")
+PRELUDES["libiomp5md.dll only on PATH"] = on_path
+SCENARIOS["libiomp5md.dll only in the working directory"] = moved_out("cwd")
+PRELUDES["libiomp5md.dll only in the working directory"] = in_working_directory
+IMPORT_WORKS |= {"libiomp5md.dll only on PATH", "libiomp5md.dll only in the working directory"}
 
 #: Scenarios whose folder name matters: glob reads "[...]" in torch's path as a pattern, so
 #: torch preloads nothing and the failure surfaces at ``from torch._C import *`` instead.
@@ -342,7 +375,10 @@ def test_verdict_matches_the_real_loader(wine_env: WineEnv, name: str) -> None:
     assert same_outcome, f"torchguard predicted {plain}, the real import gave {real}"
     assert same_leaf, f"torchguard blamed {verdict['missing']}, Wine's loader {wine_module}"
     assert repaired, f"the guarded outcome differs from the verdict: {ensured}"
-    if name not in IMPORT_WORKS:
+    if name in IMPORT_WORKS:
+        assert real["ok"], "the real import was expected to work"
+        assert verdict["ok"], f"a false alarm on a working import: {verdict['codes']}"
+    else:
         assert not real["ok"], "the sabotage did not break the real import"
         assert not verdict["ok"] or verdict["codes"], "torchguard saw nothing"
 

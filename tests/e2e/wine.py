@@ -48,7 +48,9 @@ __all__ = [
     "WineEnv",
     "WineError",
     "failed_module",
+    "pinned_wheels",
     "provision",
+    "provision_site",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -112,6 +114,7 @@ _PTH_NAME: Final = "python311._pth"
 _PTH_LINES: Final = ("python311.zip", ".", "import site")
 _PYTHON_DIR_NAME: Final = "Python311"
 _HIDDEN_SUFFIX: Final = ".torchguard-e2e-hidden"
+_REPLACED_SUFFIX: Final = ".torchguard-e2e-replaced"
 _OK_MARK: Final = ".torchguard-e2e-ok"
 _HIDING: Final = [0]
 """How many :meth:`WineEnv.hide_system_dll` blocks this process is inside."""
@@ -423,6 +426,16 @@ def _download_all(dest: Path) -> tuple[Path, list[Path]]:
     return sdist, [w for w in wheels if w is not None]
 
 
+def pinned_wheels(*names: str) -> list[Path]:
+    """The downloaded wheels of these :data:`WINDOWS_WHEELS` pins (after :func:`provision`)."""
+    versions = dict(WINDOWS_WHEELS)
+    found = [_find_download(CACHE_ROOT / "wheels", n, versions[n], ".whl") for n in names]
+    if any(path is None for path in found):
+        msg = f"not all of {names} are in {CACHE_ROOT / 'wheels'}: provision() first"
+        raise WineError(msg)
+    return [path for path in found if path is not None]
+
+
 def _record_line(path: str, data: bytes) -> list[str]:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return [path, f"sha256={digest}", str(len(data))]
@@ -577,8 +590,9 @@ class WineEnv:
 
     # -- scenario trees ------------------------------------------------------------------------
 
-    def make_scenario_site(self, name: str) -> Path:
-        """A fresh copy of :attr:`site` under ``CACHE_ROOT/scenarios/<name>/site-packages``.
+    def make_scenario_site(self, name: str, source: Path | None = None) -> Path:
+        """A fresh copy of :attr:`site` (or of ``source``, another pristine tree made by
+        :func:`provision_site`) under ``CACHE_ROOT/scenarios/<name>/site-packages``.
 
         Files are hard links to the pristine tree: change them only through :meth:`remove`,
         :meth:`truncate` and :meth:`move` (or by writing new files), never by writing in place.
@@ -591,7 +605,7 @@ class WineEnv:
         _rmtree(root)
         root.mkdir(parents=True)
         dest = root / "site-packages"
-        shutil.copytree(self.site, dest, symlinks=True, copy_function=_link_or_copy)
+        shutil.copytree(source or self.site, dest, symlinks=True, copy_function=_link_or_copy)
         return dest
 
     def _scenario_path(self, path: Path) -> Path:
@@ -667,6 +681,32 @@ class WineEnv:
                 _HIDING[0] -= 1
                 hidden.rename(original)
 
+    def replace_system_dll(
+        self, name: str, source: Path
+    ) -> contextlib.AbstractContextManager[None]:
+        """``system32/<name>`` replaced by a copy of ``source`` for the ``with`` block.
+
+        For Microsoft's own runtime DLLs (an older Redistributable's ``msvcp140.dll``): with
+        ``WINEDLLOVERRIDES=msvcp140=n,b`` Wine then loads that copy as Windows would. The
+        prefix's own file is kept beside it and put back even if the block raises, or by the
+        next :func:`provision` after a killed process.
+        """
+        return self._replaced(name, source)
+
+    @contextlib.contextmanager
+    def _replaced(self, name: str, source: Path) -> Iterator[None]:
+        with _locked(self._system32_lock):
+            original = self._system32_file(name)
+            saved = original.with_name(original.name + _REPLACED_SUFFIX)
+            original.rename(saved)
+            _HIDING[0] += 1
+            try:
+                shutil.copyfile(source, original)
+                yield
+            finally:
+                _HIDING[0] -= 1
+                os.replace(saved, original)
+
     def _system32_shared(self) -> contextlib.AbstractContextManager[None]:
         if _HIDING[0]:  # this process holds the lock exclusively already
             return contextlib.nullcontext()
@@ -683,6 +723,8 @@ class WineEnv:
                     hidden.unlink()
                 else:
                     hidden.rename(original)
+            for saved in self.system32.glob("*" + _REPLACED_SUFFIX):  # the prefix's own file
+                os.replace(saved, saved.with_name(saved.name[: -len(_REPLACED_SUFFIX)]))
 
     # -- running Windows Python ----------------------------------------------------------------
 
@@ -817,8 +859,10 @@ _WARMUP: Final = (
 )
 
 
-def _build_site(env: WineEnv, wheels: Sequence[Path]) -> None:
-    site = env.site
+def _build_site(
+    env: WineEnv, wheels: Sequence[Path], site: Path | None = None, warmup: str = _WARMUP
+) -> None:
+    site = site or env.site
     marker = site.with_name(site.name + _OK_MARK)
     if marker.exists() and site.is_dir():
         return
@@ -838,7 +882,7 @@ def _build_site(env: WineEnv, wheels: Sequence[Path]) -> None:
         str(env.loader),
         env.to_windows(env.python_exe),
         "-c",
-        _WARMUP.format(site=env.to_windows(site)),
+        warmup.format(site=env.to_windows(site)),
     ]
     proc = _run_quiet(argv, timeout=_WARMUP_TIMEOUT, env=_wine_env(env.prefix), cwd=env.workdir)
     if proc.returncode != 0 or "torchguard-e2e-ok" not in proc.stdout:
@@ -889,6 +933,23 @@ def provision(torchguard_src: Path) -> WineEnv:
     return env
 
 
+_TORCH_WARMUP: Final = (
+    "import site, sys; sys.path.insert(0, {site!r}); site.addsitedir({site!r}); "
+    "import torch; print('torchguard-e2e-ok', torch.__version__, (torch.ones(2) * 2).tolist())"
+)
+
+
+def provision_site(env: WineEnv, name: str, wheels: Sequence[Path]) -> Path:
+    """Another pristine site-packages, ``CACHE_ROOT/site-packages-<name>``, built once from
+    ``wheels`` (another torch release and its dependencies) and proven by one ``import torch``
+    with Wine's defaults. ``name`` must change whenever ``wheels`` do (e.g. ``torch2.9.1``).
+    Copy it with :meth:`WineEnv.make_scenario_site` (``source=``)."""
+    site = CACHE_ROOT / f"site-packages-{name}"
+    with _locked(CACHE_ROOT / ".lock"):
+        _build_site(env, wheels, site, _TORCH_WARMUP)
+    return site
+
+
 # ---------------------------------------------------------------------------------------------
 # probe: measure what the real loader does, for people and for the project's notes.
 # ---------------------------------------------------------------------------------------------
@@ -929,12 +990,15 @@ def failed_module(stderr: str) -> str | None:
 
     That is the first DLL an ``import_dll`` line reports not found (a missing leaf), else the
     first image ``map_image_into_view`` could not map (a truncated file), else the first module
-    ``load_dll`` failed to load. Wine escapes backslashes in these paths (``\\\\``).
+    ``load_dll`` failed to load; Wine's own display drivers (``winemac.drv`` ...), which fail
+    to load in every headless run, are not culprits. Wine escapes backslashes in these paths
+    (``\\\\``).
     """
     for pattern in (_IMPORT_DLL_FAILURE, _MAP_FAILURE, _LOAD_FAILURE):
-        match = pattern.search(stderr)
-        if match:
-            return ntpath.basename(match.group(1).replace("\\\\", "\\")).lower()
+        for match in pattern.finditer(stderr):
+            name = ntpath.basename(match.group(1).replace("\\\\", "\\")).lower()
+            if not name.endswith(".drv"):  # Wine's own display drivers, absent when headless
+                return name
     return None
 
 

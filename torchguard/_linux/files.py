@@ -90,7 +90,7 @@ def glibc_words(path: str, error: ElfReadError) -> ElfReadError:
         return error
     if len(head) < _EHDR64:
         return ElfReadError("file too short")
-    if head[:4] != b"\x7fELF":
+    if head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
         return ElfReadError("invalid ELF header")
     return error
 

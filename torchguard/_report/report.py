@@ -192,6 +192,7 @@ class Report:
         return {
             "schema": SCHEMA_VERSION,
             "ok": self.ok,
+            "blocking": self.blocking,
             "mode": self.mode,
             "torch": self.torch.to_dict() if self.torch else None,
             "findings": [finding.to_dict() for finding in self.findings],

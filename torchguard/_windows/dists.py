@@ -53,7 +53,11 @@ class TreeDistribution(importlib_metadata.Distribution):
         self._dist_info = dist_info
 
     def read_text(self, filename: str) -> str | None:
-        return self.tree.read_text(join(self._site_dir, self._dist_info, filename))
+        return self.tree.read_text(self.metadata_path(filename))
+
+    def metadata_path(self, filename: str) -> str:
+        """The tree path of a file of its ``.dist-info`` folder (``RECORD``, ``METADATA``)."""
+        return join(self._site_dir, self._dist_info, filename)
 
     def locate_file(self, path: str | PureWindowsPath) -> PureWindowsPath:  # type: ignore[override]
         return PureWindowsPath(join(self._site_dir, str(path)))

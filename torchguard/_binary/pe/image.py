@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from torchguard._binary.pe.symbols import SymbolTables
 
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
-READER_VERSION = 3
+READER_VERSION = 4  # 4: a read error of the environment is no longer stored as damage
 
 MACHINE_NAMES: dict[int, str] = {
     Machine.X86: "x86",
