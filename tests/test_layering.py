@@ -22,7 +22,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"_report"}),  # findings, the Report, exceptions and renderers
     frozenset({"_model"}),  # the loader model and its facts
     frozenset({"_rules"}),  # checks and repair knowledge
-    frozenset({"_pipeline", "_api", "_hook", "_boot"}),
+    frozenset({"_pipeline", "_pipeline_linux", "_api", "_hook", "_boot"}),
     frozenset({"_frontends", "__init__", "__main__"}),
 )
 

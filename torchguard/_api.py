@@ -47,6 +47,13 @@ def _non_windows() -> Report:
     return Report(torch=TorchSummary(version, location), mode=Analysis.NON_WINDOWS)
 
 
+def _live_linux_report() -> Report:
+    from torchguard._linux.system import live_linux, torch_package_dir
+    from torchguard._pipeline_linux import analyze_linux, linux_cache
+
+    return analyze_linux(live_linux(torch_package_dir()), cache=linux_cache())
+
+
 def _live_report() -> Report:
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
@@ -67,6 +74,8 @@ def diagnose() -> Report:
     """
     if "torch" in sys.modules:
         return _already_imported()
+    if sys.platform.startswith("linux"):
+        return guarded("diagnose()", _live_linux_report, ())
     if sys.platform != "win32":
         return guarded("diagnose()", _non_windows, ())
     return guarded("diagnose()", _live_report, ())
@@ -99,7 +108,12 @@ def ensure() -> Report:
 
 
 def _prepare() -> Report:
-    report = _live_report() if sys.platform == "win32" else _non_windows()
+    if sys.platform == "win32":
+        report = _live_report()
+    elif sys.platform.startswith("linux"):
+        report = _live_linux_report()  # nothing to register: ld.so's inputs are fixed at start
+    else:
+        report = _non_windows()
     if sys.platform == "win32":
         from torchguard._windows.register import register
 
@@ -138,10 +152,12 @@ def scan(
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
     gpus: Iterable[str] = (),
+    sysroot: str | os.PathLike[str] = "/",
+    ld_library_path: Iterable[str] = (),
     cuda: str | None = None,
     clean_windows: bool = False,
 ) -> Report:
-    """Diagnose a Windows install offline, from any OS.
+    """Diagnose a Windows or Linux install offline (Windows ones from any OS).
 
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
@@ -158,6 +174,11 @@ def scan(
         raise ValueError("scan() needs at least one target")
     if not all(isinstance(p, str) for p in paths):
         raise TypeError("scan() targets must be str or os.PathLike[str]")
+    from torchguard._linux.targets import is_linux_target
+
+    linux = [p for p in paths if os.path.exists(p) and is_linux_target(p)]
+    if linux:
+        return _scan_linux(paths, linux, sysroot=sysroot, ld_library_path=ld_library_path)
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
     from torchguard._windows.assumptions import assumed_system32
@@ -185,6 +206,44 @@ def scan(
     return guarded("scan()", run, (TargetError,))
 
 
+def _scan_linux(
+    paths: list[str],
+    linux: list[str],
+    *,
+    sysroot: str | os.PathLike[str],
+    ld_library_path: Iterable[str],
+) -> Report:
+    """A Linux site-packages (folders and manylinux wheels) on ``sysroot``'s libraries."""
+    import tempfile
+    import zipfile
+
+    from torchguard._linux.system import offline_linux
+    from torchguard._linux.targets import unpack_wheels
+    from torchguard._pipeline_linux import analyze_linux, linux_cache
+    from torchguard._windows.system import TargetError
+
+    others = [p for p in paths if p not in linux]
+    root = os.fspath(sysroot)
+    search = tuple(os.fspath(d) for d in ld_library_path)
+
+    def run() -> Report:
+        if others:
+            raise TargetError(f"not a Linux site-packages folder or wheel: {others[0]}")
+        if not os.path.isdir(root):
+            raise TargetError(f"--sysroot is not a folder: {root}")
+        folders = [p for p in linux if os.path.isdir(p)]
+        wheels = [p for p in linux if not os.path.isdir(p)]
+        with tempfile.TemporaryDirectory(prefix="torchguard-wheels-") as scratch:
+            if wheels:
+                try:
+                    unpack_wheels(wheels, scratch)
+                except (OSError, zipfile.BadZipFile) as exc:
+                    raise TargetError(f"cannot unpack the wheels: {exc}") from None
+                folders.append(scratch)
+            system = offline_linux(folders, sysroot=root, ld_library_path=search)
+            return analyze_linux(system, cache=linux_cache())
+
+    return guarded("scan()", run, (TargetError,))
 def _cuda_version(text: str | None) -> tuple[int, int] | None:
     """``"12.4"`` -> (12, 4); ValueError for anything else."""
     if text is None:

@@ -45,6 +45,8 @@ class Code(_Text):
     PACKAGE_MISMATCH = "package-mismatch"
     TORCH_ALREADY_IMPORTED = "torch-already-imported"
     OPENMP_CONFLICT = "openmp-conflict"
+    LIBRARY_SHADOWED = "library-shadowed"
+    CONFLICTING_FILES = "conflicting-files"
 
 
 class Severity(_Text):
@@ -68,6 +70,13 @@ class Step(_Text):
     """torch's legacy retry: the Windows folder (``C:\\Windows``) or its 16-bit ``System``."""
     CURRENT_DIR = "current_dir"
     """torch's legacy retry: the process's current directory."""
+    OPENED_BY_PATH = "path"
+    """Linux: opened by the path torch or Python gave (``dlopen("/.../x.so")``)."""
+    RPATH = "rpath"
+    LD_LIBRARY_PATH = "ld_library_path"
+    RUNPATH = "runpath"
+    LD_SO_CACHE = "ld_so_cache"
+    DEFAULT_DIR = "default_dir"
 
 
 class FailureKind(_Text):

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="diagnose this Python environment")
     _output_options(doctor)
     scan = commands.add_parser(
-        "scan", help="diagnose a Windows install or wheels offline, from any OS"
+        "scan",
+        help="diagnose a Windows install or wheels offline (from any OS), or a Linux one",
     )
     scan.add_argument(
         "targets", nargs="+", metavar="TARGET", help=".whl file or site-packages folder"
@@ -72,6 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--python-dir", metavar="DIR", help="a folder standing for python.exe's folder"
     )
     _gpu_options(scan)
+    scan.add_argument(
+        "--sysroot",
+        default="/",
+        metavar="DIR",
+        help="Linux: the system root whose libraries and ld.so.cache count (default /)",
+    )
+    scan.add_argument(
+        "--ld-library-path",
+        default="",
+        metavar="DIRS",
+        help="Linux: LD_LIBRARY_PATH as the process would start with it (colon-separated)",
+    )
     _clean_windows_option(scan)
     _output_options(scan)
     hook = commands.add_parser(
@@ -245,11 +258,15 @@ def _scan(args: argparse.Namespace) -> int:
             system32=args.system32,
             python_dir=args.python_dir,
             gpus=args.gpu,
+            sysroot=args.sysroot,
+            ld_library_path=[d for d in args.ld_library_path.split(":") if d],
             cuda=args.cuda,
             clean_windows=args.clean_windows,
         )
     except ValueError as exc:
         return _usage_error(args, [str(exc)])
+    if report.python.get("platform") == "linux":  # ld.so on --sysroot: no Windows assumed
+        return _emit(report, args)
     from torchguard._frontends.check import gpu_assumption, parse_cuda_option
 
     note = assumed_line(args.clean_windows, args.system32, args.python_dir)

@@ -105,6 +105,8 @@ def verdict(report: Report) -> str:
         return (
             f"torchguard {__version__}: {torch} found; not Windows, no DLL checks{errors}{warnings}"
         )
+    if report.import_torch is None:
+        return f"torchguard {__version__}: {torch} found; no native library to check{warnings}"
     return f"torchguard {__version__}: import {torch} succeeds{errors}{warnings}"
 
 

@@ -72,6 +72,8 @@ class ImportOutcome:
             return "succeeds"
         if self.abort:
             return f"aborts the process: {self.abort} (no Python traceback)"
+        if self.winerror is None:  # Linux: the object whose load fails
+            return f"fails loading {self.dll}"
         if self.dll and self.dll.lower().endswith(".pyd"):
             module = self.dll.split(".", 1)[0]
             return f'fails: "DLL load failed while importing {module}" (WinError {self.winerror})'
@@ -306,7 +308,12 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
         lines.append(f"torch {report.torch.version}{variant} at {report.torch.location}")
     if report.mode == "non-windows":
         lines.append("not Windows: no Windows DLLs to check in this environment")
-    if report.python:
+    if report.python.get("platform") == "linux":
+        lines.append(
+            f"python {report.python.get('version')}: "
+            f"{report.python.get('executable') or 'not given (offline)'} (Linux, glibc's ld.so)"
+        )
+    elif report.python:
         lines.append(
             f"python {report.python.get('version')}"
             + (f" ({report.python['machine']})" if report.python.get("machine") else "")
@@ -335,8 +342,11 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
     shown: set[RepairHint] = set()
     for finding in report.findings:
         lines.append(render_finding(finding, shown=shown, paint=paint))
+    unjudged = report.python.get("platform") == "linux" and report.import_torch is None
+    if unjudged and report.torch is not None:
+        lines.append("nothing native to judge: torch has no _C shared object here")
     if not report.findings:
-        if report.mode != "non-windows":  # nothing was checked: "no problems" would overclaim
+        if report.mode != "non-windows" and not unjudged:  # "no problems" would overclaim
             lines.append(paint("ok", "no problems found"))
     else:
         errors, warnings = len(report.errors), len(report.warnings)

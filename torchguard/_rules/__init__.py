@@ -1,61 +1,28 @@
 """Checks: pure functions from a :class:`CheckContext` to findings, one module per family.
 
 A new failure family (runtime versions, loaded-module conflicts, OpenMP, CUDA driver ...) is
-one more module here and one more entry in :data:`RULES`.
+one more module here and one more entry in :data:`RULES` (``registry``).
+The rule set loads on first use, so the Linux analysis does not import the Windows rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-from torchguard._report.findings import Finding
-from torchguard._rules import (
-    closure,
-    cpu_build,
-    cuda_driver,
-    cudnn_zlib,
-    dll_dirs,
-    gpu_arch,
-    openmp,
-    packages,
-    page_file,
-    pairing,
-    path_fallback,
-    path_hazards,
-    runtime_version,
-    symbols,
-    unreadable,
-    xpu_driver,
-)
-from torchguard._rules.context import CheckContext
+if TYPE_CHECKING:
+    from torchguard._rules import context as _context
+    from torchguard._rules import registry as _registry
 
-Rule = Callable[[CheckContext], Iterable[Finding]]
-
-RULES: tuple[Rule, ...] = (
-    closure.check,
-    unreadable.check,
-    symbols.check,
-    dll_dirs.check,
-    path_fallback.check,
-    runtime_version.check,
-    cuda_driver.check,
-    cpu_build.check,
-    xpu_driver.check,
-    gpu_arch.check,
-    cudnn_zlib.check,
-    page_file.check,
-    path_hazards.check,
-    pairing.check,
-    packages.check,
-    openmp.check,
-)
-
-
-def run_rules(context: CheckContext) -> list[Finding]:
-    findings: list[Finding] = []
-    for rule in RULES:
-        findings.extend(rule(context))
-    return sorted(findings, key=Finding.sort_key)
-
+    CheckContext = _context.CheckContext
+    RULES = _registry.RULES
+    run_rules = _registry.run_rules
 
 __all__ = ["RULES", "CheckContext", "run_rules"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from torchguard._rules import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,10 +1,11 @@
-"""Wheels built for another OS: refused with what to run instead, never judged as Windows.
+"""Wheels built for another OS: never judged as Windows.
 
 A manylinux or macOS torch wheel (or a site-packages folder of a Linux or macOS install) holds
-no Windows DLL, so a Windows analysis of it would say "no problems found" about nothing.
-:func:`refuse_other_platforms` (wheels, by their platform tags) and
+no Windows DLL, so a Windows analysis of it would say "no problems found" about nothing. Linux
+wheels and Linux installs never come here: ``scan()`` sends them to the Linux analysis (ld.so's
+rules). :func:`refuse_other_platforms` (wheels, by their platform tags) and
 :func:`refuse_other_platform_install` (folders, by the contents of torch's ``_C`` extension)
-are the only places that decide; Linux support replaces them with a real Linux analysis.
+refuse the rest (macOS, or a Linux target given to the Windows analysis directly).
 """
 
 from __future__ import annotations
@@ -35,9 +36,8 @@ def refuse_other_platforms(wheel: str) -> str | None:
     instead = _check_command(parts[0], parts[1], parts[-3])
     if all(tag.startswith(_LINUX) for tag in tags):
         return (
-            f"{name} is a Linux wheel: Linux scanning is not supported by this version of "
-            "torchguard, which judges Windows installs; to ask whether this release works "
-            f"on Windows, run: {instead}"
+            f"{name} is a Linux wheel: scan it without Windows targets to judge it on Linux; "
+            f"to ask whether this release works on Windows, run: {instead}"
         )
     return (
         f"{name} is a macOS wheel: macOS loads no Windows DLLs and torchguard does not analyse "

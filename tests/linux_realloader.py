@@ -1,0 +1,194 @@
+"""The real-loader tier's fixtures: genuine manylinux torch wheels, scratch layouts, two judges.
+
+torch and its NVIDIA wheels are installed once per release into a cache keyed by version and
+Python tag (``~/.cache/torchguard-ci/linux``); each scenario builds a scratch site-packages of
+symlinks (real directories where ``$ORIGIN`` must stay inside the scratch copy), breaks it the
+way the public record breaks installs, and runs, in child processes, the real ``import torch``
+and torchguard's ``diagnose()``. Nothing in the cache is ever modified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE = Path(
+    os.environ.get("TORCHGUARD_LINUX_CACHE", Path.home() / ".cache" / "torchguard-ci" / "linux")
+)
+TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def _pip_env() -> dict[str, str]:
+    return {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch cap
+
+
+def torch_site(version: str, index_url: str | None = None) -> Path:
+    """torch ``version`` with its dependencies, installed once into the cache."""
+    label = (
+        version if index_url is None else f"{version}-{index_url.rstrip('/').rsplit('/', 1)[-1]}"
+    )
+    site = CACHE / f"torch-{label}-{TAG}" / "site"
+    if (site / "torch" / "__init__.py").is_file() and (site.parent / "complete").is_file():
+        return site
+    staging = site.parent / "staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile"]
+    command += ["--target", str(staging), f"torch=={version}"]
+    if index_url:
+        command += ["--index-url", index_url, "--extra-index-url", "https://pypi.org/simple"]
+    subprocess.run(command, check=True, env=_pip_env(), timeout=3000)
+    shutil.rmtree(site, ignore_errors=True)
+    staging.rename(site)
+    (site.parent / "complete").write_text(version)
+    return site
+
+
+def wheel_member(project: str, version: str, suffix: str) -> bytes:
+    """The bytes of the member ending in ``suffix`` of the cached ``project==version`` wheel."""
+    folder = CACHE / "wheels"
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = project.replace("-", "_")
+    found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
+    if not found:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(folder),
+                f"{project}=={version}",
+            ],
+            check=True,
+            env=_pip_env(),
+            timeout=1800,
+        )
+        found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
+    with zipfile.ZipFile(found[0]) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(suffix))
+        return archive.read(name)
+
+
+def _farm(source: Path, target: Path, real: set[str]) -> None:
+    """``target`` mirrors ``source``: entries named in ``real`` become real directories
+    (recursively farmed), every other entry is a symlink."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in os.listdir(source):
+        src = source / entry
+        if entry in real and src.is_dir():
+            _farm(src, target / entry, {"lib"})
+        else:
+            os.symlink(src, target / entry)
+
+
+def scratch_site(base: Path, where: Path) -> Path:
+    """A site-packages of symlinks to ``base`` whose torch/, torch/lib/, nvidia/*/ and
+    nvidia/*/lib/ are real folders, so ``$ORIGIN`` paths stay inside the copy."""
+    site = where / "site"
+    site.mkdir(parents=True)
+    for entry in os.listdir(base):
+        src = base / entry
+        if entry == "torch":
+            _farm(src, site / entry, {"lib"})
+        elif entry == "nvidia":
+            _farm(src, site / entry, set(os.listdir(src)))
+        else:
+            os.symlink(src, site / entry)
+    return site
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Swap a symlinked file of a scratch site for a real one (the cache is untouched)."""
+    path.unlink()
+    path.write_bytes(data)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    line: str
+    status: int = 0
+    """The exit status (negative: killed by that signal, e.g. -11 for a segfault)."""
+
+
+def _env(site: Path, extra: Mapping[str, str], cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env.update({"PYTHONPATH": str(site), "TORCHGUARD_CACHE_DIR": str(cache)})
+    env.update(extra)
+    return env
+
+
+def real_import(
+    site: Path, extra: Mapping[str, str], cache: Path, code: str = "import torch"
+) -> Verdict:
+    """What the real ``python -c "import torch"`` (or ``code``) does in this layout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(site, extra, cache),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(site.parent),
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.split(":", 1)[0].endswith(("Error", "Exception"))]
+    last = errors[-1] if errors else (lines[-1] if lines else f"exit status {done.returncode}")
+    return Verdict(done.returncode == 0, last, done.returncode)
+
+
+_PREDICT = (
+    "import json, torchguard\nreport = torchguard.diagnose()\nprint(json.dumps(report.to_dict()))\n"
+)
+
+
+def predicted(site: Path, extra: Mapping[str, str], cache: Path) -> dict[str, object]:
+    """torchguard's ``diagnose()`` report, live, in the same layout and environment."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PREDICT],
+        env=_env(site, extra, cache),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        cwd=str(site.parent),
+    )
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
+
+
+def agree(real: Verdict, report: Mapping[str, object]) -> bool:
+    """Same outcome; for a failure, the real error text is the one torchguard predicts."""
+    outcome = report["import_torch"]
+    assert isinstance(outcome, dict)
+    if real.ok or outcome["ok"]:
+        return bool(real.ok and outcome["ok"])
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    errors = [f for f in findings if f["severity"] == "error" and f["package"] is None]
+    if not errors:
+        return False
+    message = real.line.split(": ", 1)[1] if ": " in real.line else real.line
+    message = message.split(" [", 1)[0]  # ValueError appends sys.path
+    return message in str(errors[0]["message"])
+
+
+def agree_package(real: Verdict, report: Mapping[str, object], package: str) -> bool:
+    """A package binary loaded after torch: the real outcome against the package's errors."""
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    errors = [f for f in findings if f["severity"] == "error" and f["package"] == package]
+    if real.ok:
+        return not errors
+    message = real.line.split(": ", 1)[1] if ": " in real.line else real.line
+    return bool(errors) and message in str(errors[0]["message"])

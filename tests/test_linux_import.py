@@ -1,0 +1,375 @@
+"""torch's Linux import replayed on built ELF files: its per-release sequence, the findings,
+scan() of a Linux site-packages and ensure() on Linux (in a child process: live mode)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from linux_elf import write_so
+
+import torchguard
+from torchguard._linux.preload import parse_plan
+from torchguard._linux.system import offline_linux
+from torchguard._pipeline_linux import analyze_linux
+
+NVJIT = "libnvJitLink.so.12"
+
+# A torch/__init__.py shaped like the 2.9 releases (written for this test, never run).
+INIT_29 = """
+def _load_global_deps():
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        try:
+            _preload_cuda_deps("cuda_nvrtc", "libnvrtc.so.*[0-9]")
+            _preload_cuda_deps("nvjitlink", "libnvJitLink.so.*[0-9]")
+        except Exception:
+            pass
+    except OSError as err:
+        cuda_libs = {"cuda_runtime": "libcudart.so.*[0-9]", "nvjitlink": "libnvJitLink.so.*[0-9]"}
+        for folder, name in cuda_libs.items():
+            _preload_cuda_deps(folder, name)
+        _preload_cuda_deps("nvtx", "libnvToolsExt.so.*[0-9]", required=False)
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+"""
+# The 2.10 shape: one list, preloaded whole on success.
+INIT_210 = """
+def _preload_cuda_deps(err=None):
+    cuda_libs = [("cuda_runtime", "libcudart.so.*[0-9]"), ("nvjitlink", "libnvJitLink.so.*[0-9]")]
+    for folder, name in cuda_libs:
+        _preload_cuda_lib(folder, name)
+    _preload_cuda_lib("nvtx", "libnvToolsExt.so.*[0-9]", required=False)
+
+def _load_global_deps():
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        try:
+            _preload_cuda_deps()
+        except Exception:
+            pass
+    except OSError as err:
+        _preload_cuda_deps(err)
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+"""
+
+
+def nvjitlink(folder: Path, minor: int) -> Path:
+    return write_so(
+        folder,
+        NVJIT,
+        defines=[f"__nvJitLinkCreate_12_{m}@{NVJIT}" for m in range(minor + 1)],
+        verdef=[NVJIT],
+    )
+
+
+def torch_site(root: Path, *, init: str = INIT_29, version: str = "2.9.1+cu128") -> Path:
+    """torch + cudart + cuSPARSE (built with CUDA 12.8) + nvjitlink 12.8, as pip lays them out."""
+    site = root / "site"
+    nv = site / "nvidia"
+    write_so(nv / "cuda_runtime" / "lib", "libcudart.so.12", defines=["cudaMalloc"])
+    write_so(nv / "cuda_nvrtc" / "lib", "libnvrtc.so.12")
+    nvjitlink(nv / "nvjitlink" / "lib", 8)
+    write_so(
+        nv / "cusparse" / "lib",
+        "libcusparse.so.12",
+        needed=[NVJIT],
+        runpath="$ORIGIN/../../nvjitlink/lib:$ORIGIN",
+        undefined=[f"__nvJitLinkCreate_12_8@{NVJIT}"],
+        verneed={NVJIT: [NVJIT]},
+    )
+    lib = site / "torch" / "lib"
+    rpath = "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:$ORIGIN"
+    write_so(lib, "libtorch_global_deps.so", needed=["libcudart.so.12"], rpath=rpath)
+    write_so(
+        lib,
+        "libtorch_cuda.so",
+        needed=["libcusparse.so.12", "libcudart.so.12"],
+        rpath=rpath,
+        undefined=["cudaMalloc"],
+        defines=["_ZN3c104cuda6deviceEv"],
+    )
+    write_so(
+        site / "torch",
+        "_C.cpython-311-x86_64-linux-gnu.so",
+        needed=["libtorch_cuda.so"],
+        rpath="$ORIGIN/lib",
+        undefined=["PyLong_FromLong"],
+    )
+    (site / "torch" / "__init__.py").write_text(init)
+    (site / "torch" / "version.py").write_text(f"__version__ = '{version}'\ncuda = '12.8'\n")
+    return site
+
+
+def analyze(site: Path, **kwargs: object) -> torchguard.Report:
+    return analyze_linux(offline_linux([str(site)], **kwargs))  # type: ignore[arg-type]
+
+
+def test_the_plan_is_read_from_the_release_itself() -> None:
+    plan = parse_plan(INIT_29, "2.9.1", "12.8")
+    assert plan.source == "ast"
+    assert [g for _, g, _ in plan.on_success] == ["libnvrtc.so.*[0-9]", "libnvJitLink.so.*[0-9]"]
+    assert ("nvtx", "libnvToolsExt.so.*[0-9]", False) in plan.libs
+    plan = parse_plan(INIT_210, "2.10.0", "12.8")
+    assert [g for _, g, _ in plan.on_success] == [g for _, g, _ in plan.libs]
+    assert parse_plan("not python (", "2.5.1", "12.4").on_success == ()
+    assert parse_plan("", "2.10.0", "12.8").source == "table"
+
+
+def test_healthy_layout_has_no_finding(tmp_path: Path) -> None:
+    report = analyze(torch_site(tmp_path))
+    assert report.import_torch is not None and report.import_torch.ok
+    assert report.findings == ()
+
+
+def test_an_older_nvjitlink_wheel_is_a_missing_symbol_with_the_cuda_minor(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    nvjitlink(site / "nvidia" / "nvjitlink" / "lib", 4)
+    report = analyze(site)
+    (finding,) = report.errors
+    assert finding.code == "missing-symbol"
+    assert "undefined symbol: __nvJitLinkCreate_12_8, version libnvJitLink.so.12" in (
+        finding.message
+    )
+    assert "CUDA 12.8" in finding.message
+    assert finding.chain == (
+        "_C.cpython-311-x86_64-linux-gnu.so",
+        "libtorch_cuda.so",
+        "libcusparse.so.12",
+    )
+    assert "'nvidia-nvjitlink-cu12>=12.8'" in finding.hints[0].commands[0]
+
+
+def test_torch_29_preload_defuses_an_old_copy_on_ld_library_path_and_25_does_not(
+    tmp_path: Path,
+) -> None:
+    site = torch_site(tmp_path)
+    old = nvjitlink(tmp_path / "cuda-12.4" / "lib64", 4).parent
+    assert analyze(site, ld_library_path=(str(old),)).findings == ()
+    (site / "torch" / "__init__.py").write_text("# a 2.5 release: no preload on success\n")
+    (site / "torch" / "version.py").write_text("__version__ = '2.5.1'\ncuda = '12.4'\n")
+    report = analyze(site, ld_library_path=(str(old),))
+    (finding,) = report.errors
+    assert finding.code == "missing-symbol" and finding.path and "cusparse" in finding.path
+    assert "LD_LIBRARY_PATH" in finding.hints[0].summary
+
+
+def test_a_compatible_second_copy_that_wins_is_a_shadowing_warning(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    (site / "torch" / "__init__.py").write_text("# no preload\n")
+    (site / "torch" / "version.py").write_text("__version__ = '2.5.1'\ncuda = '12.4'\n")
+    other = nvjitlink(tmp_path / "cuda" / "lib64", 9).parent
+    report = analyze(site, ld_library_path=(str(other),))
+    assert report.errors == ()
+    (warning,) = report.warnings
+    assert warning.code == "library-shadowed" and warning.path == f"{other}/{NVJIT}"
+    assert "LD_LIBRARY_PATH" in warning.message
+
+
+def test_a_missing_cuda_runtime_ends_in_torchs_value_error(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    (site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12").unlink()
+    (finding,) = analyze(site).errors
+    assert finding.code == "missing-dll"
+    assert "libcudart.so.*[0-9] not found in the system path" in finding.message
+
+
+def test_a_failure_naming_no_cuda_library_is_raised_as_is(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    write_so(site / "torch" / "lib", "libtorch_global_deps.so", needed=["libtg_absent.so.1"])
+    (finding,) = analyze(site).errors
+    assert finding.code == "missing-dll" and finding.missing == "libtg_absent.so.1"
+    assert "libtg_absent.so.1: cannot open shared object file: No such file" in finding.message
+
+
+def test_scan_and_the_cli_take_a_linux_site_packages(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    nvjitlink(site / "nvidia" / "nvjitlink" / "lib", 4)
+    report = torchguard.scan([site])
+    assert [f.code for f in report.errors] == ["missing-symbol"]
+    from torchguard._frontends.cli import main
+
+    assert main(["scan", str(site), "--json"]) == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="live Linux analysis")
+def test_ensure_on_linux_raises_the_proof_and_passes_a_healthy_install(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    code = (
+        "import json, torchguard\n"
+        "try:\n"
+        "    report = torchguard.ensure()\n"
+        "    print(json.dumps({'ok': True, 'errors': [f.code for f in report.errors]}))\n"
+        "except torchguard.TorchDllError as exc:\n"
+        "    print(json.dumps({'ok': False, 'type': type(exc).__name__, 'code': exc.code}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "TORCHGUARD_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("LD_LIBRARY_PATH", None)
+
+    def run() -> dict[str, object]:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+    assert run() == {"ok": True, "errors": []}
+    nvjitlink(site / "nvidia" / "nvjitlink" / "lib", 4)
+    assert run() == {"ok": False, "type": "MissingSymbolError", "code": "missing-symbol"}
+
+
+def _record(site: Path, dist: str, rows: list[str]) -> None:
+    info = site / f"{dist}.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def test_two_nvidia_distributions_claiming_one_library_is_a_warning(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    nccl = write_so(site / "nvidia" / "nccl" / "lib", "libnccl.so.2")
+    size = nccl.stat().st_size
+    row = "nvidia/nccl/lib/libnccl.so.2,sha256=x,{}"
+    _record(site, "nvidia_nccl_cu12-2.27.5", [row.format(size + 1)])
+    assert analyze(site).findings == ()  # one claim: nothing to say
+    _record(site, "nvidia_nccl_cu13-2.28.9", [row.format(size)])
+    (warning,) = analyze(site).warnings
+    assert warning.code == "conflicting-files" and warning.path == str(nccl)
+    assert "the file on disk is nvidia-nccl-cu13 2.28.9's" in warning.message
+    assert warning.hints[0].commands == (
+        "python -m pip uninstall -y nvidia-nccl-cu13",
+        "python -m pip install --force-reinstall nvidia-nccl-cu12",
+    )
+
+
+def _wheel(site: Path, path: Path, top: str) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for file in sorted((site / top).rglob("*")):
+            if file.is_file():
+                archive.write(file, str(file.relative_to(site)))
+    return path
+
+
+def test_manylinux_wheels_are_scanned_like_the_installed_tree(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    nvjitlink(site / "nvidia" / "nvjitlink" / "lib", 4)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    targets = [
+        _wheel(site, wheels / "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl", "torch"),
+        _wheel(site, wheels / "nvidia_libs-12.8-py3-none-manylinux2014_x86_64.whl", "nvidia"),
+    ]
+    report = torchguard.scan(targets)
+    assert [f.code for f in report.errors] == ["missing-symbol"]
+    assert "__nvJitLinkCreate_12_8" in report.errors[0].message
+    assert sorted(p.name for p in wheels.iterdir()) == sorted(t.name for t in targets)
+    with pytest.raises(ValueError, match="not a Linux site-packages"):
+        torchguard.scan([*targets, tmp_path / "elsewhere"])
+
+
+def test_a_cut_short_library_is_corrupt_in_glibcs_words(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    path = site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12"
+    path.write_bytes(path.read_bytes()[:40])
+    (finding,) = analyze(site).errors
+    assert finding.code == "corrupt-dll"
+    # global deps fail naming libcudart, so torch's strict preload opens it by its sys.path
+    assert finding.message.endswith(
+        f"{site}/nvidia/cuda_runtime/lib/libcudart.so.12: file too short"
+    )
+
+
+def test_an_old_cxx_runtime_on_ld_library_path_is_runtime_too_old(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    old = write_so(tmp_path / "old", "libstdcxx.so.6", verdef=["GLIBCXX_3.4"]).parent
+    write_so(
+        site / "torch" / "lib",
+        "libtorch_cuda.so",
+        needed=["libstdcxx.so.6"],
+        rpath="$ORIGIN",
+        undefined=["_ZNSt6threadD1Ev@GLIBCXX_3.4.30"],
+        verneed={"libstdcxx.so.6": ["GLIBCXX_3.4.30"]},
+    )
+    (finding,) = analyze(site, ld_library_path=(str(old),)).errors
+    assert finding.code == "runtime-too-old" and finding.path == f"{old}/libstdcxx.so.6"
+    assert "version `GLIBCXX_3.4.30' not found (required by" in finding.message
+    assert finding.hints[0].commands[0].startswith("unset LD_LIBRARY_PATH")
+
+
+def test_an_extension_built_for_another_torch_is_its_packages_error_only(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    (site / "flash_attn").mkdir()
+    write_so(
+        site / "flash_attn",
+        "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so",
+        needed=["libc10.so", "libtorch_cuda.so"],
+        undefined=["_ZN3c104cuda6deviceEv", "_ZN3c104cuda9SetDeviceEa"],
+    )
+    lib = site / "torch" / "lib"
+    write_so(lib, "libc10.so", defines=["_ZN3c104cuda6deviceEv"])
+    write_so(lib, "libtorch_cuda.so", needed=["libc10.so"], rpath="$ORIGIN")  # loaded by _C
+    report = analyze(site)
+    (finding,) = report.errors
+    assert finding.package == "flash_attn" and finding.code == "missing-symbol"
+    assert "undefined symbol: _ZN3c104cuda9SetDeviceEa" in finding.message
+    assert "built for another torch" in finding.message
+    assert report.import_torch is not None and report.import_torch.ok and not report.blocking
+
+
+def _dist(site: Path, name: str, version: str, requires: str | None = None) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    lines += [f"Requires-Dist: torch =={requires}"] if requires else []
+    (info / "METADATA").write_text("\n".join(lines) + "\n")
+
+
+def test_a_sibling_pinned_to_another_torch_is_a_package_mismatch_warning(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    _dist(site, "torchvision", "0.24.1", "2.9.1")
+    _dist(site, "flash_attn", "2.8.3+cu12torch2.9cxx11abiTRUE")
+    assert analyze(site).findings == ()
+    _dist(site, "torchaudio", "2.8.0", "2.8.0")
+    _dist(site, "xformers", "0.0.31+cu12torch2.8cxx11abiTRUE")
+    report = analyze(site)
+    assert [(f.code, f.package) for f in report.warnings] == [
+        ("package-mismatch", "torchaudio"),
+        ("package-mismatch", "xformers"),
+    ]
+    assert "pins torch==2.8.0" in report.warnings[0].message
+    assert "is a build for torch 2.8" in report.warnings[1].message
+    assert not report.blocking
+
+
+def test_torchs_silent_preload_stops_at_the_first_library_it_cannot_find(tmp_path: Path) -> None:
+    """2.9 preloads nvrtc before nvJitLink inside one ``try``: without nvrtc its ValueError
+    is swallowed and nvJitLink is never preloaded, so the old copy wins again."""
+    site = torch_site(tmp_path)
+    old = nvjitlink(tmp_path / "cuda-12.4" / "lib64", 4).parent
+    assert analyze(site, ld_library_path=(str(old),)).findings == ()
+    for name in os.listdir(site / "nvidia" / "cuda_nvrtc" / "lib"):
+        (site / "nvidia" / "cuda_nvrtc" / "lib" / name).unlink()
+    (finding,) = analyze(site, ld_library_path=(str(old),)).errors
+    assert finding.code == "missing-symbol" and "__nvJitLinkCreate_12_8" in finding.message
+
+
+def test_a_cpu_build_where_the_driver_lists_a_gpu_is_a_warning(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    site = torch_site(tmp_path)
+    (site / "torch" / "version.py").write_text("__version__ = '2.9.1+cpu'\ncuda = None\n")
+    system = offline_linux([str(site)])
+    assert analyze_linux(system).findings == ()
+    proc = tmp_path / "root" / "proc" / "driver" / "nvidia" / "gpus" / "0000:01:00.0"
+    proc.mkdir(parents=True)
+    (proc / "information").write_text("Model: \t\t NVIDIA GeForce RTX 4090\nIRQ: 16\n")
+    from torchguard._linux.system import nvidia_gpus
+
+    gpus = nvidia_gpus(str(tmp_path / "root"))
+    assert gpus == ("NVIDIA GeForce RTX 4090",)
+    (warning,) = analyze_linux(replace(system, gpus=gpus)).findings
+    assert warning.code == "cpu-build-on-gpu" and "RTX 4090" in warning.message
+    assert warning.hints[0].commands == ("python -m pip install --force-reinstall torch==2.9.1",)

@@ -1,0 +1,238 @@
+"""What the Linux pipeline needs from a machine, live or described offline.
+
+Live: ``/proc/self/maps`` (what is already mapped), ``/proc/self/environ`` (the environment
+ld.so saw at start: a later ``os.environ`` change does not reach it), ``/proc/self/exe``,
+``/etc/ld.so.cache`` parsed directly and the default directories. No subprocess, no
+``ldconfig -p``. Offline: site-packages folders plus a system root (``/`` or a mounted one).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from torchguard._linux.ldcache import CacheEntry, LdCache, LdCacheError, read_ld_cache
+from torchguard._linux.maps import read_maps
+from torchguard._linux.process import read_environ, read_secure
+from torchguard._linux.wsl import read_wsl
+
+_MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
+_ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
+
+
+@dataclass(frozen=True)
+class LinuxSystem:
+    """A Linux machine as the ld.so model sees it (pure data)."""
+
+    site_dirs: tuple[str, ...]
+    torch_package_dir: str | None
+    ld_library_path: tuple[str, ...] = ()
+    secure: bool = False
+    cache: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    default_dirs: tuple[str, ...] = ()
+    machine: int = 62
+    executable: str | None = None
+    mapped: tuple[str, ...] = ()
+    environ: Mapping[str, str] = field(default_factory=dict)
+    live: bool = False
+    python_version: tuple[int, int] = (3, 11)
+    conda: bool = False
+    wsl: bool = False
+    sysroot: str = "/"
+    gpus: tuple[str, ...] = ()
+    """NVIDIA GPUs the driver lists (``/proc/driver/nvidia/gpus/*/information`` "Model:")."""
+
+
+def host_machine() -> str:
+    return os.uname().machine
+
+
+def default_dirs(root: str = "/", machine: str | None = None) -> tuple[str, ...]:
+    """glibc's trusted directories, as distributions configure them (multiarch first)."""
+    triplet = _MULTIARCH.get(machine or host_machine())
+    names = [f"/lib/{triplet}", f"/usr/lib/{triplet}"] if triplet else []
+    names += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    prefix = root.rstrip("/")
+    return tuple(prefix + name for name in names if os.path.isdir(prefix + name))
+
+
+class CacheView(Mapping[str, tuple[str, ...]]):
+    """soname -> the one path ld.so's ``search_cache`` picks (as a 1-tuple), per machine.
+
+    The file is parsed only when a name is not in ``memo``, which a persistent cache seeds
+    (keyed by ``key``, the file's identity): a warm analysis parses nothing."""
+
+    def __init__(self, path: str, key: str, machine: int, elf_class: int, root: str) -> None:
+        self.path = path
+        self.key = key
+        self.memo: dict[str, tuple[str, ...]] = {}
+        self._machine = machine
+        self._class = elf_class
+        self._root = root
+        self._index: dict[str, list[CacheEntry]] | None = None
+        self._parsed: LdCache | None = None
+
+    def _entries(self, name: str) -> tuple[LdCache, list[CacheEntry]]:
+        if self._parsed is None:
+            try:
+                self._parsed = read_ld_cache(self.path)
+            except LdCacheError:
+                self._parsed = LdCache("new", ())
+            self._index = {}
+            for entry in self._parsed.entries:
+                self._index.setdefault(entry.soname, []).append(entry)
+        assert self._index is not None
+        return self._parsed, self._index.get(name, [])
+
+    def get(self, name: str, default: object = None) -> tuple[str, ...]:
+        found = self.memo.get(name)
+        if found is None:
+            parsed, entries = self._entries(name)
+            one = LdCache(parsed.format, tuple(entries), parsed.generator)
+            entry = one.resolve(name, self._machine, self._class)
+            found = self.memo[name] = (self._root + entry.path,) if entry else ()
+        return found
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        found = self.get(name)
+        if not found:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        self._entries("")
+        return iter(self._index or {})
+
+    def __len__(self) -> int:
+        self._entries("")
+        return len(self._index or {})
+
+
+def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ...]]:
+    """``<root>/etc/ld.so.cache`` (unreadable or damaged: empty, as ld.so treats it)."""
+    path = os.path.join(root, "etc/ld.so.cache")
+    try:
+        info = os.stat(path)
+    except OSError:
+        return {}
+    key = f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}|{machine}"
+    return CacheView(path, key, machine, 2, root.rstrip("/"))
+
+
+def split_path_list(value: str | None) -> tuple[str, ...]:
+    """``LD_LIBRARY_PATH`` as ld.so splits it (``:`` and ``;``; an empty entry is the cwd)."""
+    if not value:
+        return ()
+    entries = value.replace(";", ":").split(":")
+    return tuple(entry or "." for entry in entries)
+
+
+def torch_package_dir() -> str | None:
+    """Where ``import torch`` would come from, found without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(next(iter(spec.submodule_search_locations)))
+
+
+def nvidia_gpus(root: str = "/") -> tuple[str, ...]:
+    """The GPU models the loaded NVIDIA kernel driver lists (none without the driver)."""
+    folder = os.path.join(root, "proc/driver/nvidia/gpus")
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return ()
+    models: list[str] = []
+    for entry in entries:
+        try:
+            with open(os.path.join(folder, entry, "information"), encoding="utf-8") as handle:
+                text = handle.read(4096)
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == "Model":
+                models.append(value.strip())
+    return tuple(models)
+
+
+def live_linux(torch_package_dir: str | None) -> LinuxSystem:
+    """This process, as ld.so would treat a ``dlopen`` from it now."""
+    environ = read_environ()
+    if environ is None:
+        environ = dict(os.environ)
+    mapped = tuple(m.path for m in read_maps() if not m.deleted)
+    executable = os.path.realpath("/proc/self/exe") if os.path.exists("/proc/self/exe") else None
+    machine = _ELF_MACHINE.get(host_machine(), 62)
+    secure = read_secure()
+    if secure is None:
+        secure = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
+    return LinuxSystem(
+        site_dirs=tuple(sys.path),  # as torch's preload walks it, '' (the cwd) included
+        torch_package_dir=torch_package_dir,
+        ld_library_path=split_path_list(environ.get("LD_LIBRARY_PATH")),
+        secure=secure,
+        cache=read_cache("/", machine),
+        default_dirs=default_dirs("/"),
+        machine=machine,
+        executable=executable,
+        mapped=tuple(p for p in mapped if p != executable),
+        environ=environ,
+        live=True,
+        python_version=(sys.version_info[0], sys.version_info[1]),
+        conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        wsl=read_wsl("/") is not None,
+        gpus=nvidia_gpus("/"),
+    )
+
+
+def offline_linux(
+    site_dirs: list[str],
+    *,
+    sysroot: str = "/",
+    ld_library_path: tuple[str, ...] = (),
+    machine: str = "x86_64",
+) -> LinuxSystem:
+    """Site-packages folders on a system root: no interpreter, nothing mapped yet."""
+    elf_machine = _ELF_MACHINE.get(machine, 62)
+    torch_dir = next(
+        (
+            os.path.join(d, "torch")
+            for d in site_dirs
+            if os.path.isfile(os.path.join(d, "torch", "__init__.py"))
+        ),
+        None,
+    )
+    return LinuxSystem(
+        site_dirs=tuple(site_dirs),
+        torch_package_dir=torch_dir,
+        ld_library_path=ld_library_path,
+        cache=read_cache(sysroot, elf_machine),
+        default_dirs=default_dirs(sysroot, machine),
+        machine=elf_machine,
+        sysroot=sysroot,
+        python_version=_extension_python(torch_dir) or (3, sys.version_info[1]),
+    )
+
+
+def _extension_python(torch_dir: str | None) -> tuple[int, int] | None:
+    """The Python an offline torch is built for, from ``_C.cpython-3XY-...so``."""
+    if torch_dir is None:
+        return None
+    try:
+        names = os.listdir(torch_dir)
+    except OSError:
+        return None
+    for name in names:
+        if name.startswith("_C.cpython-3"):
+            digits = name[len("_C.cpython-3") :].split("-", 1)[0].rstrip("t")
+            if digits.isdigit():
+                return (3, int(digits))
+    return None

@@ -1,0 +1,198 @@
+"""What a Linux analysis keeps across runs, so a warm ``ensure()`` reads no ELF file.
+
+ELF dynamic facts by file fingerprint (path, size, mtime, inode), binding verdicts by the
+fingerprints of the object and of its whole lookup scope (only "everything binds" is kept: a
+failure is recomputed, with its symbols), and torch's preload plan by ``__init__.py``'s
+fingerprint. One JSON file beside the PE cache (same folder, same ``TORCHGUARD_CACHE=off``);
+another schema or torchguard version, damage or excess size means a fresh start. Written
+atomically; only its own file is ever written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from torchguard._linux.files import LoadFacts as ElfFacts
+from torchguard._linux.preload import PreloadPlan
+
+SCHEMA = 1
+FILE_NAME = f"elf-facts-v{SCHEMA}.json"
+MAX_BYTES = 8 << 20
+MAX_ENTRIES = 4096
+
+
+def _writer() -> str:
+    from torchguard._version import __version__
+
+    return f"torchguard {__version__}, elf {SCHEMA}"
+
+
+def facts_to_json(facts: ElfFacts) -> dict[str, Any]:
+    return {
+        "class": facts.elf_class,
+        "machine": facts.machine,
+        "soname": facts.soname,
+        "needed": list(facts.needed),
+        "rpath": None if facts.rpath is None else list(facts.rpath),
+        "runpath": None if facts.runpath is None else list(facts.runpath),
+        "nodeflib": facts.nodeflib,
+        "verneed": {f: [[n, w] for n, w in v] for f, v in facts.verneed.items()},
+        "verdef": None if facts.verdef is None else sorted(facts.verdef),
+    }
+
+
+def facts_from_json(data: dict[str, Any]) -> ElfFacts:
+    return ElfFacts(
+        elf_class=int(data["class"]),
+        machine=int(data["machine"]),
+        soname=data["soname"],
+        needed=tuple(data["needed"]),
+        rpath=None if data["rpath"] is None else tuple(data["rpath"]),
+        runpath=None if data["runpath"] is None else tuple(data["runpath"]),
+        nodeflib=bool(data["nodeflib"]),
+        verneed={f: tuple((str(n), bool(w)) for n, w in v) for f, v in data["verneed"].items()},
+        verdef=None if data["verdef"] is None else frozenset(data["verdef"]),
+    )
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+class LinuxCache:
+    """Facts, verdicts and plans; ``folder=None`` keeps them for this run only."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self._data: dict[str, dict[str, Any]] = {
+            "facts": {},
+            "bound": {},
+            "plans": {},
+            "extensions": {},
+            "ldcache": {},
+            "claims": {},
+        }
+        self._dirty = False
+        self._load()
+
+    def _load(self) -> None:
+        if self.folder is None:
+            return
+        path = self.folder / FILE_NAME
+        try:
+            if path.stat().st_size > MAX_BYTES:
+                return
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            return
+        if not isinstance(data, dict) or data.get("writer") != _writer():
+            return
+        for section in self._data:
+            value = data.get(section)
+            if isinstance(value, dict):
+                self._data[section] = value
+
+    def facts(self, fingerprint: str) -> ElfFacts | None:
+        found = self._data["facts"].get(fingerprint)
+        if not isinstance(found, dict):
+            return None
+        try:
+            return facts_from_json(found)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    def store_facts(self, fingerprint: str, facts: ElfFacts) -> None:
+        self._put("facts", fingerprint, facts_to_json(facts))
+
+    def bound(self, key: str) -> bool:
+        return self._data["bound"].get(_digest(key)) is True
+
+    def remember(self, key: str) -> None:
+        self._put("bound", _digest(key), True)
+
+    def plan(self, fingerprint: str) -> PreloadPlan | None:
+        found = self._data["plans"].get(fingerprint)
+        try:
+            libs, success, major, source = found  # type: ignore[misc]
+            return PreloadPlan(
+                tuple((str(f), str(g), bool(r)) for f, g, r in libs),
+                tuple((str(f), str(g), bool(r)) for f, g, r in success),
+                major,
+                str(source),
+            )
+        except (TypeError, ValueError):
+            return None
+
+    def store_plan(self, fingerprint: str, plan: PreloadPlan) -> None:
+        value = [list(map(list, plan.libs)), list(map(list, plan.on_success))]
+        self._put("plans", fingerprint, [*value, plan.cuda_major, plan.source])
+
+    def extensions(self, key: str) -> list[tuple[str, str]] | None:
+        """(package, path) of a site-packages folder's torch extensions, as last listed."""
+        found = self._data["extensions"].get(key)
+        if not isinstance(found, list):
+            return None
+        try:
+            return [(str(package), str(path)) for package, path in found]
+        except (TypeError, ValueError):
+            return None
+
+    def store_extensions(self, key: str, found: list[tuple[str, str]]) -> None:
+        self._put("extensions", key, [list(item) for item in found])
+
+    def lookups(self, key: str) -> dict[str, tuple[str, ...]]:
+        """The ``ld.so.cache`` answers remembered for the cache file ``key``."""
+        found = self._data["ldcache"].get(key)
+        if not isinstance(found, dict):
+            return {}
+        return {str(k): tuple(map(str, v)) for k, v in found.items() if isinstance(v, list)}
+
+    def store_lookups(self, key: str, memo: dict[str, tuple[str, ...]]) -> None:
+        self._put("ldcache", key, {k: list(v) for k, v in sorted(memo.items())})
+
+    def claims(self, key: str) -> dict[str, list[tuple[str, int | None]]] | None:
+        """Shared objects claimed twice in a site-packages state: path -> (dist, size)."""
+        found = self._data["claims"].get(key)
+        if not isinstance(found, dict):
+            return None
+        try:
+            return {
+                str(p): [(str(d), None if s is None else int(s)) for d, s in v]
+                for p, v in found.items()
+            }
+        except (TypeError, ValueError):
+            return None
+
+    def store_claims(self, key: str, claims: dict[str, list[tuple[str, int | None]]]) -> None:
+        self._put("claims", key, {p: [list(c) for c in v] for p, v in claims.items()})
+
+    def _put(self, section: str, key: str, value: Any) -> None:
+        table = self._data[section]
+        if table.get(key) == value:
+            return
+        if len(table) >= MAX_ENTRIES:
+            table.clear()
+        table[key] = value
+        self._dirty = True
+
+    def save(self) -> None:
+        """Write the file atomically when something changed; failures are ignored."""
+        if self.folder is None or not self._dirty:
+            return
+        with suppress(OSError):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle, temp = tempfile.mkstemp(dir=self.folder, prefix=".elf-facts-", suffix=".tmp")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                    json.dump({"writer": _writer(), **self._data}, stream)
+                os.replace(temp, self.folder / FILE_NAME)
+                self._dirty = False
+            finally:
+                with suppress(OSError):
+                    os.unlink(temp)

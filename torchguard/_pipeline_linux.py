@@ -1,0 +1,246 @@
+"""The Linux analysis: locate torch, replay its import on the ld.so model, check, report."""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import time
+from collections.abc import Iterator
+
+from torchguard._linux.extensions import find_extensions, torch_pins
+from torchguard._linux.files import PosixFiles
+from torchguard._linux.preload import PreloadPlan, read_plan
+from torchguard._linux.records import Claim, on_disk, shared_object_claims
+from torchguard._linux.system import CacheView, LinuxSystem
+from torchguard._model.cache import cache_dir
+from torchguard._model.ldso import Environment, Ldso, SharedObject
+from torchguard._model.linux_cache import LinuxCache
+from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
+from torchguard._report.findings import ERROR, Finding, RepairHint
+from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
+from torchguard._rules.linux_loads import (
+    LinuxHints,
+    conflicting_files,
+    cpu_build_on_gpu,
+    import_findings,
+    load_error_finding,
+    package_mismatch,
+    shadowed,
+)
+from torchguard._vocab import Analysis, Code, Step
+
+
+def glob_sorted(pattern: str) -> list[str]:
+    """``glob.glob`` as torch calls it (directory order, which we cannot know offline)."""
+    return _glob.glob(pattern)
+
+
+def environment(system: LinuxSystem) -> Environment:
+    return Environment(
+        ld_library_path=system.ld_library_path,
+        secure=system.secure,
+        cache=system.cache,
+        default_dirs=system.default_dirs,
+        machine=system.machine,
+        assume_python_symbols=system.executable is None,
+    )
+
+
+def _dist_version(torch_dir: str) -> str:
+    """torch's version from its ``.dist-info`` beside the package (``unknown`` without)."""
+    for metadata in sorted(
+        _glob.glob(os.path.join(torch_dir, "..", "torch-*.dist-info", "METADATA"))
+    ):
+        try:
+            with open(metadata, encoding="utf-8") as handle:
+                for line in handle:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+    return "unknown"
+
+
+def torch_version(torch_dir: str) -> tuple[str, str | None]:
+    """(``__version__``, ``cuda``) from ``torch/version.py``, read as text (never imported)."""
+    version, cuda = "unknown", None
+    try:
+        with open(os.path.join(torch_dir, "version.py"), encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return _dist_version(torch_dir), cuda
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if not sep:
+            continue
+        name, value = name.split(":")[0].strip(), value.strip().strip("'\"")
+        if name == "__version__":
+            version = value
+        elif name == "cuda" and value not in ("None", ""):
+            cuda = value
+    return version, cuda
+
+
+def pinned_copies(site_dirs: tuple[str, ...]) -> dict[str, str]:
+    """soname -> the copy under ``<site>/nvidia/*/lib`` (what torch's wheels pin)."""
+    pinned: dict[str, str] = {}
+    for site in site_dirs:
+        for path in _glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*")):
+            pinned.setdefault(os.path.basename(path), path)
+    return pinned
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def linux_cache() -> LinuxCache:
+    """The user's persistent Linux cache (a run-only one when caching is off)."""
+    return LinuxCache(cache_dir())
+
+
+def _plan(
+    torch_dir: str, version: str, cuda: str | None, files: PosixFiles, cache: LinuxCache
+) -> PreloadPlan:
+    fingerprint = files.fingerprint(os.path.join(torch_dir, "__init__.py")) + f"|{cuda}"
+    plan = cache.plan(fingerprint)
+    if plan is None:
+        plan = read_plan(torch_dir, version, cuda)
+        cache.store_plan(fingerprint, plan)
+    return plan
+
+
+def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
+    """The whole Linux analysis of ``system``; problems become findings."""
+    start = time.perf_counter()
+    mode = Analysis.LIVE if system.live else Analysis.OFFLINE
+    if system.torch_package_dir is None:
+        return Report(findings=(torch_not_found(),), mode=mode)
+    torch_dir = system.torch_package_dir
+    version, cuda = torch_version(torch_dir)
+    cache = cache if cache is not None else LinuxCache(None)
+    if isinstance(system.cache, CacheView):
+        system.cache.memo.update(cache.lookups(system.cache.key))
+    files = PosixFiles(cache)
+    plan = _plan(torch_dir, version, cuda, files, cache)
+    ldso = Ldso(files, environment(system), cache)
+    ldso.start(system.executable, system.mapped)
+    first_new = len(ldso.objects)
+    replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
+    hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
+    findings = list(import_findings(replay, hints, ldso.objects))
+    findings += conflicting_files(_conflicts(torch_dir, cache), hints)
+    findings += cpu_build_on_gpu(version, cuda, system.gpus, hints)
+    if replay.ok:
+        findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
+    findings += package_mismatch(pins, version, hints)
+    torch_end = len(ldso.objects)
+    if replay.ok:  # each package binary that links torch, loaded into the process torch left
+        for package, path in _extensions(system, files, cache):
+            loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
+            if loaded.error is not None:
+                findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
+    findings.sort(key=Finding.sort_key)
+    if isinstance(system.cache, CacheView):
+        cache.store_lookups(system.cache.key, system.cache.memo)
+    cache.save()
+    return Report(
+        findings=tuple(findings),
+        torch=TorchSummary(version, torch_dir, version.partition("+")[2] or None, cuda),
+        mode=mode,
+        python={
+            "version": "{}.{}".format(*system.python_version),
+            "executable": system.executable or "",
+            "platform": "linux",
+        },
+        import_torch=None if replay.unjudged else _outcome(replay),
+        modules=tuple(_modules(ldso.objects[first_new:torch_end])),
+        timings={"total": time.perf_counter() - start},
+    )
+
+
+def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[tuple[str, str]]:
+    """Package binaries that link torch, listed once per state of each site-packages folder
+    (installing or removing a distribution changes the folder's mtime)."""
+    found: list[tuple[str, str]] = []
+    for site in dict.fromkeys(d for d in system.site_dirs if d):
+        try:
+            key = f"{os.path.abspath(site)}|{os.stat(site).st_mtime_ns}"
+        except OSError:
+            continue
+        listed = cache.extensions(key)
+        if listed is None:
+            listed = [
+                (e.package, e.path)
+                for e in find_extensions([site], lambda path: files.facts(path).needed)
+            ]
+            cache.store_extensions(key, listed)
+        found += [item for item in listed if files.is_file(item[1])]
+    return found
+
+
+def _conflicts(torch_dir: str, cache: LinuxCache) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """Shared objects two NVIDIA distributions claim, read once per site-packages state."""
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    try:
+        key = f"{site}|{os.stat(site).st_mtime_ns}"
+    except OSError:
+        return {}
+    claims = cache.claims(key)
+    if claims is None:
+        claims = {
+            path: [(c.dist, c.size) for c in found]
+            for path, found in shared_object_claims(site).items()
+        }
+        cache.store_claims(key, claims)
+    return {
+        path: (tuple(d for d, _ in found), on_disk(path, [Claim(d, s, None) for d, s in found]))
+        for path, found in claims.items()
+    }
+
+
+def _outcome(replay: LinuxImport) -> ImportOutcome:
+    if replay.ok:
+        return ImportOutcome(True)
+    name = replay.not_found or (replay.error.obj.rsplit("/", 1)[-1] if replay.error else None)
+    return ImportOutcome(False, None, name)
+
+
+_STEPS = (
+    ("RPATH", Step.RPATH),
+    ("RUNPATH", Step.RUNPATH),
+    ("LD_LIBRARY_PATH", Step.LD_LIBRARY_PATH),
+    ("ld.so.cache", Step.LD_SO_CACHE),
+    ("default", Step.DEFAULT_DIR),
+    ("loaded", Step.LOADED),
+)
+
+
+def _step(via: str) -> Step:
+    return next((step for prefix, step in _STEPS if via.startswith(prefix)), Step.OPENED_BY_PATH)
+
+
+def _modules(objects: list[SharedObject]) -> Iterator[ModuleRecord]:
+    for obj in objects:
+        yield ModuleRecord(obj.soname, obj.path, _step(obj.via))
+
+
+def torch_not_found() -> Finding:
+    return Finding(
+        code=Code.TORCH_NOT_FOUND,
+        severity=ERROR,
+        message="torch is not installed where this Python imports packages from",
+        hints=(
+            RepairHint(
+                "Install torch into the environment of this Python",
+                ("python -m pip install torch",),
+                "https://pytorch.org/get-started/locally/",
+            ),
+        ),
+        rank=0,
+    )

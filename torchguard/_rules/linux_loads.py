@@ -1,0 +1,447 @@
+"""Findings on Linux from the ld.so replay: what fails, why, and what to run.
+
+Only a failure the replay proves is an error: a NEEDED library that resolves nowhere
+(``missing-dll``), a symbol or a version node that binds nowhere (``missing-symbol``), a C/C++
+runtime without the version a binary needs (``runtime-too-old``), a damaged file
+(``corrupt-dll``), a strict preload that finds nothing (``missing-dll``). A winning copy that
+is not the one torch's own packages ship (``library-shadowed``) is a warning while everything
+binds: it loads, but it is another build.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from torchguard._model.ldso import CORRUPT, MISSING, SYMBOL, VERSION, LoadError, SharedObject
+from torchguard._model.linux_simulate import LinuxImport
+from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._vocab import Code
+
+_RUNTIME_VERSION = re.compile(r"^(GLIBCXX|CXXABI|GLIBC|GCC)_[0-9.]+$")
+_NVIDIA_MINOR = re.compile(r"_(\d+)_(\d+)$")
+_TORCH_SYMBOL = re.compile(r"^_ZN(K?)(3c10|2at|5torch|6caffe2)")
+
+#: soname prefix -> the NVIDIA wheel (without the -cuNN suffix) that ships it.
+NVIDIA_WHEELS: Mapping[str, str] = {
+    "libnvJitLink.so": "nvidia-nvjitlink",
+    "libcusparse.so": "nvidia-cusparse",
+    "libcusparseLt.so": "nvidia-cusparselt",
+    "libcublas.so": "nvidia-cublas",
+    "libcublasLt.so": "nvidia-cublas",
+    "libcudnn": "nvidia-cudnn",
+    "libcudart.so": "nvidia-cuda-runtime",
+    "libnvrtc": "nvidia-cuda-nvrtc",
+    "libcufft.so": "nvidia-cufft",
+    "libcurand.so": "nvidia-curand",
+    "libcusolver.so": "nvidia-cusolver",
+    "libnccl.so": "nvidia-nccl",
+    "libcupti.so": "nvidia-cuda-cupti",
+    "libnvshmem_host.so": "nvidia-nvshmem",
+    "libcufile.so": "nvidia-cufile",
+    "libnvToolsExt.so": "nvidia-nvtx",
+}
+
+
+@dataclass(frozen=True)
+class LinuxHints:
+    """What repair commands must fit: pip or conda, the CUDA major, the interpreter."""
+
+    python_cmd: str = "python"
+    torch_version: str | None = None
+    cuda: str | None = None
+    conda: bool = False
+
+    @property
+    def cuda_major(self) -> str | None:
+        return self.cuda.split(".")[0] if self.cuda else None
+
+    def pip(self, *args: str) -> str:
+        return f"{self.python_cmd} -m pip " + " ".join(args)
+
+
+def nvidia_wheel(soname: str, cuda_major: str | None) -> str | None:
+    """The PyPI distribution that ships ``soname`` for this CUDA major (None: not NVIDIA's)."""
+    for prefix, project in NVIDIA_WHEELS.items():
+        if soname.startswith(prefix):
+            major = cuda_major or _soname_major(soname)
+            return f"{project}-cu{major}" if major else project
+    return None
+
+
+def _soname_major(soname: str) -> str | None:
+    match = re.search(r"\.so\.(\d+)", soname)
+    return match.group(1) if match else None
+
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def import_findings(
+    replay: LinuxImport,
+    hints: LinuxHints,
+    objects: Sequence[SharedObject],
+    package: str | None = None,
+) -> Iterator[Finding]:
+    """The finding that stops ``replay`` (if any), as its code family."""
+    if replay.not_found is not None:
+        name = replay.not_found.split("*")[0].rstrip(".")
+        wheel = nvidia_wheel(name, hints.cuda_major)
+        yield Finding(
+            code=Code.MISSING_DLL,
+            severity=ERROR,
+            message=(
+                "torch could not load libtorch_global_deps.so for a missing CUDA library, "
+                f"then looked for each one in sys.path: {replay.not_found} not found in the "
+                "system path (torch raises ValueError)"
+            ),
+            dll="libtorch_global_deps.so",
+            missing=name,
+            chain=("libtorch_global_deps.so", name),
+            hints=_reinstall(hints, wheel),
+            package=package,
+            rank=10,
+        )
+        return
+    if replay.error is not None:
+        yield load_error_finding(replay.error, hints, objects, package)
+
+
+def load_error_finding(
+    error: LoadError, hints: LinuxHints, objects: Sequence[SharedObject], package: str | None
+) -> Finding:
+    obj = _base(error.obj)
+    chain = error.chain or (obj,)
+    if error.kind == MISSING:
+        wheel = nvidia_wheel(error.missing, hints.cuda_major)
+        where = ", ".join(error.trail[:3]) if error.trail else "no search directory has it"
+        return Finding(
+            code=Code.MISSING_DLL,
+            severity=ERROR,
+            message=(
+                f"{error.missing} (needed by {obj}) is found nowhere ld.so looks "
+                f"(RPATH, LD_LIBRARY_PATH, RUNPATH, ld.so.cache, system directories): "
+                f"{error.message()}"
+            )
+            + ("" if not error.trail else f"; tried {where}"),
+            dll=chain[0],
+            missing=error.missing,
+            chain=chain,
+            hints=_reinstall(hints, wheel),
+            path=error.obj,
+            package=package,
+            rank=10,
+        )
+    if error.kind == CORRUPT:
+        owner = nvidia_wheel(obj, hints.cuda_major)
+        return Finding(
+            code=Code.CORRUPT_DLL,
+            severity=ERROR,
+            message=(
+                f"{obj} is not a loadable shared object and ld.so stops there (a cut-short "
+                f"download or unpack): {error.message()}"
+            ),
+            dll=chain[0],
+            missing=obj,
+            chain=chain,
+            hints=_reinstall(hints, owner),
+            path=error.obj,
+            package=package,
+            rank=15,
+        )
+    provider = error.provider
+    if error.kind == VERSION and _RUNTIME_VERSION.match(error.missing):
+        return _runtime_too_old(error, hints, chain, package)
+    if error.kind == VERSION:
+        return Finding(
+            code=Code.MISSING_SYMBOL,
+            severity=ERROR,
+            message=(
+                f"{obj} needs version {error.missing} of {_base(provider or '?')}, which the copy "
+                f"that loads ({provider}) does not define: {error.message()}"
+            ),
+            dll=chain[0],
+            missing=_base(provider or error.missing),
+            chain=chain,
+            hints=_symbol_hints(error, hints, provider, objects),
+            path=provider,
+            symbols=(error.missing,),
+            package=package,
+            rank=30,
+        )
+    assert error.kind == SYMBOL
+    return Finding(
+        code=Code.MISSING_SYMBOL,
+        severity=ERROR,
+        message=_symbol_message(error, obj, provider),
+        dll=chain[0],
+        missing=_base(provider) if provider else obj,
+        chain=chain,
+        hints=_symbol_hints(error, hints, provider, objects),
+        path=error.obj,
+        symbols=error.symbols,
+        package=package,
+        rank=30,
+    )
+
+
+def _symbol_message(error: LoadError, obj: str, provider: str | None) -> str:
+    text = f"{error.message()}"
+    minor = _NVIDIA_MINOR.search(error.missing)
+    if minor and provider:
+        text += (
+            f": {obj} was built against CUDA {minor.group(1)}.{minor.group(2)}'s "
+            f"{_base(provider)}, and the copy that loads ({provider}) is older"
+        )
+    elif _TORCH_SYMBOL.match(error.missing):
+        text += f": {obj} was built for another torch (or another C++ ABI) than the one installed"
+    elif provider:
+        text += f" (the copy of {_base(provider)} that loads is {provider})"
+    return text
+
+
+def _runtime_too_old(
+    error: LoadError, hints: LinuxHints, chain: tuple[str, ...], package: str | None
+) -> Finding:
+    provider = error.provider or "?"
+    library = _base(provider)
+    commands: tuple[str, ...]
+    if error.provider_via == "LD_LIBRARY_PATH":
+        commands = (f"unset LD_LIBRARY_PATH   # it puts {provider} first",)
+    elif hints.conda:
+        commands = ("conda install -c conda-forge 'libstdcxx-ng>=12'",)
+    else:
+        commands = ()
+    return Finding(
+        code=Code.RUNTIME_TOO_OLD,
+        severity=ERROR,
+        message=(
+            f"{_base(error.obj)} needs {error.missing}, and the {library} that loads "
+            f"({provider}) is older: {error.message()}"
+        ),
+        dll=chain[0],
+        missing=library,
+        chain=chain,
+        hints=(
+            RepairHint(
+                f"Make a {library} that defines {error.missing} the one that loads first "
+                "(a newer system/conda runtime, or drop the directory that holds the old one)",
+                commands,
+            ),
+        ),
+        path=provider,
+        symbols=(error.missing,),
+        package=package,
+        rank=20,
+    )
+
+
+def _symbol_hints(
+    error: LoadError, hints: LinuxHints, provider: str | None, objects: Sequence[SharedObject]
+) -> tuple[RepairHint, ...]:
+    minor = _NVIDIA_MINOR.search(error.missing)
+    if provider and error.provider_via == "LD_LIBRARY_PATH":
+        folder = provider.rsplit("/", 1)[0]
+        return (
+            RepairHint(
+                f"{provider} is a second copy on LD_LIBRARY_PATH that wins the search: "
+                f"drop {folder} from LD_LIBRARY_PATH before Python starts",
+                ("unset LD_LIBRARY_PATH",),
+            ),
+        )
+    if provider:
+        wheel = nvidia_wheel(_base(provider), hints.cuda_major)
+        if wheel is not None:
+            spec = wheel
+            if minor:
+                spec = f"'{wheel}>={minor.group(1)}.{minor.group(2)}'"
+            return (
+                RepairHint(
+                    f"Install a {wheel} that matches the other NVIDIA wheels",
+                    (hints.pip("install", "--force-reinstall", spec),),
+                ),
+            )
+    if _TORCH_SYMBOL.match(error.missing):
+        return (
+            RepairHint(
+                "Reinstall the extension built for this torch (its wheel tag names the torch "
+                "version and cxx11abi), or rebuild it against the installed torch",
+                (hints.pip("install", "--force-reinstall", "--no-deps", "<the extension>"),),
+            ),
+        )
+    return _reinstall(hints, None)
+
+
+def _reinstall(hints: LinuxHints, wheel: str | None) -> tuple[RepairHint, ...]:
+    if wheel is not None:
+        return (
+            RepairHint(
+                f"Reinstall {wheel}, the wheel that ships this library",
+                (hints.pip("install", "--force-reinstall", wheel),),
+            ),
+        )
+    version = hints.torch_version.split("+")[0] if hints.torch_version else None
+    spec = f"torch=={version}" if version else "torch"
+    return (
+        RepairHint(
+            "Reinstall torch with its dependencies",
+            (hints.pip("install", "--force-reinstall", spec),),
+        ),
+    )
+
+
+def shadowed(
+    objects: Sequence[SharedObject],
+    pinned: Mapping[str, str],
+    same_file: Callable[[str, str], bool],
+    package: str | None = None,
+) -> Iterator[Finding]:
+    """``library-shadowed`` warnings: a loaded soname whose copy is not the shipped one."""
+    for obj in objects:
+        soname = obj.facts.soname
+        shipped = pinned.get(soname or "")
+        if shipped is None or same_file(shipped, obj.path):
+            continue
+        yield Finding(
+            code=Code.LIBRARY_SHADOWED,
+            severity=WARNING,
+            message=(
+                f"{soname} loads from {obj.path} (found through {obj.via}), not the copy "
+                f"torch's packages ship ({shipped}); it binds, but it is another build"
+            ),
+            dll=soname,
+            missing=soname,
+            path=obj.path,
+            hints=(
+                RepairHint(
+                    f"Remove {obj.path.rsplit('/', 1)[0]} from LD_LIBRARY_PATH (or the cache) "
+                    "so that the shipped copy loads",
+                    ("unset LD_LIBRARY_PATH",),
+                ),
+            ),
+            package=package,
+            rank=60,
+        )
+
+
+def conflicting_files(
+    conflicts: Mapping[str, tuple[tuple[str, ...], str | None]], hints: LinuxHints
+) -> Iterator[Finding]:
+    """``conflicting-files`` warnings: path -> (the distributions claiming it, whose bytes).
+
+    A warning: the replay of the load judges whether the copy on disk binds; this says why
+    the copy is what it is and what a later uninstall would do."""
+    for path, (dists, owner) in sorted(conflicts.items()):
+        name = _base(path)
+        whose = f"the file on disk is {owner}'s" if owner else "either may have written it"
+        projects = [d.split(" ")[0] for d in dists]
+        suffix = f"-cu{hints.cuda_major}" if hints.cuda_major else None
+        keep = [p for p in projects if suffix and p.endswith(suffix)]
+        drop = [p for p in projects if p not in keep]
+        commands = tuple(hints.pip("uninstall", "-y", p) for p in drop if keep)
+        commands += tuple(hints.pip("install", "--force-reinstall", p) for p in keep)
+        yield Finding(
+            code=Code.CONFLICTING_FILES,
+            severity=WARNING,
+            message=(
+                f"{' and '.join(dists)} both install {name} ({path}); {whose}, and "
+                "uninstalling either removes it"
+            ),
+            dll=name,
+            missing=name,
+            path=path,
+            hints=(
+                RepairHint(
+                    "Keep only the distribution for torch's CUDA major"
+                    + (f" (CUDA {hints.cuda_major})" if hints.cuda_major else "")
+                    + ", then reinstall it so that its file is the one on disk",
+                    commands,
+                ),
+            ),
+            rank=55,
+        )
+
+
+_BUILD_TORCH = re.compile(r"torch(\d+)\.(\d+)")
+
+
+def package_mismatch(
+    pins: Sequence[tuple[str, str, str | None]], torch_version: str, hints: LinuxHints
+) -> Iterator[Finding]:
+    """``package-mismatch`` warnings from metadata: (name, version, torch requirement).
+
+    A warning: ``import torch`` works. The binary replay stands next to it; a pair that binds
+    can still fail when its operators register (torchvision 0.23.0 in torch 2.9.1 binds every
+    symbol, then segfaults: measured), which no loader model sees."""
+    base, _, local = torch_version.partition("+")
+    release = tuple(base.split(".")[:2])
+    for name, version, requires in pins:
+        problem = None
+        if requires and requires.startswith("=="):
+            pinned = requires[2:]
+            pinned_base, _, pinned_local = pinned.partition("+")
+            if pinned_base != base or (pinned_local and local and pinned_local != local):
+                problem = f"pins torch=={pinned}"
+        tag = _BUILD_TORCH.search(version.partition("+")[2])
+        if tag and (tag.group(1), tag.group(2)) != release:
+            problem = f"is a build for torch {tag.group(1)}.{tag.group(2)} ({version})"
+        variant = version.partition("+")[2]
+        paired = name in ("torchvision", "torchaudio")
+        if problem is None and paired and variant.startswith("cu") and local != variant:
+            problem = f"is the {variant} build"
+        if problem is None:
+            continue
+        yield Finding(
+            code=Code.PACKAGE_MISMATCH,
+            severity=WARNING,
+            message=(
+                f"{name} {version} {problem}, but torch {torch_version} is installed: its "
+                "binaries may fail to bind (undefined symbol: _ZN3c10...) or bind and then "
+                "crash when their operators register"
+            ),
+            missing=f"{name}=={version}",
+            hints=(
+                RepairHint(
+                    f"Install the {name} release built for torch {base}"
+                    + (" (its wheel tag names torch and cxx11abi)" if tag else ""),
+                    (
+                        hints.pip(
+                            "install",
+                            "--force-reinstall",
+                            "--no-deps",
+                            f"<{name} for torch {base}>",
+                        ),
+                    ),
+                ),
+            ),
+            package=name.replace("-", "_"),
+            rank=70,
+        )
+
+
+def cpu_build_on_gpu(
+    torch_version: str, cuda: str | None, gpus: Sequence[str], hints: LinuxHints
+) -> Iterator[Finding]:
+    """``cpu-build-on-gpu``: a CPU-only torch where the NVIDIA driver lists a GPU (a warning:
+    torch imports, ``torch.cuda.is_available()`` is False)."""
+    if cuda is not None or not gpus:
+        return
+    base = torch_version.split("+")[0]
+    yield Finding(
+        code=Code.CPU_BUILD_ON_GPU,
+        severity=WARNING,
+        message=(
+            f"torch {torch_version} is a CPU-only build, and this machine has "
+            f"{', '.join(gpus)}: torch imports, but CUDA is unavailable"
+        ),
+        hints=(
+            RepairHint(
+                "Install a CUDA build of torch (the PyPI wheel for Linux is one)",
+                (hints.pip("install", "--force-reinstall", f"torch=={base}"),),
+                "https://pytorch.org/get-started/locally/",
+            ),
+        ),
+        rank=65,
+    )

@@ -1,0 +1,54 @@
+"""The Windows rule set: every check of :class:`CheckContext`, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from torchguard._report.findings import Finding
+from torchguard._rules import (
+    closure,
+    cpu_build,
+    cuda_driver,
+    cudnn_zlib,
+    dll_dirs,
+    gpu_arch,
+    openmp,
+    packages,
+    page_file,
+    pairing,
+    path_fallback,
+    path_hazards,
+    runtime_version,
+    symbols,
+    unreadable,
+    xpu_driver,
+)
+from torchguard._rules.context import CheckContext
+
+Rule = Callable[[CheckContext], Iterable[Finding]]
+
+RULES: tuple[Rule, ...] = (
+    closure.check,
+    unreadable.check,
+    symbols.check,
+    dll_dirs.check,
+    path_fallback.check,
+    runtime_version.check,
+    cuda_driver.check,
+    cpu_build.check,
+    xpu_driver.check,
+    gpu_arch.check,
+    cudnn_zlib.check,
+    page_file.check,
+    path_hazards.check,
+    pairing.check,
+    packages.check,
+    openmp.check,
+)
+
+
+def run_rules(context: CheckContext) -> list[Finding]:
+    findings: list[Finding] = []
+    for rule in RULES:
+        findings.extend(rule(context))
+    return sorted(findings, key=Finding.sort_key)
