@@ -388,6 +388,25 @@ def pyqt5_like(version: tuple[int, int, int, int] = (14, 26, 28720, 3)) -> dict[
     )
 
 
+def test_the_warning_names_the_importer_the_package_loads(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    """PyQt5-Qt5 has 20 binaries importing msvcp140.dll: Qt5Bluetooth.dll comes first, but
+    importing PyQt5 loads Qt5Core.dll, which all the others import."""
+    files = {
+        "PyQt5/Qt5/bin/Qt5Bluetooth.dll": build_pe(["MSVCP140.dll", "Qt5Core.dll", *KERNEL]),
+        "PyQt5/Qt5/bin/Qt5Core.dll": build_pe(["MSVCP140.dll", *KERNEL]),
+        "PyQt5/Qt5/bin/Qt5Gui.dll": build_pe(["MSVCP140.dll", "Qt5Core.dll", *KERNEL]),
+        "PyQt5/Qt5/bin/msvcp140.dll": build_pe(["KERNEL32.dll"], file_version=(14, 26, 28720, 3)),
+    }
+    qt = companion("PyQt5-Qt5", "5.15.2", files, {})
+    report = torchguard.scan(
+        [site(tmp_path, FakeTorch(linker=(14, 42)), qt)], system32=[runtime_dir]
+    )
+    (finding,) = stale(report)
+    assert "(Qt5Core.dll imports it)" in finding.message, finding.message
+
+
 def stale(report: Report) -> list[torchguard.Finding]:
     return [f for f in report.findings if f.code == "runtime-too-old" and f.package]
 

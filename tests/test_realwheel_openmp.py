@@ -77,7 +77,7 @@ def test_pyqt5_qt5s_older_msvcp140_is_a_warning_and_system32s_is_loaded_first(
     (finding,) = [f for f in report.findings if f.package == "pyqt5-qt5"]
     assert finding.code == "runtime-too-old" and finding.severity == "warning"
     assert finding.path is not None and finding.path.lower().endswith("qt5\\bin\\msvcp140.dll")
-    assert "14.26" in finding.message
+    assert "14.26" in finding.message and "(Qt5Core.dll imports it)" in finding.message
     (preload,) = report.preloads
     assert preload.path.lower().endswith("system32\\msvcp140.dll")
     assert report.ok

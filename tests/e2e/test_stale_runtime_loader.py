@@ -216,7 +216,7 @@ def test_the_offline_warning_names_the_package_the_copy_and_the_order(
     severity, code, package, path, message = warning
     assert (severity, code, package) == ("warning", "runtime-too-old", "pyqt5-qt5")
     assert qt_copy(path) and "14.26" in message and "imported before torch" in message
-    assert "torch imported first works" in message
+    assert "torch imported first works" in message and "(Qt5Core.dll imports it)" in message
     preloads = before["preloads"]
     assert isinstance(preloads, list) and len(preloads) == 1 and system_copy(preloads[0])
     # Once qtfirst has loaded Qt5\bin's copy, the live diagnosis proves the failure.

@@ -11,6 +11,7 @@ has the same effect, which ``ensure()`` can do.
 from __future__ import annotations
 
 import ntpath
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -71,14 +72,7 @@ def stale_copies(briefs: Sequence[Brief], needed: tuple[int, int] | None) -> lis
             continue
         if version is None or not too_old(version, needed):
             continue
-        importer = next(
-            (
-                b.path
-                for b in briefs
-                if b.dist == brief.dist and RUNTIME in (n.lower() for n in b.imports)
-            ),
-            None,
-        )
+        importer = _loader(briefs, brief.dist)
         if importer is not None:
             found.append(StaleCopy(brief.path, brief.dist, version, importer))
     return found
@@ -105,3 +99,15 @@ def system_copy(
     if not all(version > copy.version for copy in stale):
         return None
     return path
+
+
+def _loader(briefs: Sequence[Brief], dist: str) -> str | None:
+    """The binary of ``dist`` that imports the runtime and that its other binaries import the
+    most: the one importing the package loads (PyQt5-Qt5's ``Qt5Core.dll``, which every Qt
+    module imports, not the first of its 20 importers, ``Qt5Bluetooth.dll``)."""
+    own = [b for b in briefs if b.dist == dist]
+    importers = [b for b in own if RUNTIME in (n.lower() for n in b.imports)]
+    if not importers:
+        return None
+    used = Counter(name.lower() for b in own for name in b.imports)
+    return max(importers, key=lambda b: used[ntpath.basename(b.path).lower()]).path
