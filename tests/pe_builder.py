@@ -37,6 +37,7 @@ def build_pe(
     forwarders: Mapping[str, str] | None = None,
     export_base: int = 1,
     export_counts: tuple[int, int] | None = None,
+    strings: Sequence[bytes] = (),
 ) -> bytes:
     """Bytes of a PE image importing ``imports`` and delay-importing ``delay_imports``.
 
@@ -44,7 +45,8 @@ def build_pe(
     from it (default: :data:`DEFAULT_SYMBOL`). ``exports`` are exported
     names, ``ordinal_exports`` extra ordinals exported without a name, ``forwarders`` exported
     names that forward (``{"Foo": "other.Bar"}``); ``export_counts`` overrides the
-    (NumberOfFunctions, NumberOfNames) the export directory claims.
+    (NumberOfFunctions, NumberOfNames) the export directory claims; ``strings`` are raw
+    bytes placed in the (data) section, as a binary's string constants are.
     """
     symbols = symbols or {}
     forwarders = forwarders or {}
@@ -95,6 +97,8 @@ def build_pe(
         export_rva, export_size = _export_directory(
             place, body, exports, ordinal_exports, forwarders, export_base, export_counts
         )
+    for blob in strings:
+        place(blob + b"\0")
     resource_rva = resource_size = 0
     if file_version is not None:
         blob = _version_resource(file_version)
@@ -173,8 +177,18 @@ def _export_directory(
     end = _SECTION_RVA + len(body)
     claimed = counts or (slots, len(named))
     body[directory - _SECTION_RVA : directory - _SECTION_RVA + 40] = struct.pack(
-        "<IIHHIIIIIII", 0, 0, 0, 0, 0, base, claimed[0], claimed[1],
-        functions, name_table, ordinal_table,
+        "<IIHHIIIIIII",
+        0,
+        0,
+        0,
+        0,
+        0,
+        base,
+        claimed[0],
+        claimed[1],
+        functions,
+        name_table,
+        ordinal_table,
     )
     return directory, end - directory
 

@@ -45,6 +45,7 @@ def test_an_error_about_torch_with_a_failing_prediction_blocks() -> None:
 def test_a_siblings_error_never_blocks() -> None:
     sibling = report(SIBLING, ok=True)
     assert not sibling.ok and not sibling.blocking
+    assert (sibling.to_dict()["ok"], sibling.to_dict()["blocking"]) == (False, False)
 
 
 def test_an_error_the_prediction_contradicts_never_blocks() -> None:

@@ -29,7 +29,7 @@ def test_scan_errors_exit_1_with_one_json_document(tmp_path: Path, fake_torch: F
     result = run("scan", "--clean-windows", str(site), "--json")
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
-    assert data["schema"] == 1 and data["ok"] is False
+    assert data["schema"] == 1 and data["ok"] is False and data["blocking"] is True
     assert data["torch"]["version"] == "2.4.1+cpu"
     finding = data["findings"][0]
     assert finding["code"] == "missing-dll"
@@ -120,6 +120,8 @@ def test_doctor_off_windows_says_what_it_can_do_instead_of_an_error() -> None:
     assert "`doctor` judges the Windows environment it runs in" in result.stdout
     assert "torchguard check torch==2.4.1 --python 3.11" in result.stdout
     assert "torchguard scan PATH..." in result.stdout
+    markdown = run("doctor", "--markdown").stdout
+    assert "**Verdict:** not Windows: no Windows DLLs to check here" in markdown
 
 
 def test_version() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fakes import KERNEL, FakeTorch, companion, write_tree
 from pe_builder import build_pe
 
@@ -27,7 +28,7 @@ CUDA_LINKED = (*TORCH, "c10_cuda.dll", "torch_cuda.dll", "cudart64_12.dll", *KER
 # Written for these tests in the shape of xformers' own loader (not a copy of it): the load
 # of _C raises an exception class of its own from the OSError, which the module body catches
 # and logs.
-CATCHING_LOADER = b'''
+CATCHING_LOADER = b"""
 import logging
 import torch
 logger = logging.getLogger("xformers")
@@ -45,7 +46,7 @@ try:
     _register_extensions()
 except xFormersInvalidLibException as e:
     logger.warning(f"WARNING[XFORMERS]: {e}")
-'''
+"""
 NOT_CATCHING_LOADER = b"import torch\ntorch.ops.load_library('_C')\n"
 
 
@@ -226,3 +227,32 @@ def test_code_that_loads_dlls_in_a_way_not_tied_to_it_is_a_warning_not_an_error(
     assert outcome["status"] == "warns"
     assert str(outcome["message"]).startswith("may fail: _ext.pyd needs mylib_core.dll")
     assert [(f.missing, f.severity) for f in report.findings] == [("mylib_core.dll", "warning")]
+
+
+def test_a_warm_scan_reads_no_source_or_metadata_of_a_failing_extension_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What xformers' own files say is kept under its RECORD's identity; a reinstall (a new
+    RECORD) reads them again."""
+    from torchguard._windows.tree import WinTree
+
+    read: list[str] = []
+    real = WinTree.read_text
+
+    def counting(self: WinTree, path: str) -> str | None:
+        read.append(path.replace("\\", "/").rsplit("/site-packages/", 1)[-1])
+        return real(self, path)
+
+    monkeypatch.setattr(WinTree, "read_text", counting)
+    watched = {"xformers/_cpp_lib.py", "xformers/cpp_lib.json"}
+    cold = scan(tmp_path, FakeTorch(version="2.10.0+cpu"), xformers())
+    assert watched <= set(read)
+    read.clear()
+    warm = torchguard.scan([tmp_path / "site"])
+    assert warm.packages == cold.packages and warm.findings == cold.findings
+    assert watched.isdisjoint(read)
+    record = tmp_path / "site" / "xformers-0.0.35.dist-info" / "RECORD"
+    record.write_bytes(record.read_bytes() + b"\n")  # what a reinstall does to it
+    read.clear()
+    torchguard.scan([tmp_path / "site"])
+    assert "xformers/_cpp_lib.py" in read

@@ -103,7 +103,16 @@ def test_other_vendors_unknown_names_and_cpu_builds_are_not_judged(tmp_path: Pat
     report = torchguard.scan(
         [site], system32=[system32(tmp_path / "c" / "s32")], gpus=["NVIDIA GeForce RTX 5090"]
     )
-    assert [f.code for f in report.findings] == []
+    # a CPU build is not judged for kernels; that the GPU is named is enough for the CPU-build
+    # warning (no nvcuda.dll offline), which knows no CUDA build of 2.5 compiles sm_120
+    assert [f.code for f in report.findings] == ["cpu-build-on-gpu"]
+    finding = report.findings[0]
+    assert "no CUDA build of torch 2.5.1 runs on NVIDIA GeForce RTX 5090" in finding.message
+    assert "(sm_120)" in finding.message
+    assert finding.hints[0].commands == (
+        "py -3.11 -m pip install --force-reinstall torch==2.7.1 "
+        "--index-url https://download.pytorch.org/whl/cu128",
+    )
 
 
 def test_damaged_fatbin_is_not_a_finding(tmp_path: Path) -> None:

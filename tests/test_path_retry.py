@@ -17,9 +17,12 @@ from fakes import FakeTorch, system32
 from pe_builder import build_pe
 
 from torchguard import _api
+from torchguard._binary.pe.image import PEFacts
+from torchguard._model.loader import LoaderModel, legacy_order
 from torchguard._pipeline import analyze
 from torchguard._report.report import ImportOutcome, Report
 from torchguard._windows.system import offline_windows
+from torchguard._windows.tree import WinTree
 
 OMP = "libiomp5md.dll"
 
@@ -103,3 +106,30 @@ def test_ensure_does_not_raise_when_the_retry_loads(
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setattr("torchguard._windows.register.register", lambda paths: None)
     assert _api.ensure() is report
+
+
+def _no_facts(path: str) -> PEFacts:
+    raise AssertionError(f"the search order reads no file ({path})")
+
+
+def test_the_retry_searches_what_loadlibraryw_does() -> None:
+    """SafeDllSearchMode's order after KnownDLLs; the add_dll_directory folders are not in it."""
+    model = LoaderModel(
+        tree=WinTree(),
+        facts=_no_facts,
+        machine=0x8664,
+        app_dir="C:\\Python",
+        system32="C:\\Windows\\System32",
+        user_dirs=("C:\\registered",),
+        known_dlls=frozenset(),
+    )
+    order = legacy_order(model, ("C:\\site\\torch\\lib", "D:\\tools"), cwd="D:\\work")
+    assert [(folder, str(via)) for folder, via in order] == [
+        ("C:\\Python", "app_dir"),
+        ("C:\\Windows\\System32", "system32"),
+        ("C:\\Windows\\System", "windows_dir"),
+        ("C:\\Windows", "windows_dir"),
+        ("D:\\work", "current_dir"),
+        ("C:\\site\\torch\\lib", "path_fallback"),
+        ("D:\\tools", "path_fallback"),
+    ]

@@ -37,7 +37,7 @@ def test_the_first_screen_names_the_distribution_and_says_pypi_torchguard_is_ano
     assert distribution_name() == "torch-import-guard"
     assert f"`{distribution_name()}`" in screen
     assert "PyPI's `torchguard` is a **different project**" in screen
-    assert "pip install \"git+" in screen and "pipx install" in screen
+    assert 'pip install "git+' in screen and "pipx install" in screen
 
 
 def test_the_two_quick_start_commands_are_the_ones_ci_runs() -> None:

@@ -110,7 +110,26 @@ def _prepare() -> Report:
         if first.code == "torch-not-found":
             raise TorchNotFoundError(first, report)
         raise error_for(first, report)
+    if sys.platform == "win32" and report.preloads:
+        report = _preload(report)
     return report
+
+
+def _preload(report: Report) -> Report:
+    """Load each DLL the analysis chose by full path, before torch; the report says how it went."""
+    from dataclasses import replace
+
+    from torchguard._windows.live import preload
+
+    done = []
+    for record in report.preloads:
+        try:
+            preload(record.path)
+        except OSError as exc:
+            done.append(replace(record, error=str(exc)))
+        else:
+            done.append(replace(record, done=True))
+    return replace(report, preloads=tuple(done))
 
 
 def scan(
@@ -119,6 +138,7 @@ def scan(
     system32: Iterable[str | os.PathLike[str]] = (),
     python_dir: str | os.PathLike[str] | None = None,
     gpus: Iterable[str] = (),
+    cuda: str | None = None,
     clean_windows: bool = False,
 ) -> Report:
     """Diagnose a Windows install offline, from any OS.
@@ -126,7 +146,8 @@ def scan(
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
     ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
-    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``). Raises :class:`ValueError`
+    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``); ``cuda`` the newest CUDA
+    version the machine's NVIDIA driver supports (``"12.4"``). Raises :class:`ValueError`
     (a ``TargetError``) when a target cannot be read, :class:`~torchguard.InternalError` for a
     fault of torchguard's own.
     """
@@ -145,6 +166,7 @@ def scan(
     system32_dirs = [os.fspath(d) for d in system32]
     python_folder = os.fspath(python_dir) if python_dir is not None else None
     adapters = [str(g) for g in gpus]
+    driver_cuda = _cuda_version(cuda)
 
     def run() -> Report:
         system = offline_windows(
@@ -153,6 +175,7 @@ def scan(
             python_dir=python_folder,
             assumed_system32=assumed_system32(bool(clean_windows)),
             gpus=adapters,
+            driver_cuda=driver_cuda,
         )
         try:
             return analyze(system, cache=user_cache())
@@ -160,6 +183,16 @@ def scan(
             system.close()
 
     return guarded("scan()", run, (TargetError,))
+
+
+def _cuda_version(text: str | None) -> tuple[int, int] | None:
+    """``"12.4"`` -> (12, 4); ValueError for anything else."""
+    if text is None:
+        return None
+    parts = str(text).strip().split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"cuda={text!r}: expected a CUDA version such as 12.4")
+    return (int(parts[0]), int(parts[1]))
 
 
 def _reset_for_tests() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ntpath
 import time
+from collections.abc import Mapping
 
 from torchguard._binary.pe.machine import label
 from torchguard._model import registration
@@ -11,16 +13,27 @@ from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
 from torchguard._model.extensions import refine
 from torchguard._model.loader import LoaderModel
+from torchguard._model.openmp import STARTED, Candidates, OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
 from torchguard._model.simulate import ImportSimulation, simulate_import
+from torchguard._model.vcruntime import StaleCopy, stale_copies, system_copy, toolset
 from torchguard._report.findings import ERROR, Finding
-from torchguard._report.report import DistSummary, DllDirectory, ModuleRecord, Report, TorchSummary
+from torchguard._report.report import (
+    DistSummary,
+    DllDirectory,
+    ImportOutcome,
+    ModuleRecord,
+    PreloadRecord,
+    Report,
+    TorchSummary,
+)
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
 from torchguard._vocab import Analysis, Code
-from torchguard._windows.dists import find_dists
+from torchguard._windows.dists import InstalledDist, find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._windows.system import System
+from torchguard._windows.tree import join
 
 
 class _Clock:
@@ -65,8 +78,22 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         simulate_packages(process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok),
         process,
         torch.version,
+        cache,
+        binaries.identity,
     )
     clock.lap("packages")
+    candidates = _candidates(system, torch, dists, binaries)
+    openmp = _openmp(system, torch, candidates, binaries, process)
+    needed = toolset(guarded, binaries.facts, torch.package_dir)
+    stale = (
+        []
+        if "msvcp140.dll" in {k.lower() for k in system.loaded}
+        else stale_copies(openmp.briefs, needed)
+    )  # already loaded: runtime-too-old judges the loaded copy itself
+    preloads = _preloads(openmp, system.interpreter.environ) + _runtime_preloads(
+        system, binaries, stale, needed
+    )
+    clock.lap("openmp")
     context = CheckContext(
         system,
         torch,
@@ -78,6 +105,9 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         dists,
         packages,
         cache=cache,
+        openmp=openmp,
+        stale_runtimes=stale,
+        preloads=preloads,
     )
     findings = run_rules(context)
     if cache is not None:
@@ -90,10 +120,11 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         python=_python(system),
         dll_directories=tuple(plan),
         distributions=tuple(DistSummary(d.name, d.version) for d in related(dists)),
-        import_torch=guarded.outcome(),
-        import_torch_without_torchguard=unguarded.outcome(),
+        import_torch=_aborts(openmp, guarded.outcome()),
+        import_torch_without_torchguard=_aborts(openmp, unguarded.outcome()),
         modules=_modules(system, guarded),
         packages=tuple(outcome(p) for p in packages),
+        preloads=preloads,
         timings=clock.done(),
     )
 
@@ -149,6 +180,85 @@ def _replay(
             return guarded, plain, process, [*own, *extras]
         extras = [d for d in extras if d not in rebound]
     return plain, plain, plain_process, own
+
+
+def _candidates(
+    system: System, torch: TorchInstall, dists: list[InstalledDist], binaries: Binaries
+) -> Candidates:
+    interpreter = system.interpreter
+    conda_bin = join(interpreter.prefix, "Library", "bin") if interpreter.is_conda else None
+    return candidate_files(binaries, torch.lib_dir, dists, conda_bin)
+
+
+def _openmp(
+    system: System,
+    torch: TorchInstall,
+    files: Candidates,
+    binaries: Binaries,
+    process: LoaderModel,
+) -> OpenMPState:
+    """Every OpenMP runtime and user, and which of them abort together (see ``_model.openmp``)."""
+    interpreter = system.interpreter
+    return analyse(
+        binaries,
+        process,
+        files,
+        torch.lib_dir,
+        interpreter.environ,
+        started=system.kmp_started,
+    )
+
+
+def _aborts(openmp: OpenMPState, replayed: ImportOutcome) -> ImportOutcome:
+    """The replay's outcome, unless an OpenMP runtime already started in this process and
+    ``import torch`` starts another: the process then dies (KMP's own check), a proof."""
+    started = next((c for c in openmp.conflicts if c.kind == STARTED), None)
+    if not replayed.ok or started is None or openmp.masked:
+        return replayed
+    name = ntpath.basename(started.torch_copy or "")
+    return ImportOutcome(False, None, name, abort="OMP: Error #15")
+
+
+#: ``TORCHGUARD_OPENMP=keep``: ensure() leaves OpenMP runtimes alone.
+OPENMP_SWITCH = "TORCHGUARD_OPENMP=keep"
+
+
+def _preloads(openmp: OpenMPState, environ: Mapping[str, str]) -> tuple[PreloadRecord, ...]:
+    """MKL's sibling runtime, loaded before torch so torch and MKL share one runtime; never
+    when torch would not bind to it cleanly, or when ``TORCHGUARD_OPENMP=keep``."""
+    preload = openmp.preload
+    if preload is None or preload.gap is not None:
+        return ()
+    if environ.get("TORCHGUARD_OPENMP", "").strip().lower() == "keep":
+        return ()
+    reason = (
+        "MKL starts this OpenMP runtime by full path; loaded first, torch binds to it as well, "
+        "so one runtime runs instead of two (OMP: Error #15)"
+    )
+    return (PreloadRecord(preload.path, reason, OPENMP_SWITCH),)
+
+
+#: ``TORCHGUARD_VCRUNTIME=keep``: ensure() loads no VC++ runtime ahead of other packages.
+VCRUNTIME_SWITCH = "TORCHGUARD_VCRUNTIME=keep"
+
+
+def _runtime_preloads(
+    system: System, binaries: Binaries, stale: list[StaleCopy], needed: tuple[int, int] | None
+) -> tuple[PreloadRecord, ...]:
+    """System32's msvcp140.dll, loaded before a package that ships an older one is imported,
+    so that package binds to the newer copy; only where System32's is really newer."""
+    if system.interpreter.environ.get("TORCHGUARD_VCRUNTIME", "").strip().lower() == "keep":
+        return ()
+    loaded = {k.lower(): v for k, v in system.loaded.items()}
+    path = system_copy(system.system32, binaries.facts, stale, needed, loaded)
+    if path is None:
+        return ()
+    packages = ", ".join(sorted({copy.dist for copy in stale}))
+    reason = (
+        f"{packages} ship an older msvcp140.dll and load it when imported; loaded first, this "
+        "newer copy is the one every later import binds to, torch's included"
+    )
+    return (PreloadRecord(path, reason, VCRUNTIME_SWITCH),)
 
 
 def _hints(system: System, torch: TorchInstall) -> HintContext:

@@ -44,6 +44,7 @@ class Code(_Text):
     GLOB_UNSAFE_PATH = "glob-unsafe-path"
     PACKAGE_MISMATCH = "package-mismatch"
     TORCH_ALREADY_IMPORTED = "torch-already-imported"
+    OPENMP_CONFLICT = "openmp-conflict"
 
 
 class Severity(_Text):

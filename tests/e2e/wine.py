@@ -773,11 +773,15 @@ class WineEnv:
         if env:
             full_env.update(env)
         argv = [str(self.loader), self.to_windows(self.python_exe), "-B", "-c", bootstrap]
+        promises_output = "TG-JSON" in code
         for _ in range(_START_ATTEMPTS - 1):
             result = self._start(argv, full_env, timeout)
-            if _WINE_START_FAILURE not in result.stderr:
+            lost = promises_output and result.returncode == 0 and not result.stdout.strip()
+            if _WINE_START_FAILURE not in result.stderr and not lost:
                 return result
-            time.sleep(1)  # Wine itself did not start (no Windows code ran): start it again
+            # Wine itself did not start (no Windows code ran), or a process that always prints
+            # exited 0 having printed nothing (seen once on a loaded 2-core machine): again
+            time.sleep(1)
         return self._start(argv, full_env, timeout)
 
     def _start(

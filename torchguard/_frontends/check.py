@@ -1,36 +1,26 @@
 """``torchguard check REQUIREMENT...``: will ``pip install`` of these work on Windows?
 
-pip's own resolver picks what ``pip install`` would put into a Windows x64 CPython X.Y
-(dependencies included, Windows environment markers, wheels only), downloads the wheels into a
-cache reused next time, and the offline scan judges them together. The default machine is a
-Windows 10/11 x64 with the current Visual C++ redistributable; ``clean_windows`` drops it.
+pip's own resolver says what ``pip install`` would put into a Windows x64 CPython X.Y
+(dependencies included, Windows environment markers, wheels only) without downloading it
+(:mod:`.resolve`); only the wheels that can hold Windows binaries are downloaded, into a cache
+reused next time (:mod:`.download`); the offline scan judges them together. The default machine
+is a Windows 10/11 x64 with the current Visual C++ redistributable; ``clean_windows`` drops it.
+``gpus`` and ``cuda`` describe the machine's NVIDIA GPU and driver.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from torchguard._frontends.cache_command import wheel_cache
+from torchguard._frontends.check_error import CheckError
+from torchguard._frontends.pip_reasons import PipFailure
+from torchguard._frontends.progress import Progress, human_size
+from torchguard._frontends.resolve import Planned, resolve, running_python, valid_python
 from torchguard._report.report import Report
-
-_NETWORK = re.compile(
-    r"NewConnectionError|ConnectTimeout|Could not fetch URL|NameResolutionError|ReadTimeout|"
-    r"Failed to establish a new connection|ProxyError|SSLError|Max retries exceeded|"
-    r"not a trusted or secure host"
-)
-_CAUSE = re.compile(
-    r"(Failed to establish a new connection: [^'\")]+|\[Errno -?\d+\][^'\")]+|"
-    r"Read timed out|SSLError\([^)]*\))"
-)
-
-
-class CheckError(Exception):
-    """Requirements pip cannot resolve, or an index it cannot reach (exit status 2)."""
 
 
 @dataclass
@@ -40,13 +30,20 @@ class Check:
     requirements: tuple[str, ...]
     python: str
     clean_windows: bool
+    planned: tuple[Planned, ...]
     wheels: tuple[str, ...]
+    """Local paths of the wheels scanned (the ones that can hold Windows binaries)."""
     report: Report
     notes: list[str] = field(default_factory=list)
+    gpus: tuple[str, ...] = ()
+    cuda: tuple[int, int] | None = None
+    downloaded_bytes: int = 0
+    resolution_reused: bool = False
+    fix: dict[str, object] | None = None
 
     @property
     def wheel_names(self) -> list[str]:
-        return [os.path.basename(wheel) for wheel in self.wheels]
+        return [p.filename for p in self.planned]
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -54,130 +51,31 @@ class Check:
             "python": self.python,
             "platform": "win_amd64",
             "vc_redist": not self.clean_windows,
+            "gpus": list(self.gpus),
+            "cuda": f"{self.cuda[0]}.{self.cuda[1]}" if self.cuda else None,
             "wheels": self.wheel_names,
+            "scanned": [os.path.basename(w) for w in self.wheels],
+            "downloaded_bytes": self.downloaded_bytes,
+            "fix": self.fix,
         }
 
 
-def wheel_cache(explicit: str | None = None) -> str:
-    """Where downloaded wheels are kept: ``explicit``, ``TORCHGUARD_WHEEL_CACHE``, or the
-    platformdirs user cache folder's ``wheels``."""
-    if explicit:
-        return os.path.abspath(explicit)
-    configured = os.environ.get("TORCHGUARD_WHEEL_CACHE")
-    if configured:
-        return os.path.abspath(configured)
-    from platformdirs import user_cache_dir
-
-    return os.path.join(user_cache_dir("torchguard", appauthor=False), "wheels")
+def gpu_assumption(gpus: Sequence[str], cuda: tuple[int, int] | None) -> str:
+    """The GPU and driver part of the ``assumed:`` line (empty when none was named)."""
+    if not gpus and cuda is None:
+        return ""
+    shown = ", ".join(gpus) or "an NVIDIA GPU"
+    return f"; {shown}" + (f" with a driver for CUDA {cuda[0]}.{cuda[1]}" if cuda else "")
 
 
-def pip_command(
-    requirements: Sequence[str], python: str, index_urls: Sequence[str], cache: str
-) -> list[str]:
-    """The pip download run on a Windows marker environment (``pip_windows``)."""
-    command = [sys.executable, "-m", "torchguard._frontends.pip_windows", python, "download"]
-    command += ["--only-binary=:all:", "--platform", "win_amd64", "--python-version", python]
-    command += ["--implementation", "cp", "--no-cache-dir", "--progress-bar", "off"]
-    command += ["-d", cache]
-    for number, url in enumerate(index_urls):
-        command += ["--index-url" if number == 0 else "--extra-index-url", url]
-    return [*command, *requirements]
-
-
-def resolve(
-    requirements: Sequence[str],
-    *,
-    python: str,
-    index_urls: Sequence[str] = (),
-    cache: str,
-    progress: IO[str] | None = None,
-) -> list[str]:
-    """The wheels ``pip install`` would install on Windows, downloaded into ``cache``."""
-    os.makedirs(cache, exist_ok=True)
-    command = pip_command(requirements, python, index_urls, cache)
-    try:
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-        )
-    except OSError as exc:
-        raise CheckError(f"cannot run pip: {exc}") from None
-    lines: list[str] = []
-    wheels: list[str] = []
-    assert process.stdout is not None
-    with process.stdout:
-        for raw in process.stdout:
-            line = raw.rstrip()
-            lines.append(line)
-            found = _wheel_of(line)
-            if found:
-                wheels.append(os.path.abspath(found))  # pip shows it relative to the cwd
-            _show(progress, line)
-    status = process.wait()
-    _show(progress, None)
-    if status != 0:
-        raise CheckError(pip_reason(lines))
-    return list(dict.fromkeys(wheels))
-
-
-def _wheel_of(line: str) -> str | None:
-    text = line.strip()
-    for prefix in ("Saved ", "File was already downloaded "):
-        if text.startswith(prefix) and text.endswith(".whl"):
-            return text[len(prefix) :]
-    return None
-
-
-def _show(progress: IO[str] | None, line: str | None) -> None:
-    """One self-overwriting status line on a terminal (cleared with ``None``)."""
-    if progress is None:
-        return
-    if line is None:
-        progress.write("\r\x1b[K")
-    else:
-        text = line.strip()
-        if not text.startswith(("Collecting", "Downloading", "File was already", "Saved")):
-            return
-        progress.write("\r\x1b[K" + text[:110])
-    progress.flush()
-
-
-def pip_reason(lines: Sequence[str]) -> str:
-    """pip's reason for failing, in one line."""
-    errors = [
-        line.split(":", 1)[1].strip()
-        for line in lines
-        if line.startswith("ERROR:") and not line.startswith("ERROR: Ignored the following")
-    ]
-    network = [line for line in lines if _NETWORK.search(line)]
-    if network and (not errors or "(from versions: none)" in errors[0]):
-        indexes = [
-            line.split(":", 1)[1].strip()
-            for line in lines
-            if line.startswith("Looking in indexes:")
-        ]
-        where = f" {indexes[0]}" if indexes else ""
-        if "not a trusted or secure host" in network[-1]:
-            return f"pip ignores the package index{where}: not HTTPS and not a trusted host"
-        cause = _CAUSE.search(network[-1])
-        return f"cannot reach the package index{where}: " + (
-            cause.group(1).strip() if cause else _short(network[-1])
-        )
-    if errors:
-        return errors[0]
-    tail = [line.strip() for line in lines if line.strip()]
-    return tail[-1] if tail else "pip failed without a message"
-
-
-def _short(line: str) -> str:
-    text = line.strip()
-    for prefix in ("WARNING:", "ERROR:"):
-        text = text.removeprefix(prefix).strip()
-    return text if len(text) <= 300 else text[:297] + "..."
+def parse_cuda_option(text: str | None) -> tuple[int, int] | None:
+    """``--cuda 12.4`` -> (12, 4); CheckError for anything else."""
+    if text is None:
+        return None
+    parts = text.strip().split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise CheckError(f"--cuda {text}: expected a CUDA version such as 12.4")
+    return (int(parts[0]), int(parts[1]))
 
 
 def check(
@@ -188,41 +86,189 @@ def check(
     clean_windows: bool = False,
     cache: str | None = None,
     progress: IO[str] | None = None,
+    gpus: Sequence[str] = (),
+    cuda: str | None = None,
+    verify_fix: bool = True,
 ) -> Check:
     """Resolve, download and scan ``requirements`` for Windows x64 CPython ``python``."""
+    version = python or running_python()
+    if not valid_python(version):
+        raise CheckError(f"--python {version}: expected a CPython version such as 3.11")
+    driver_cuda = parse_cuda_option(cuda)
+    bar = Progress(progress)
+    result = _run(
+        requirements,
+        version,
+        index_urls,
+        clean_windows,
+        wheel_cache(cache),
+        bar,
+        tuple(gpus),
+        driver_cuda,
+    )
+    if verify_fix:
+        from torchguard._frontends.verify import verify_fix as verify
+
+        result.fix = verify(
+            result.requirements,
+            result.report,
+            result.notes,
+            lambda reqs, urls: (
+                _run(
+                    reqs,
+                    version,
+                    urls,
+                    clean_windows,
+                    wheel_cache(cache),
+                    bar,
+                    tuple(gpus),
+                    driver_cuda,
+                ).report
+            ),
+            index_urls,
+        )
+    return result
+
+
+def _run(
+    requirements: Sequence[str],
+    version: str,
+    index_urls: Sequence[str],
+    clean_windows: bool,
+    cache: str,
+    bar: Progress,
+    gpus: tuple[str, ...],
+    cuda: tuple[int, int] | None,
+) -> Check:
+    from torchguard._frontends.download import fetch
+    from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
     from torchguard._windows.assumptions import assumed_line, assumed_system32
     from torchguard._windows.system import TargetError, offline_windows
 
-    version = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
-    if not re.fullmatch(r"3\.\d{1,2}", version):
-        raise CheckError(f"--python {version}: expected a CPython version such as 3.11")
-    wheels = resolve(
-        requirements,
-        python=version,
-        index_urls=index_urls,
-        cache=wheel_cache(cache),
-        progress=progress,
-    )
-    if not any(os.path.basename(w).lower().startswith("torch-") for w in wheels):
-        names = ", ".join(os.path.basename(w) for w in wheels) or "nothing"
-        raise CheckError(f"these requirements install no torch (pip resolved {names})")
-    if progress is not None:
-        progress.write(f"reading {len(wheels)} wheel(s)...")
-        progress.flush()
     try:
-        system = offline_windows(wheels, assumed_system32=assumed_system32(clean_windows))
+        planned, reused = resolve(
+            requirements,
+            python=version,
+            index_urls=index_urls,
+            memo_dir=cache,
+            status=bar.stream,
+        )
+        if not any(p.name.lower() == "torch" for p in planned):
+            names = ", ".join(p.filename for p in planned) or "nothing"
+            raise CheckError(f"these requirements install no torch (pip resolved {names})")
+        binary = [p for p in planned if not p.pure]
+        fetched = fetch(binary, cache, version, bar)
+    except PipFailure as exc:
+        raise CheckError(exc.lines, exc.kind) from None
+    bar.show(f"reading {len(fetched.paths)} wheel(s)...", force=True)
+    assumed = assumed_system32(clean_windows)
+    try:
+        system = offline_windows(
+            fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
+        )
         try:
-            report = analyze(system)
+            report = analyze(system, cache=user_cache())
         finally:
             system.close()
     except TargetError as exc:
         raise CheckError(str(exc)) from None
     finally:
-        _show(progress, None)
+        bar.clear()
+    pure = len(planned) - len(binary)
+    machine = assumed_line(clean_windows)
+    machine += gpu_assumption(gpus, cuda)
+    transfer = (
+        f"downloaded {human_size(fetched.downloaded_bytes)}"
+        if fetched.downloaded_bytes
+        else "nothing downloaded"
+    )
     notes = [
         f"checked: pip install {' '.join(requirements)} for python.org CPython {version}, "
-        f"win_amd64 ({len(wheels)} wheel(s))",
-        assumed_line(clean_windows),
+        f"win_amd64 ({len(planned)} wheel(s): {len(binary)} with binaries scanned, "
+        f"{pure} pure-Python; {transfer}"
+        + ("; pip's resolution from the last 10 minutes reused" if reused else "")
+        + ")",
+        machine,
     ]
-    return Check(tuple(requirements), version, clean_windows, tuple(wheels), report, notes)
+    notes += _cpu_build_note(report, gpus, cuda, planned)
+    return Check(
+        tuple(requirements),
+        version,
+        clean_windows,
+        tuple(planned),
+        tuple(fetched.paths),
+        report,
+        notes,
+        gpus,
+        cuda,
+        fetched.downloaded_bytes,
+        reused,
+    )
+
+
+def _cpu_build_note(
+    report: Report,
+    gpus: Sequence[str],
+    cuda: tuple[int, int] | None,
+    planned: Sequence[Planned] = (),
+) -> list[str]:
+    """For a CPU build: the CUDA build of this release (with the torchvision/torchaudio pip
+    resolved, which come from the same index) and its exact index URL."""
+    from torchguard._rules.cuda_builds import (
+        RELEASES,
+        index_url,
+        minimum_driver,
+        newest_runnable,
+        release_of,
+    )
+
+    torch = report.torch
+    if torch is None or torch.cuda is not None or torch.variant not in (None, "cpu"):
+        return []
+    if any(f.code == "cpu-build-on-gpu" for f in report.findings):
+        return []  # the warning already names the build to install
+    if not report.ok:
+        return []  # the fix comes first: no CUDA variant of a release that fails to import
+    base = torch.version.partition("+")[0]
+    release = release_of(base)
+    caveat = ""
+    if release is None:
+        newest = RELEASES[-1]
+        parts = base.split(".")
+        series = tuple(int(p) for p in parts[:2] if p.isdigit())
+        if len(series) != 2 or series <= newest.series:
+            return [
+                f"note: torch {base} is the CPU build; torchguard's table of CUDA builds does "
+                "not cover this release (see https://pytorch.org/get-started/previous-versions/)"
+            ]
+        release = newest
+        caveat = (
+            f" (torchguard's table ends at {newest.series[0]}.{newest.series[1]}: the CUDA "
+            "version shown is that release's)"
+        )
+    best = (
+        newest_runnable(release.variants, minimum_driver(cuda) or (0, 0))
+        if cuda
+        else (release.variants[-1])
+    )
+    if best is None:
+        best = release.variants[0]
+    need = minimum_driver(best)
+    driver = f", NVIDIA driver {need[0]}.{need[1]:02d} or newer" if need else ""
+    siblings = "".join(
+        f" {p.name.lower()}=={p.version}"
+        for p in planned
+        if p.name.lower() in ("torchvision", "torchaudio")
+    )
+    return [
+        f"note: torch {base} here is the CPU build (PyPI's Windows wheels are); for an NVIDIA "
+        f"GPU install the CUDA {best[0]}.{best[1]} build{driver}: pip install torch=={base}"
+        f"{siblings} "
+        f"--index-url {index_url(best)}"
+        + caveat
+        + ("" if gpus else " (name your GPU with --gpu to check it)")
+    ]
+
+
+__all__ = ["Check", "CheckError", "check", "parse_cuda_option", "wheel_cache"]

@@ -1,7 +1,7 @@
 """``torchguard doctor`` and ``torchguard scan``.
 
 Exit 0 clean, 1 errors found, 2 bad usage, 3 a fault of torchguard's own (one line asking for
-a bug report; ``TORCHGUARD_DEBUG=1`` adds the traceback).
+a bug report; ``TORCHGUARD_DEBUG=1`` adds the traceback), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -16,12 +16,30 @@ from typing import Any
 from torchguard._report.report import Report
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"torchguard: error: {message}\n")
+        hint = _usage_hint(self.prog, message)
+        self.exit(EXIT_USAGE, f"torchguard: error: {message}\n" + (hint and hint + "\n"))
+
+
+def _usage_hint(prog: str, message: str) -> str:
+    """What to type instead, for the mistakes argparse cannot explain."""
+    if "unrecognized arguments" in message:
+        unknown = message.split(":", 1)[1].split()
+        if any(
+            word in ("-r", "--requirement", "-c", "--constraint", "-e")
+            or word.startswith(("-r", "--requirement="))
+            for word in unknown
+        ):
+            return (
+                "torchguard: hint: pip options such as -r go after `--`, e.g. "
+                "`torchguard check --python 3.11 -- -r requirements.txt`"
+            )
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,13 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--python-dir", metavar="DIR", help="a folder standing for python.exe's folder"
     )
-    scan.add_argument(
-        "--gpu",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help='a display adapter of the machine, e.g. "NVIDIA GeForce RTX 5090" (repeatable)',
-    )
+    _gpu_options(scan)
     _clean_windows_option(scan)
     _output_options(scan)
     hook = commands.add_parser(
@@ -83,10 +95,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _clean_windows_option(check)
     check.add_argument("--cache-dir", metavar="DIR", help="where wheels are downloaded and reused")
+    check.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not resolve and scan the fix a hint proposes (by default it is verified)",
+    )
+    _gpu_options(check)
     _output_options(check)
+    cache = commands.add_parser("cache", help="the wheels `check` downloaded: size, or delete them")
+    cache.add_argument("action", choices=("info", "clean"))
+    cache.add_argument("--cache-dir", metavar="DIR", help="the wheel cache (default: check's)")
     explain = commands.add_parser("explain", help="what a finding code means and how to fix it")
     explain.add_argument("code", nargs="?", metavar="CODE", help="a finding code, e.g. missing-dll")
     return parser
+
+
+def _gpu_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help='the machine\'s GPU, e.g. "NVIDIA GeForce RTX 5090" (repeatable)',
+    )
+    parser.add_argument(
+        "--cuda",
+        metavar="X.Y",
+        help="the newest CUDA version the machine's NVIDIA driver supports (nvidia-smi's "
+        '"CUDA Version"), e.g. 12.4',
+    )
 
 
 def _clean_windows_option(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return _main(argv)
+    except KeyboardInterrupt:
+        if sys.stderr.isatty():
+            sys.stderr.write("\r\x1b[K")  # the progress line
+        print("torchguard: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output cut short by its reader (`| head`): not a fault
         _quiet_stdout()
         return EXIT_OK
@@ -186,6 +228,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return _doctor(args)
     if args.command == "check":
         return _check(args)
+    if args.command == "cache":
+        from torchguard._frontends.cache_command import cache_command
+
+        return cache_command(args.action, args.cache_dir)
     return _scan(args)
 
 
@@ -199,12 +245,15 @@ def _scan(args: argparse.Namespace) -> int:
             system32=args.system32,
             python_dir=args.python_dir,
             gpus=args.gpu,
+            cuda=args.cuda,
             clean_windows=args.clean_windows,
         )
     except ValueError as exc:
-        print(f"torchguard: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(args, [str(exc)])
+    from torchguard._frontends.check import gpu_assumption, parse_cuda_option
+
     note = assumed_line(args.clean_windows, args.system32, args.python_dir)
+    note += gpu_assumption(args.gpu, parse_cuda_option(args.cuda))
     extra = {"scan": {"vc_redist": not args.clean_windows}}
     return _emit(report, args, [note], extra)
 
@@ -239,6 +288,17 @@ def _doctor_elsewhere(report: Report) -> tuple[Report, list[str]]:
     return dataclasses.replace(report, findings=kept), notes
 
 
+def _usage_error(args: argparse.Namespace, lines: Sequence[str], kind: str = "usage") -> int:
+    """Exit 2 with the reason on stderr, and with ``--json`` a JSON error document on stdout."""
+    for number, line in enumerate(lines):
+        prefix = "torchguard: error: " if number == 0 else "  "
+        print(prefix + line, file=sys.stderr)
+    if getattr(args, "json", False):
+        document = {"schema": 1, "ok": False, "error": {"kind": kind, "lines": list(lines)}}
+        print(json.dumps(document, indent=2))
+    return EXIT_USAGE
+
+
 def _check(args: argparse.Namespace) -> int:
     from torchguard._frontends.check import CheckError, check
 
@@ -250,11 +310,25 @@ def _check(args: argparse.Namespace) -> int:
             clean_windows=args.clean_windows,
             cache=args.cache_dir,
             progress=sys.stderr if sys.stderr.isatty() else None,
+            gpus=args.gpu,
+            cuda=args.cuda,
+            verify_fix=not args.no_verify,
         )
     except CheckError as exc:
-        print(f"torchguard: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(args, exc.lines, exc.kind)
     folded = [("wheels pip would install", result.wheel_names)]
+    if not (args.json or args.markdown):
+        from torchguard._frontends.check_text import render_check
+        from torchguard._report.colour import Paint, wanted
+        from torchguard._report.markdown import redact
+
+        text = render_check(result, Paint(wanted(sys.stdout)))
+        try:
+            print(redact(text) if args.redact else text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `torchguard check ... | head`
+            _quiet_stdout()
+        return EXIT_OK if result.report.ok else EXIT_ERRORS
     return _emit(result.report, args, result.notes, {"check": result.to_dict()}, folded)
 
 

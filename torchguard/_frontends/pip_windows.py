@@ -1,6 +1,7 @@
 """Run pip as if on a Windows x64 CPython.
 
-``python -m torchguard._frontends.pip_windows X.Y ARGS...``.
+``python -m torchguard._frontends.pip_windows X.Y ARGS...``, or ``python pip_windows.py X.Y
+ARGS...`` with any Python that has pip (see :mod:`.pip_python`).
 
 ``pip download --platform win_amd64 --python-version X.Y`` picks Windows wheels but still
 evaluates environment markers against the running interpreter, so on Linux it would pull
@@ -48,4 +49,10 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    # Run as a file (by a Python without torchguard), this folder would come first on
+    # sys.path and its modules (check, download, progress ...) could shadow pip's imports.
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     main(sys.argv[1:])

@@ -98,9 +98,7 @@ class Binaries:
         self._facts: dict[PathKey, PEFacts | ImageUnavailable] = {}
         self._symbols: dict[PathKey, SymbolTables | ImageUnavailable] = {}
         self._identities: dict[PathKey, str | None] = {}
-        self._verdicts = (
-            VerdictCache(persistent, self.identity) if persistent is not None else None
-        )
+        self._verdicts = VerdictCache(persistent, self.identity) if persistent is not None else None
 
     # -- facts ----------------------------------------------------------------------------
     def facts(self, path: str) -> PEFacts:

@@ -118,6 +118,7 @@ class FactsCache:
                 delay_imports=_names(raw["delay_imports"]),
                 linker_version=(int(raw["linker_version"][0]), int(raw["linker_version"][1])),
                 file_version=_version(raw.get("file_version")),
+                openmp=_names(raw.get("openmp", [])),
             )
         except (KeyError, TypeError, ValueError, IndexError):
             self._facts.pop(key, None)  # a damaged entry is dropped and read again

@@ -21,22 +21,24 @@ from __future__ import annotations
 
 import ast
 import ntpath
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from torchguard._model.builds import BuildTarget, build_target
+from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import (
     CORE,
     CTYPES,
     IMPORT,
     OPTIONAL,
-    PackagePlan,
     PackageSimulation,
     Step,
     StepResult,
     simulate_packages,
 )
 from torchguard._model.loader import MISSING, LoaderModel
+from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, join, path_key
 
 #: Calls that load a DLL by path or name from Python.
@@ -79,8 +81,55 @@ CAUGHT: dict[str, CaughtFailure] = {
 }
 
 
+class SourceFacts:
+    """What one distribution's own files say, kept across runs under its RECORD's identity
+    (pip rewrites RECORD whenever it installs the distribution; in a wheel, its METADATA
+    member's), so a warm run of an environment with a failing extension reads none of its
+    sources again."""
+
+    KIND = "extension-source"
+
+    def __init__(
+        self,
+        dist: InstalledDist,
+        cache: FactsCache | None = None,
+        identity: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.dist = dist
+        self._cache = cache
+        self._key: str | None = None
+        if cache is not None and identity is not None:  # a wheel's RECORD is made at mount
+            paths = (dist.distribution.metadata_path(n) for n in ("RECORD", "METADATA"))
+            self._key = next(filter(None, map(identity, paths)), None)
+        found = cache.get_derived(self.KIND, self._key) if cache is not None else None
+        self._values: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
+        self._changed = False
+        self._texts: list[str] | None = None
+
+    def get(self, name: str, kind: type, compute: Callable[[], Any]) -> Any:
+        """The fact ``name`` (of JSON type ``kind``, or None), computed once per install."""
+        value = self._values.get(name, self)
+        if value is self or not (value is None or isinstance(value, kind)):
+            value = self._values[name] = compute()
+            self._changed = True
+        return value
+
+    def sources(self) -> list[str]:
+        if self._texts is None:
+            self._texts = _sources(self.dist)
+        return self._texts
+
+    def save(self) -> None:
+        if self._changed and self._cache is not None:
+            self._cache.put_derived(self.KIND, self._key, self._values)
+
+
 def refine(
-    simulations: Iterable[PackageSimulation], process: LoaderModel, torch_version: str | None
+    simulations: Iterable[PackageSimulation],
+    process: LoaderModel,
+    torch_version: str | None,
+    cache: FactsCache | None = None,
+    identity: Callable[[str], str | None] | None = None,
 ) -> list[PackageSimulation]:
     """Each failing package's simulation, corrected by what its own code does."""
     refined: list[PackageSimulation] = []
@@ -88,12 +137,38 @@ def refine(
         if simulation.blocked or not _failures(simulation):
             refined.append(simulation)
             continue
-        simulation = _own_dlls_first(simulation, process)
-        target = build_target(simulation.plan.dist)
-        simulation = _caught(simulation, target, torch_version)
+        facts = SourceFacts(simulation.plan.dist, cache, identity)
+        simulation = _own_dlls_first(simulation, process, facts)
+        target = _built_for(facts)
+        simulation = _caught(simulation, target, torch_version, facts)
         simulation.built_for = target
+        facts.save()
         refined.append(simulation)
     return refined
+
+
+def _built_for(facts: SourceFacts) -> BuildTarget | None:
+    dist = facts.dist
+    return _target_of(facts.get("built-for", dict, lambda: _target_json(build_target(dist))))
+
+
+def _target_json(target: BuildTarget | None) -> dict[str, Any] | None:
+    return None if target is None else asdict(target)
+
+
+def _target_of(value: dict[str, Any] | None) -> BuildTarget | None:
+    if value is None:
+        return None
+    try:
+        cuda = value["cuda"]
+        return BuildTarget(
+            str(value["torch"]),
+            (int(cuda[0]), int(cuda[1])) if cuda else None,
+            int(value["cuda_major"]) if value["cuda_major"] is not None else None,
+            str(value["source"]),
+        )
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None  # a damaged cache entry: as if the metadata named none
 
 
 def _failures(simulation: PackageSimulation) -> bool:
@@ -103,7 +178,9 @@ def _failures(simulation: PackageSimulation) -> bool:
 # -- a DLL of the package's own, loaded by its Python code before the .pyd -------------------
 
 
-def _own_dlls_first(simulation: PackageSimulation, process: LoaderModel) -> PackageSimulation:
+def _own_dlls_first(
+    simulation: PackageSimulation, process: LoaderModel, facts: SourceFacts
+) -> PackageSimulation:
     """Replay a ``.pyd`` whose own DLL its package's code loads or registers first.
 
     Per own DLL the ``.pyd`` misses: named beside a load call -> loaded by full path before the
@@ -112,27 +189,42 @@ def _own_dlls_first(simulation: PackageSimulation, process: LoaderModel) -> Pack
     """
     plan = simulation.plan
     tree = plan.dist.distribution.tree
-    owned = {
-        ntpath.basename(path).lower(): path
-        for path in plan.dist.file_paths()
-        if path.lower().endswith(".dll") and tree.is_file(path)
-    }
-    wanted: dict[PathKey, list[str]] = {}  # failing .pyd -> own DLLs it misses (only those)
+    missing: dict[PathKey, list[str]] = {}  # failing .pyd -> what it misses (nothing else)
     for result in simulation.results:
         if result.load is None or result.load.ok or result.step.loader != IMPORT:
             continue
-        leaves = [f.leaf.lower() for f in result.load.failures]
-        kinds = {f.kind for f in result.load.failures}
-        if kinds == {MISSING} and all(leaf in owned for leaf in leaves):
-            wanted[path_key(result.step.path)] = leaves
+        if all(f.kind == MISSING for f in result.load.failures):
+            missing[path_key(result.step.path)] = [f.leaf.lower() for f in result.load.failures]
+    if not missing:
+        return simulation
+    dlls = facts.get("own-dlls", list, lambda: _own_dlls(plan.dist))
+    owned = {
+        ntpath.basename(path).lower(): path
+        for path in (join(plan.dist.site_dir, str(relative)) for relative in dlls)
+        if tree.is_file(path)
+    }
+    wanted = {
+        pyd: leaves for pyd, leaves in missing.items() if all(leaf in owned for leaf in leaves)
+    }
     if not wanted:
         return simulation
-    sources = _sources(plan)
+
+    def loads_by_name(leaf: str) -> bool:
+        return bool(facts.get(f"loads:{leaf}", bool, lambda: _loads_by_name(facts.sources(), leaf)))
+
+    def registers(folder: str) -> bool:
+        name = ntpath.basename(folder).lower()
+        compute = lambda: _registers_folder(facts.sources(), folder)  # noqa: E731
+        return bool(facts.get(f"registers:{name}", bool, compute))
+
+    def loads_dlls() -> bool:
+        return bool(facts.get("loads-dlls", bool, lambda: _loads_dlls(facts.sources())))
+
     registered = [
         ntpath.dirname(owned[leaf])
         for leaves in wanted.values()
         for leaf in leaves
-        if _registers_folder(sources, ntpath.dirname(owned[leaf]))
+        if registers(ntpath.dirname(owned[leaf]))
     ]
     steps: list[Step] = []
     for step in plan.steps:
@@ -142,11 +234,11 @@ def _own_dlls_first(simulation: PackageSimulation, process: LoaderModel) -> Pack
         for leaf in leaves:
             if ntpath.dirname(owned[leaf]) in registered:
                 continue
-            if _loads_by_name(sources, leaf):
+            if loads_by_name(leaf):
                 if all(path_key(s.path) != path_key(owned[leaf]) for s in steps):
                     steps.append(Step(owned[leaf], step.role, CTYPES, step.feature))
                 first = first or owned[leaf]
-            elif _loads_dlls(sources):
+            elif loads_dlls():
                 unsure.append(leaf)
         if unsure:  # the package's code may well load it: a warning, never an error
             step = replace(
@@ -169,14 +261,19 @@ def _own_dlls_first(simulation: PackageSimulation, process: LoaderModel) -> Pack
     return resimulated
 
 
-def _sources(plan: PackagePlan) -> list[str]:
+def _own_dlls(dist: InstalledDist) -> list[str]:
+    """The site-relative paths of the DLLs its RECORD lists."""
+    return [r for r in dist.record_paths() if r.lower().endswith(".dll") and ".." not in r]
+
+
+def _sources(dist: InstalledDist) -> list[str]:
     """The text of the package's ``.py`` files its RECORD lists (bounded)."""
-    tree = plan.dist.distribution.tree
+    tree = dist.distribution.tree
     texts: list[str] = []
-    for relative in plan.dist.record_paths():
+    for relative in dist.record_paths():
         if not relative.endswith(".py") or ".." in relative.split("/"):
             continue
-        text = tree.read_text(join(plan.dist.site_dir, relative))
+        text = tree.read_text(join(dist.site_dir, relative))
         if text is not None and len(text) <= _MAX_SOURCE_BYTES:
             texts.append(text)
         if len(texts) >= _MAX_SOURCES:
@@ -215,7 +312,10 @@ def _loads_by_name(sources: list[str], dll: str) -> bool:
 
 
 def _caught(
-    simulation: PackageSimulation, target: BuildTarget | None, torch_version: str | None
+    simulation: PackageSimulation,
+    target: BuildTarget | None,
+    torch_version: str | None,
+    facts: SourceFacts,
 ) -> PackageSimulation:
     plan = simulation.plan
     known = CAUGHT.get(plan.name)
@@ -231,10 +331,10 @@ def _caught(
     ]
     if not failing:
         return simulation
-    text = plan.dist.distribution.tree.read_text(join(plan.dist.site_dir, known.source))
-    if text is None or not all(marker in text for marker in known.markers):
+    found = facts.get("caught", list, lambda: _catches(plan.dist, known))
+    if not found:
         return simulation  # this version's code does not catch it: the generic model holds
-    lost = " ".join((_constant(text, known.features) or "").split())
+    lost = " ".join(str(found[0]).split())
     built = known.built_for.format(torch=target.label[len("torch ") :]) if target else ""
     have = f" (you have {torch_version})" if target and torch_version else ""
     reaction = f'succeeds, with the logged warning "{known.warning}{built}{have}"'
@@ -250,6 +350,14 @@ def _caught(
     ]
     steps = tuple(r.step for r in results) + plan.steps[len(results) :]
     return replace(simulation, plan=replace(plan, steps=steps), results=results)
+
+
+def _catches(dist: InstalledDist, known: CaughtFailure) -> list[str] | None:
+    """``[what is lost]`` when the installed source holds the catching code, else None."""
+    text = dist.distribution.tree.read_text(join(dist.site_dir, known.source))
+    if text is None or not all(marker in text for marker in known.markers):
+        return None
+    return [_constant(text, known.features) or ""]
 
 
 def _constant(source: str, name: str) -> str | None:

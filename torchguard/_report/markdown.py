@@ -91,6 +91,8 @@ def _verdict(report: Report) -> str:
         return f"`import torch` succeeds only after `torchguard.ensure()`; {counts}"
     if outcome is not None:
         return f"`import torch` succeeds; {counts}"
+    if report.mode == "non-windows" and not report.findings:
+        return "not Windows: no Windows DLLs to check here"  # nothing checked, nothing found
     return f"no problems found; {counts}" if report.findings else "no problems found"
 
 

@@ -63,11 +63,15 @@ class ImportOutcome:
     ok: bool
     winerror: int | None = None
     dll: str | None = None
+    abort: str | None = None
+    """Not an exception: the process dies with this message (``OMP: Error #15``)."""
 
     def describe(self) -> str:
         """How torch's own error reads, minus the localised wording."""
         if self.ok:
             return "succeeds"
+        if self.abort:
+            return f"aborts the process: {self.abort} (no Python traceback)"
         if self.dll and self.dll.lower().endswith(".pyd"):
             module = self.dll.split(".", 1)[0]
             return f'fails: "DLL load failed while importing {module}" (WinError {self.winerror})'
@@ -78,6 +82,7 @@ class ImportOutcome:
             "ok": self.ok,
             "winerror": self.winerror,
             "dll": self.dll.lower() if self.dll else None,
+            "abort": self.abort,
         }
 
 
@@ -136,6 +141,35 @@ class ModuleRecord:
 
 
 @dataclass(frozen=True)
+class PreloadRecord:
+    """A DLL ``ensure()`` loads by full path before ``import torch``, and why."""
+
+    path: str
+    reason: str
+    switch: str
+    """The environment setting that turns it off (``TORCHGUARD_OPENMP=keep`` ...)."""
+    done: bool = False
+    """Whether it was loaded (``ensure()``); False in a scan or a diagnosis."""
+    error: str | None = None
+    """Why loading it failed, when it did (the process is left as it was)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "reason": self.reason,
+            "switch": self.switch,
+            "done": self.done,
+            "error": self.error,
+        }
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"could not preload {self.path}: {self.error}"
+        verb = "preloaded" if self.done else "ensure() preloads"
+        return f"{verb} {self.path} before torch: {self.reason} (off: {self.switch})"
+
+
+@dataclass(frozen=True)
 class Report:
     """The result of ``ensure()``, ``diagnose()`` or ``scan()``."""
 
@@ -150,6 +184,8 @@ class Report:
     distributions: tuple[DistSummary, ...] = ()
     packages: tuple[PackageOutcome, ...] = ()
     """torch's siblings and extensions: what importing each does after ``import torch``."""
+    preloads: tuple[PreloadRecord, ...] = ()
+    """DLLs ``ensure()`` loads before torch to prevent a load-order conflict."""
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -190,6 +226,7 @@ class Report:
         return {
             "schema": SCHEMA_VERSION,
             "ok": self.ok,
+            "blocking": self.blocking,
             "mode": self.mode,
             "torch": self.torch.to_dict() if self.torch else None,
             "findings": [finding.to_dict() for finding in self.findings],
@@ -200,6 +237,7 @@ class Report:
             "modules": [m.to_dict() for m in self.modules],
             "distributions": [d.to_dict() for d in self.distributions],
             "packages": [p.to_dict() for p in self.packages],
+            "preloads": [p.to_dict() for p in self.preloads],
             "timings": {k: round(v, 6) for k, v in self.timings.items()},
         }
 
@@ -288,6 +326,7 @@ def render_text(report: Report, paint: Paint = PLAIN) -> str:
         lines.append(
             f"import torch alone {plain.describe()}; after torchguard.ensure() it succeeds"
         )
+    lines.extend(preload.describe() for preload in report.preloads)
     for package in report.packages:
         lines.append(
             f"import {package.import_name} ({package.name} {package.version}) {package.message}"

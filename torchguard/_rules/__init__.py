@@ -16,6 +16,7 @@ from torchguard._rules import (
     cudnn_zlib,
     dll_dirs,
     gpu_arch,
+    openmp,
     packages,
     page_file,
     pairing,
@@ -46,6 +47,7 @@ RULES: tuple[Rule, ...] = (
     path_hazards.check,
     pairing.check,
     packages.check,
+    openmp.check,
 )
 
 

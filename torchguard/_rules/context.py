@@ -11,13 +11,16 @@ from functools import cached_property
 from torchguard._binary.pe.image import PEFacts
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import PackageSimulation
+from torchguard._model.openmp import OpenMPState
 from torchguard._model.simulate import ImportSimulation
-from torchguard._report.report import DllDirectory
+from torchguard._model.vcruntime import StaleCopy
+from torchguard._report.report import DllDirectory, PreloadRecord
 from torchguard._rules.hints import HintContext
+from torchguard._windows.conda import conda_owners
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.locate import TorchInstall
 from torchguard._windows.system import System
-from torchguard._windows.tree import PathKey, join, path_key
+from torchguard._windows.tree import PathKey, is_within, join, path_key
 
 
 @dataclass
@@ -37,6 +40,12 @@ class CheckContext:
     """torch's siblings and extensions, loaded after the guarded ``import torch``."""
     cache: FactsCache | None = None
     """Facts kept across runs (``get_derived``/``put_derived`` for a rule's own), or None."""
+    openmp: OpenMPState = field(default_factory=OpenMPState)
+    """Every OpenMP runtime and user, and the conflicts among them."""
+    stale_runtimes: list[StaleCopy] = field(default_factory=list)
+    """Packages' own msvcp140.dll older than torch's toolset, which they load when imported."""
+    preloads: tuple[PreloadRecord, ...] = ()
+    """What ``ensure()`` loads before torch (``Report.preloads``)."""
     _replaced: dict[PathKey, bool] = field(default_factory=dict, repr=False)
 
     @cached_property
@@ -47,8 +56,13 @@ class CheckContext:
             *(d for d in self.dists if d.name != "torch"),
             *([self.torch.dist] if self.torch.dist else []),
         ]:
-            for path in dist.file_paths():
-                owners[path_key(path)] = f"{dist.name}=={dist.version}"
+            label = f"{dist.name}=={dist.version}"
+            for relative in dist.record_paths():
+                owners[path_key(join(dist.site_dir, relative))] = label
+                parts = relative.split("/")
+                if ".." in parts:  # pip --target keeps ../../Library/bin/x.dll below the target
+                    moved = join(dist.site_dir, *[p for p in parts if p not in ("..", ".")])
+                    owners.setdefault(path_key(moved), label)
         return owners
 
     @cached_property
@@ -64,6 +78,47 @@ class CheckContext:
 
     def owner_of(self, path: str | None) -> str | None:
         return self.owners.get(path_key(path)) if path else None
+
+    def file_owner(self, path: str) -> str | None:
+        """:meth:`owner_of` for one file, for findings that recur on every run: only the
+        RECORDs that mention its name are parsed (the whole map costs ~0.3 s with torch's)."""
+        if "owners" in self.__dict__:
+            return self.owner_of(path)
+        key, name = path_key(path), ntpath.basename(path).lower()
+        torch_dist = self.torch.dist
+        if torch_dist is not None and is_within(path, self.torch.package_dir):
+            return f"torch=={torch_dist.version}"
+        for dist in (d for d in self.dists if d.name != "torch"):
+            text = dist.distribution.read_text("RECORD")
+            if not text or name not in text.lower():
+                continue
+            for relative in dist.record_paths():
+                parts = relative.split("/")
+                if ntpath.basename(relative.replace("/", "\\")).lower() != name:
+                    continue
+                moved = [p for p in parts if p not in ("..", ".")]
+                if key in (
+                    path_key(join(dist.site_dir, relative)),
+                    path_key(join(dist.site_dir, *moved)),
+                ):
+                    return f"{dist.name}=={dist.version}"
+        return None
+
+    @cached_property
+    def conda_owners(self) -> dict[PathKey, list[str]]:
+        """Each file a conda package of this environment lists -> every ``name==version``."""
+        interpreter = self.system.interpreter
+        if not interpreter.is_conda:
+            return {}
+        return conda_owners(self.system.tree, interpreter.prefix)
+
+    def conda_owner_of(self, path: str | None) -> str | None:
+        found = self.conda_owners_of(path)
+        return " and ".join(found) if found else None
+
+    def conda_owners_of(self, path: str | None) -> list[str]:
+        """The conda packages that list ``path`` (only read for a finding about such a file)."""
+        return list(self.conda_owners.get(path_key(path), [])) if path else []
 
     @cached_property
     def recorded_hashes(self) -> dict[PathKey, str]:

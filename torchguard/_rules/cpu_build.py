@@ -22,6 +22,7 @@ from torchguard._rules.cuda_builds import (
 )
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
 from torchguard._vocab import Code
+from torchguard._windows.gpus import Capability, compute_capability, cuda_can_build
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
@@ -43,7 +44,14 @@ def check(context: CheckContext) -> Iterator[Finding]:
     driver = installed.driver
     python = context.hints.python_cmd
     conda = context.hints.conda
-    best = newest_runnable(row.variants, driver) if driver else row.variants[-1]
+    capabilities = _named_capabilities(context)
+    runs_gpu = [v for v in row.variants if all(cuda_can_build(v, c) for c in capabilities)]
+    if capabilities and not runs_gpu:
+        named = ", ".join(a.name for a in context.system.display_adapters if a.is_nvidia)
+        yield _no_build_for_gpu(context, version, named, installed.file, capabilities)
+        return
+    variants = tuple(runs_gpu)
+    best = newest_runnable(variants, driver) if driver else variants[-1]
     shown = f"driver {format_driver(driver)}" if driver else "an NVIDIA driver"
     table_note = (
         f" (torchguard's table ends at {row.series[0]}.{row.series[1]}; the variants shown "
@@ -70,7 +78,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
             )
         )
     elif driver is not None:
-        oldest = row.variants[0]
+        oldest = variants[0]
         need = minimum_driver(oldest)
         wanted = f" {format_driver(need)} or newer" if need else ""
         hints.append(
@@ -89,8 +97,70 @@ def check(context: CheckContext) -> Iterator[Finding]:
             f"torch {torch.version} is a CPU build but this machine has {shown} "
             f"({installed.path}): torch imports, torch.cuda.is_available() is False"
         ),
-        path=installed.path,
+        path=installed.file,
         hints=tuple(hints),
+        rank=75,
+    )
+
+
+def _named_capabilities(context: CheckContext) -> list[Capability]:
+    """Compute capabilities of the machine's NVIDIA GPUs whose model is known."""
+    found = [
+        compute_capability(adapter.name)
+        for adapter in context.system.display_adapters
+        if adapter.is_nvidia
+    ]
+    return sorted({c for c in found if c is not None})
+
+
+def _no_build_for_gpu(
+    context: CheckContext,
+    version: str,
+    shown: str,
+    path: str | None,
+    capabilities: list[Capability],
+) -> Finding:
+    """No CUDA build of this release compiles the GPU: the first release one does."""
+    arch = ", ".join(f"sm_{c[0]}{c[1]}" for c in capabilities)
+    later = [
+        (row, max(fit))
+        for row in RELEASES
+        if (fit := [v for v in row.variants if all(cuda_can_build(v, c) for c in capabilities)])
+    ]
+    newer = [
+        (row, v)
+        for row, v in later
+        if row.series > tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    ]
+    hints: tuple[RepairHint, ...] = ()
+    if newer:
+        row, variant = newer[0]
+        target = row.releases[-1]
+        hints = (
+            RepairHint(
+                f"torch {row.series[0]}.{row.series[1]} is the first release with a CUDA build "
+                f"for {arch} (CUDA {variant[0]}.{variant[1]})",
+                (
+                    install_command(
+                        context.hints.python_cmd,
+                        target,
+                        variant,
+                        conda=context.hints.conda,
+                        release=row,
+                    ),
+                ),
+                PREVIOUS_VERSIONS_URL,
+            ),
+        )
+    return Finding(
+        code=Code.CPU_BUILD_ON_GPU,
+        severity=WARNING,
+        message=(
+            f"torch {context.torch.version} is a CPU build and no CUDA build of torch {version} "
+            f"runs on {shown} ({arch}): torch imports, torch.cuda.is_available() is False"
+        ),
+        path=path,
+        hints=hints,
         rank=75,
     )
 

@@ -38,6 +38,12 @@ class InstalledDriver:
 
     path: str
     driver: Driver | None
+    described: bool = False
+    """Offline, described by the user (``--cuda``, ``--gpu``): ``path`` says how, no file."""
+
+    @property
+    def file(self) -> str | None:
+        return None if self.described else self.path
 
 
 def find_driver(context: CheckContext) -> InstalledDriver | None:
@@ -45,13 +51,30 @@ def find_driver(context: CheckContext) -> InstalledDriver | None:
     system32 = context.system.system32
     hit = context.system.tree.lookup(system32, "nvcuda.dll")
     if hit is None:
-        return None
+        return _described_driver(context)
     path = join(system32, hit[0])
     try:
         version = context.facts(path).file_version
     except ImageUnavailable:
         return InstalledDriver(context.system.tree.origin(path), None)
     return InstalledDriver(context.system.tree.origin(path), driver_version(version))
+
+
+def _described_driver(context: CheckContext) -> InstalledDriver | None:
+    """Offline, a driver the user described: ``--cuda X.Y`` (the newest CUDA it supports, so
+    at least that version's minimum driver) or an NVIDIA GPU named with ``--gpu`` (a driver of
+    unknown version). A live machine without nvcuda.dll has no driver, whatever its GPU."""
+    system = context.system
+    if system.live:
+        return None
+    named = [a.name for a in system.display_adapters if a.is_nvidia]
+    if system.driver_cuda is not None:
+        cuda = system.driver_cuda
+        where = f"--cuda {cuda[0]}.{cuda[1]}" + (f", {named[0]}" if named else "")
+        return InstalledDriver(where, minimum_driver(cuda), described=True)
+    if named:
+        return InstalledDriver(f"{named[0]}, named with --gpu", None, described=True)
+    return None
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
@@ -86,7 +109,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
             "uses: torch imports, CUDA is unavailable"
         ),
         missing="nvcuda.dll",
-        path=installed.path,
+        path=installed.file,
         hints=_hints(context, required, driver),
         rank=70,
     )

@@ -26,8 +26,14 @@ from torchguard._rules.cuda_builds import (
 )
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
 from torchguard._vocab import Code
-from torchguard._windows.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
-from torchguard._windows.tree import HostFile
+from torchguard._windows.gpus import (
+    CUDA_GPUS_URL,
+    FIRST_CUDA,
+    Capability,
+    compute_capability,
+    cuda_can_build,
+)
+from torchguard._windows.tree import HostFile, ZipMember
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")
@@ -46,6 +52,8 @@ def check(context: CheckContext) -> Iterator[Finding]:
         return
     archs = _torch_archs(context)
     if archs is None:
+        if _kernels_in_wheel(context):
+            yield from _by_cuda_version(context, cuda, gpus)
         return
     for name, capability in gpus.items():
         if archs.runs_on(capability):
@@ -61,6 +69,51 @@ def check(context: CheckContext) -> Iterator[Finding]:
                 + (f" with PTX for {_names(archs.ptx)}" if archs.ptx else " and carry no PTX")
                 + '; CUDA operations fail with "no kernel image is available for execution '
                 'on the device"'
+            ),
+            hints=_hints(context, cuda, capability),
+            rank=72,
+        )
+
+
+def _kernels_in_wheel(context: CheckContext) -> bool:
+    """torch's kernel DLL is a member of a wheel (not read in place), not absent or damaged."""
+    tree = context.system.tree
+    for name in KERNEL_DLLS:
+        hit = tree.lookup(context.torch.lib_dir, name)
+        if hit is not None and isinstance(hit[1], ZipMember):
+            return True
+    return False
+
+
+def _by_cuda_version(
+    context: CheckContext, cuda: Cuda, gpus: dict[str, Capability]
+) -> Iterator[Finding]:
+    """torch's kernel DLL not readable in place (inside a wheel): a CUDA release that cannot
+    compile the GPU's architecture built no kernels for it, whatever torch asked for."""
+    for name, capability in gpus.items():
+        if cuda_can_build(cuda, capability):
+            continue
+        arch = capability[0] * 10 + capability[1]
+        first = FIRST_CUDA.get(arch)
+        since = (
+            f"; CUDA {first[0]}.{first[1]} is the first that compiles sm_{arch}"
+            if first and first > cuda
+            else f"; CUDA {cuda[0]}.{cuda[1]} no longer compiles sm_{arch}"
+        )
+        yield Finding(
+            code=Code.GPU_ARCH_UNSUPPORTED,
+            severity=WARNING,
+            message=(
+                f"the {name} (compute capability {capability[0]}.{capability[1]}) cannot run "
+                f"torch {context.torch.version}: no kernels for sm_{arch} in a CUDA "
+                f"{cuda[0]}.{cuda[1]} build{since}; "
+                + (
+                    "unless torch carries PTX the driver can compile for it, "
+                    if first and first > cuda
+                    else ""
+                )
+                + 'CUDA operations fail with "no kernel image is available for execution on '
+                'the device"'
             ),
             hints=_hints(context, cuda, capability),
             rank=72,

@@ -164,7 +164,11 @@ def _intel_openmp(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
 
 def _nvidia_driver(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
     cpu_build = ctx.pip(
-        "install", "--force-reinstall", "torch", "--index-url", "https://download.pytorch.org/whl/cpu"
+        "install",
+        "--force-reinstall",
+        "torch",
+        "--index-url",
+        "https://download.pytorch.org/whl/cpu",
     )
     return (
         RepairHint(
@@ -236,9 +240,7 @@ def cuda_torch(ctx: HintContext, name: str) -> RepairHint:
             PREVIOUS_VERSIONS_URL,
         )
     cuda = release.variants[-1]
-    command = install_command(
-        ctx.python_cmd, version, cuda, conda=ctx.conda, release=release
-    )
+    command = install_command(ctx.python_cmd, version, cuda, conda=ctx.conda, release=release)
     return RepairHint(
         f"{head}; install the CUDA {cuda[0]}.{cuda[1]} build of torch {version} (the newest "
         f"this release has; {', '.join(variant_tag(v) for v in release.variants)} "

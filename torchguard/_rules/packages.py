@@ -121,9 +121,7 @@ def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHi
     wants_cuda, cuda = _cuda_of(target, release, simulation, torch.cuda)
     if wants_cuda and cuda is None:  # no known CUDA variant of that release to name
         return RepairHint(summary, (), PREVIOUS_VERSIONS_URL)
-    command = install_command(
-        ctx.python_cmd, version, cuda, conda=ctx.conda, release=release
-    )
+    command = install_command(ctx.python_cmd, version, cuda, conda=ctx.conda, release=release)
     return RepairHint(summary, (command,))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ntpath
 from collections.abc import Iterator
+from enum import Enum
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._model.initialise import MUTEX_CHANGE, runtime_version
@@ -34,7 +35,15 @@ from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code, Step
 from torchguard._windows.tree import is_within, same_path
 
-PYTHON_LOADED = "python_loaded"
+
+class _StartUp(Enum):
+    """Where a copy came from when it is none of the loader's steps."""
+
+    PYTHON_LOADED = "python_loaded"
+    """Already loaded, from python.exe's folder: python.exe's own start-up copy."""
+
+
+PYTHON_LOADED = _StartUp.PYTHON_LOADED
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
@@ -47,6 +56,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     toolset = _toolset(context)
     if toolset is None:
         return
+    yield from _stale_copies(context)
     for root, resolution in _runtime_resolutions(context):
         if resolution.name.lower() in proven:
             continue
@@ -154,14 +164,15 @@ def _gap(
 
 def _where(context: CheckContext, resolution: Resolution) -> str:
     path = resolution.path or ""
-    return {
+    wording: dict[Step | _StartUp | None, str] = {
         SYSTEM32: "in System32",
         LOADED: f"already loaded into this process from {ntpath.dirname(path)}",
         PYTHON_LOADED: "beside python.exe (loaded by python.exe at start-up)",
         APP_DIR: "beside python.exe",
         USER_DIR: f"in {ntpath.dirname(path)}",
         DLL_LOAD_DIR: "in torch\\lib",
-    }.get(_source(context, resolution), f"at {path}")
+    }
+    return wording.get(_source(context, resolution), f"at {path}")
 
 
 def _shown_path(context: CheckContext, resolution: Resolution) -> str | None:
@@ -169,12 +180,12 @@ def _shown_path(context: CheckContext, resolution: Resolution) -> str | None:
     return context.system.tree.origin(path) if resolution.via != LOADED else path
 
 
-def _source(context: CheckContext, resolution: Resolution) -> str:
+def _source(context: CheckContext, resolution: Resolution) -> Step | _StartUp | None:
     """The search step, telling python.exe's own start-up modules from other loaded ones."""
     app_dir = context.system.interpreter.app_dir
     if resolution.via == LOADED and same_path(ntpath.dirname(resolution.path or ""), app_dir):
         return PYTHON_LOADED
-    return resolution.via or ""
+    return resolution.via
 
 
 def _repair(
@@ -227,3 +238,45 @@ def _repair(
             "remove it so the Redistributable's copy is used",
         )
     return (fix, redist)
+
+
+def _stale_copies(context: CheckContext) -> Iterator[Finding]:
+    """A package ships an older msvcp140.dll and loads it when imported: imported before
+    torch, every torch DLL binds to that copy (WinError 1114). A warning: the order decides."""
+    toolset = _toolset(context) or MUTEX_CHANGE
+    preloaded = any(p.switch.startswith("TORCHGUARD_VCRUNTIME") for p in context.preloads)
+    for copy in context.stale_runtimes:
+        shown = ".".join(map(str, copy.version[:3]))
+        message = (
+            f"{copy.dist} ships msvcp140.dll {shown} ({copy.path}) and loads it when imported "
+            f"({ntpath.basename(copy.importer)} imports it): imported before torch, torch "
+            f"{context.torch.version} (built with the {toolset[0]}.{toolset[1]} toolset) binds "
+            "to that copy and fails to initialise (WinError 1114). torch imported first works"
+        )
+        hints = [
+            RepairHint(f"import torch before {copy.dist} (or call torchguard.ensure() first)"),
+            RepairHint(
+                f"update {copy.dist} to a release that ships a current runtime",
+                (context.hints.pip("install", "--upgrade", copy.dist),),
+            ),
+        ]
+        if preloaded:
+            hints.insert(
+                0,
+                RepairHint(
+                    "automatic: torchguard.ensure() loads System32's newer msvcp140.dll first, "
+                    f"so {copy.dist} binds to it too (TORCHGUARD_VCRUNTIME=keep turns this off)"
+                ),
+            )
+        yield Finding(
+            code=Code.RUNTIME_TOO_OLD,
+            severity=WARNING,
+            message=message,
+            dll="c10.dll",
+            missing="msvcp140.dll",
+            chain=("c10.dll", "msvcp140.dll"),
+            path=copy.path,
+            hints=tuple(hints),
+            package=copy.dist,
+            rank=140,
+        )

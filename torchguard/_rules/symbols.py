@@ -10,6 +10,8 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
+from torchguard._binary.pe.errors import ImageUnavailable
+from torchguard._binary.pe.openmp import ALIAS, KMP
 from torchguard._model.loader import SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
@@ -101,6 +103,9 @@ def _hints_for(
     importer_owner = context.owner_of(importer_path)
     if lowered in _hints.VC_RUNTIME:
         return (_hints.vc_redist(ctx, lowered),)
+    conda = context.conda_owners_of(exporter_path) if exporter_owner is None else []
+    if conda:
+        return (_conda_reinstall(context, exporter, exporter_path, conda),)
     if exporter_owner is None and exporter_path is not None:
         origin = context.system.tree.origin(exporter_path)
         stray = RepairHint(
@@ -135,6 +140,33 @@ def _hints_for(
         ),
         *_reinstall_owner(context, importer_owner, importer),
     )
+
+
+def _conda_reinstall(
+    context: CheckContext, exporter: str, path: str | None, owners: list[str]
+) -> RepairHint:
+    """A file a conda package installed: reinstall that package (never delete its file).
+
+    For an OpenMP runtime that another package's copy overwrote (conda-forge's llvm-openmp
+    ships a ``libiomp5md.dll`` too, without the ordinals torch <= 2.2 imports), Intel's.
+    """
+    names = [_name(owner) or owner for owner in owners]
+    target = names[0]
+    try:
+        runtime = any(
+            mark == KMP or mark.startswith(ALIAS) for mark in context.facts(path or "").openmp
+        )
+    except ImageUnavailable:
+        runtime = False
+    if runtime and "intel-openmp" in names:
+        target = "intel-openmp"
+    listed = " and ".join(owners)
+    why = (
+        f"{exporter} was installed by the conda package {listed}"
+        + (", which overwrote each other's copy" if len(owners) > 1 else "")
+        + f": reinstall {target} so the file is the build it ships"
+    )
+    return RepairHint(why, (f"conda install --force-reinstall {target}",))
 
 
 def _reinstall_owner(

@@ -51,9 +51,19 @@ class TreeDistribution(importlib_metadata.Distribution):
         self.tree = tree
         self._site_dir = site_dir
         self._dist_info = dist_info
+        self._record: tuple[str | None] | None = None
 
     def read_text(self, filename: str) -> str | None:
-        return self.tree.read_text(join(self._site_dir, self._dist_info, filename))
+        """A metadata file's text; RECORD is read once per analysis (several checks parse it)."""
+        if filename != "RECORD":
+            return self.tree.read_text(self.metadata_path(filename))
+        if self._record is None:
+            self._record = (self.tree.read_text(self.metadata_path(filename)),)
+        return self._record[0]
+
+    def metadata_path(self, filename: str) -> str:
+        """The tree path of a file of its ``.dist-info`` folder (``RECORD``, ``METADATA``)."""
+        return join(self._site_dir, self._dist_info, filename)
 
     def locate_file(self, path: str | PureWindowsPath) -> PureWindowsPath:  # type: ignore[override]
         return PureWindowsPath(join(self._site_dir, str(path)))

@@ -1,14 +1,22 @@
 """Wheels built for another OS: refused with what to run instead, never judged as Windows.
 
-A manylinux or macOS torch wheel holds no Windows DLL, so a Windows analysis of it would say
-"no problems found" about nothing. :func:`refuse_other_platforms` is the one place that
-decides; Linux support replaces it with a real Linux analysis.
+A manylinux or macOS torch wheel (or a site-packages folder of a Linux or macOS install) holds
+no Windows DLL, so a Windows analysis of it would say "no problems found" about nothing.
+:func:`refuse_other_platforms` (wheels, by their platform tags) and
+:func:`refuse_other_platform_install` (folders, by the contents of torch's ``_C`` extension)
+are the only places that decide; Linux support replaces them with a real Linux analysis.
 """
 
 from __future__ import annotations
 
 import ntpath
 import re
+from typing import TYPE_CHECKING
+
+from torchguard._windows.tree import join
+
+if TYPE_CHECKING:
+    from torchguard._windows.tree import WinTree
 
 _LINUX = ("manylinux", "musllinux", "linux")
 _MACOS = ("macosx",)
@@ -37,9 +45,59 @@ def refuse_other_platforms(wheel: str) -> str | None:
     )
 
 
+#: The first bytes of an ELF file, and of 64-bit, 32-bit and universal Mach-O files.
+_ELF = b"\x7fELF"
+_MACHO = (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+
+
+def refuse_other_platform_install(
+    tree: WinTree, site_dir: str, package_dir: str | None
+) -> str | None:
+    """Why a folder holding a Linux or macOS torch cannot be scanned by this version (its
+    ``_C`` extension is an ELF or Mach-O file and it has no ``_C*.pyd``), or None."""
+    if package_dir is None:
+        return None
+    names = [name for name, _ in tree.listdir(package_dir).values()]
+    if any(n.lower().startswith("_c.") and n.lower().endswith(".pyd") for n in names):
+        return None
+    for name in names:
+        if not name.startswith("_C.") or name.lower().endswith(".pyd"):
+            continue
+        head = tree.read_head(join(package_dir, name), 4) or b""
+        system = "Linux" if head == _ELF else "macOS" if head in _MACHO else None
+        if system is None:
+            continue
+        origin = tree.origin(package_dir).rstrip("\\/")
+        python = re.search(r"cpython-3(\d{1,2})", name)
+        version = _torch_version(tree, site_dir)
+        instead = _check_command("torch", version, f"cp3{python.group(1)}" if python else "")
+        what = (
+            "Linux scanning is not supported by this version of torchguard"
+            if (system == "Linux")
+            else "torchguard does not analyse macOS installs"
+        )
+        return (
+            f"{origin} is a {system} install of torch (its {name} is not a Windows binary): "
+            f"{what}, which judges Windows installs; to ask whether this release works on "
+            f"Windows, run: {instead}"
+        )
+    return None
+
+
+def _torch_version(tree: WinTree, site_dir: str) -> str:
+    """torch's version from its ``.dist-info`` folder name, or an unpinned ``torch``."""
+    for name in tree.subdirs(site_dir):
+        found = re.fullmatch(r"torch-([0-9][^-]*)\.dist-info", ntpath.basename(name), re.I)
+        if found:
+            return found.group(1)
+    return ""
+
+
 def _check_command(project: str, version: str, python_tag: str) -> str:
     """The ``torchguard check`` that asks the same question about Windows."""
-    requirement = f"{project.replace('_', '-').lower()}=={version.split('+', 1)[0]}"
+    requirement = project.replace("_", "-").lower()
+    if version:
+        requirement += f"=={version.split('+', 1)[0]}"
     found = re.fullmatch(r"cp3(\d{1,2})", python_tag.split(".")[0])
     python = f" --python 3.{found.group(1)}" if found else ""
     return f"torchguard check {requirement}{python}"

@@ -88,6 +88,18 @@ def compute_capability(name: str) -> Capability | None:
     return None
 
 
+def named_adapter(name: str) -> str:
+    """A GPU named by a user ("RTX 4090", "GeForce RTX 5090") as Windows lists it, with the
+    vendor first, so that a known NVIDIA model counts as an NVIDIA adapter."""
+    text = " ".join(name.split())
+    if text.upper().startswith("NVIDIA"):
+        return text
+    for candidate in (text, f"GeForce {text}"):  # "RTX 4090" is how people say it
+        if compute_capability(candidate) is not None:
+            return f"NVIDIA {candidate}"
+    return text
+
+
 def cuda_can_build(cuda: tuple[int, int], capability: Capability) -> bool:
     """Whether CUDA ``cuda`` can compile code for this architecture (SASS or PTX)."""
     arch = capability[0] * 10 + capability[1]
@@ -102,4 +114,5 @@ __all__ = [
     "DisplayAdapter",
     "compute_capability",
     "cuda_can_build",
+    "named_adapter",
 ]

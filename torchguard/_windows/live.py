@@ -98,8 +98,19 @@ def known_dlls() -> frozenset[str]:
     return frozenset(names)
 
 
-def loaded_modules() -> dict[str, str]:
-    """Base name (lower case) -> full path of every module in this process."""
+def loaded_modules(paths: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Base name (lower case) -> full path of the first-loaded module of that name.
+
+    The loader binds a by-name lookup to the copy loaded first; :func:`loaded_paths` has all.
+    """
+    found: dict[str, str] = {}
+    for path in loaded_paths() if paths is None else paths:
+        found.setdefault(ntpath.basename(path).lower(), path)
+    return found
+
+
+def loaded_paths() -> tuple[str, ...]:
+    """The full path of every module of this process, in load order (same names included)."""
     if sys.platform != "win32":
         raise NotImplementedError(_ONLY_WINDOWS)
     import ctypes
@@ -123,16 +134,74 @@ def loaded_modules() -> dict[str, str]:
         if not psapi.EnumProcessModules(
             process, modules, ctypes.sizeof(modules), ctypes.byref(needed)
         ):
-            return {}
+            return ()
         if needed.value <= ctypes.sizeof(modules):
             break
         count = needed.value // ctypes.sizeof(wintypes.HMODULE) + 16
-    found: dict[str, str] = {}
+    found: list[str] = []
     buffer = ctypes.create_unicode_buffer(32768)
     for handle in modules[: needed.value // ctypes.sizeof(wintypes.HMODULE)]:
         if handle and kernel32.GetModuleFileNameW(handle, buffer, 32768):
-            found.setdefault(ntpath.basename(buffer.value).lower(), buffer.value)
-    return found
+            found.append(buffer.value)
+    return tuple(found)
+
+
+def kmp_started() -> str | None:
+    """The module whose KMP OpenMP runtime has started in this process, or None.
+
+    A starting KMP runtime sets ``__KMP_REGISTERED_LIB_<pid>`` to ``<flag address>-<flag
+    value>-<library name>`` with SetEnvironmentVariable (so ``os.environ`` never sees it); the
+    module owning that address is the runtime, and the flag still holding that value shows
+    it is alive, as KMP itself checks.
+    """
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+    from ctypes import wintypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.GetEnvironmentVariableW.argtypes = [wintypes.LPCWSTR, wintypes.LPWSTR, wintypes.DWORD]
+    kernel32.GetModuleHandleExW.argtypes = [
+        wintypes.DWORD,
+        ctypes.c_void_p,
+        ctypes.POINTER(wintypes.HMODULE),
+    ]
+    kernel32.GetModuleFileNameW.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
+    buffer = ctypes.create_unicode_buffer(1024)
+    name = f"__KMP_REGISTERED_LIB_{os.getpid()}"
+    if not kernel32.GetEnvironmentVariableW(name, buffer, 1024):
+        return None
+    parts = buffer.value.split("-", 2)
+    try:
+        address, value = int(parts[0], 16), int(parts[1], 16)
+    except (IndexError, ValueError):
+        return None
+    module = wintypes.HMODULE()
+    from_address_unchanged = 0x4 | 0x2  # FROM_ADDRESS | UNCHANGED_REFCOUNT
+    if not address or not kernel32.GetModuleHandleExW(
+        from_address_unchanged, ctypes.c_void_p(address), ctypes.byref(module)
+    ):
+        return None  # the runtime that registered is gone
+    if ctypes.c_long.from_address(address).value & 0xFFFFFFFF != value & 0xFFFFFFFF:
+        return None
+    path = ctypes.create_unicode_buffer(32768)
+    if not kernel32.GetModuleFileNameW(module, path, 32768):
+        return None
+    return path.value
+
+
+def preload(path: str) -> None:
+    """Load ``path`` by full path now (its own folder first for its imports); raises OSError."""
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import ctypes
+    from ctypes import wintypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
+    kernel32.LoadLibraryExW.restype = wintypes.HMODULE
+    if not kernel32.LoadLibraryExW(path, None, 0x1100):
+        raise ctypes.WinError(ctypes.get_last_error())
 
 
 def commit_status() -> tuple[int, int]:
@@ -269,17 +338,20 @@ def live_windows() -> System:
         is_conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
     )
     executable = sys.executable
+    modules = loaded_paths()
     return System(
         tree=WinTree(passthrough=True),
         interpreter=interpreter,
         system32=system_directory(),
         known_dlls=known_dlls(),
-        loaded=loaded_modules(),
+        loaded=loaded_modules(modules),
         live=True,
         torch_package_dir=torch_package_dir(),
         python_cmd=f'"{executable}"' if " " in executable else executable,
         display_adapters=display_adapters(),
         commit=_commit_or_none(),
+        loaded_paths=modules,
+        kmp_started=kmp_started(),
     )
 
 

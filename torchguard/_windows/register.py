@@ -41,5 +41,3 @@ def register(paths: Iterable[str]) -> list[str]:
 def registered() -> list[str]:
     with _lock:
         return list(_handles)
-
-

@@ -15,8 +15,8 @@ from functools import cache
 from importlib import resources
 
 from torchguard._binary.pe.machine import X64, X86, platform_machine
-from torchguard._windows.foreign import refuse_other_platforms
-from torchguard._windows.gpus import DisplayAdapter
+from torchguard._windows.foreign import refuse_other_platform_install, refuse_other_platforms
+from torchguard._windows.gpus import DisplayAdapter, named_adapter
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 from torchguard._windows.wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
 
@@ -62,6 +62,12 @@ class System:
     """The machine's display adapters (live: the registry; offline: as given)."""
     commit: tuple[int, int] | None = None
     """(commit limit, commit available) in bytes; live only."""
+    driver_cuda: tuple[int, int] | None = None
+    """Offline: the newest CUDA version the NVIDIA driver supports, as given (``--cuda``)."""
+    loaded_paths: tuple[str, ...] = ()
+    """Live: every module of the process in load order, same-named copies included."""
+    kmp_started: str | None = None
+    """Live: the module whose KMP (OpenMP) runtime already registered in this process."""
 
     def close(self) -> None:
         self.tree.close()
@@ -89,6 +95,7 @@ def offline_windows(
     python_dir: str | None = None,
     assumed_system32: Sequence[tuple[str, Iterable[str]]] = (),
     gpus: Sequence[str] = (),
+    driver_cuda: tuple[int, int] | None = None,
 ) -> System:
     """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
 
@@ -99,7 +106,8 @@ def offline_windows(
     names of ``assumed_system32`` (``(source, names)`` pairs: present, without a file to read).
     The interpreter's CPU is the platform tag of torch's ``_C`` extension, else of the first
     Windows wheel (``win_amd64``, ``win32``, ``win_arm64``), else x64. ``gpus`` names the
-    machine's display adapters (``"NVIDIA GeForce RTX 5090"``).
+    machine's display adapters (``"NVIDIA GeForce RTX 5090"``); ``driver_cuda`` the newest
+    CUDA version its NVIDIA driver supports (as ``nvidia-smi`` prints it).
     Raises :class:`TargetError` for a target or folder that cannot be read.
     """
     from torchguard._windows.locate import find_torch_package
@@ -116,6 +124,9 @@ def offline_windows(
         for source, names in assumed_system32:
             _assume(tree, OFFLINE_SYSTEM32, names, source)
         package_dir = find_torch_package(tree, [site_dir])
+        refusal = refuse_other_platform_install(tree, site_dir, package_dir)
+        if refusal is not None:
+            raise TargetError(refusal)
         version = _python_version(tree, package_dir, tags)
         machine = _python_machine(tree, package_dir, platforms)
         python_dll = f"python{version[0]}{version[1]}.dll"
@@ -155,7 +166,8 @@ def offline_windows(
         live=False,
         torch_package_dir=package_dir,
         python_cmd=f"py -{version[0]}.{version[1]}",
-        display_adapters=tuple(DisplayAdapter(name) for name in gpus),
+        display_adapters=tuple(DisplayAdapter(named_adapter(name)) for name in gpus),
+        driver_cuda=driver_cuda,
     )
 
 

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from torchguard._binary.pe.symbols import SymbolTables
 
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
-READER_VERSION = 4  # 4: a read error of the environment is no longer stored as damage
+#: 4: a read error of the environment is no longer stored as damage; 5: OpenMP marks.
+READER_VERSION = 5
 
 MACHINE_NAMES: dict[int, str] = {
     Machine.X86: "x86",
@@ -60,6 +61,8 @@ class PEFacts:
     delay_imports: tuple[str, ...]
     linker_version: tuple[int, int]
     file_version: tuple[int, int, int, int] | None = None
+    openmp: tuple[str, ...] = ()
+    """What the binary is to OpenMP (:mod:`torchguard._binary.pe.openmp`); () for most."""
 
     @property
     def machine_name(self) -> str:
@@ -126,9 +129,14 @@ def _parse(
         raise PEReadError(f"malformed image: {exc}") from None
     if not symbols:
         return PEImage(facts)
+    from dataclasses import replace
+
+    from torchguard._binary.pe.openmp import openmp_marks
     from torchguard._binary.pe.symbols import read_symbols
 
-    return PEImage(facts, read_symbols(source, kept))
+    tables = read_symbols(source, kept)
+    marks = openmp_marks(source, tables)
+    return PEImage(replace(facts, openmp=marks) if marks else facts, tables)
 
 
 _CHUNK = 1 << 20

@@ -1,0 +1,473 @@
+"""openmp-conflict: OpenMP runtimes recognised by content, their users, the verdicts, the preload."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from pathlib import Path
+
+import pytest
+from fakes import KERNEL, FakeTorch, companion, write_tree
+from pe_builder import DEFAULT_SYMBOL, build_pe
+
+import torchguard
+from torchguard._binary.pe.image import read_image
+from torchguard._binary.pe.openmp import SIBLING_HOOK, openmp_marks
+from torchguard._binary.pe.symbols import read_symbols
+from torchguard._model.cache import user_cache
+from torchguard._pipeline import analyze
+from torchguard._report.report import Report
+from torchguard._windows.system import System, offline_windows
+from torchguard._windows.tree import join
+
+KMP_EXPORTS = (DEFAULT_SYMBOL, "__kmpc_fork_call", "omp_get_max_threads")
+REGISTERED = b"__KMP_REGISTERED_LIB_"
+HOOK = b"..\\compiler\\"
+
+
+def kmp(exports: tuple[str, ...] = KMP_EXPORTS) -> bytes:
+    return build_pe(list(KERNEL), exports=exports, strings=[REGISTERED])
+
+
+def marks(image: bytes) -> tuple[str, ...]:
+    return openmp_marks(image, read_symbols(image))
+
+
+# -- recognising runtimes and users by content -------------------------------------------------
+def test_runtimes_are_told_from_their_contents() -> None:
+    assert marks(kmp()) == ("kmp",)
+    # a renamed copy that exports the API but not __kmpc_fork_call: the string decides
+    assert marks(build_pe(list(KERNEL), exports=["omp_get_max_threads"], strings=[REGISTERED])) == (
+        "kmp",
+    )
+    assert marks(build_pe(list(KERNEL), exports=["omp_get_max_threads"])) == ("stubs",)
+    assert marks(build_pe(list(KERNEL), exports=["_vcomp_fork"])) == ("vcomp",)
+    assert marks(build_pe(list(KERNEL), exports=["GOMP_parallel"])) == ("gomp",)
+    alias = build_pe(list(KERNEL), forwarders={"__kmpc_fork_call": "libomp.__kmpc_fork_call"})
+    assert marks(alias) == ("alias:libomp.dll",)
+    assert marks(build_pe(list(KERNEL))) == ()
+
+
+def test_mkl_hook_needs_a_delay_import_and_the_compiler_path() -> None:
+    hooked = build_pe(list(KERNEL), ["libiomp5md.dll"], strings=[HOOK])
+    assert marks(hooked) == (SIBLING_HOOK,)
+    assert marks(build_pe(list(KERNEL), ["libiomp5md.dll"])) == ()
+    assert marks(build_pe(list(KERNEL), strings=[HOOK])) == ()  # no delay import: no hook
+
+
+def test_marks_are_part_of_the_facts() -> None:
+    assert read_image(kmp(), symbols=True).facts.openmp == ("kmp",)
+
+
+# -- environments --------------------------------------------------------------------------
+def torch_with_runtime(fake: FakeTorch) -> FakeTorch:
+    fake.extra["torch/lib/libiomp5md.dll"] = kmp()
+    fake.extra["torch/lib/libiompstubs5md.dll"] = build_pe(
+        list(KERNEL), exports=["omp_get_max_threads"]
+    )
+    return fake
+
+
+def data_file(name: str, version: str, files: dict[str, bytes]) -> dict[str, bytes]:
+    """A wheel whose files install to ``<prefix>/Library/bin`` (RECORD: ``../../Library/bin``)."""
+    return companion(name, version, files, {k: f"../../{k}" for k in files})
+
+
+def mkl(sibling: bytes | None = None) -> dict[str, bytes]:
+    files = data_file(
+        "mkl",
+        "2021.4.0",
+        {
+            "Library/bin/mkl_intel_thread.1.dll": build_pe(
+                list(KERNEL), ["libiomp5md.dll"], strings=[HOOK]
+            )
+        },
+    )
+    if sibling is not None:
+        files.update(data_file("intel-openmp", "2021.4.0", {"Library/bin/libiomp5md.dll": sibling}))
+    return files
+
+
+def site(tmp_path: Path, fake: FakeTorch, *extras: dict[str, bytes]) -> Path:
+    root = torch_with_runtime(fake).write(tmp_path / "site")
+    for files in extras:
+        write_tree(root, files)
+    return root
+
+
+def system(root: Path, runtime_dir: Path, **environ: str) -> System:
+    found = offline_windows([str(root)], system32_dirs=[str(runtime_dir)])
+    found.interpreter = dataclasses.replace(found.interpreter, environ=environ)  # type: ignore[misc]
+    return found
+
+
+def run(found: System) -> Report:
+    try:
+        return analyze(found, cache=user_cache())
+    finally:
+        found.close()
+
+
+def openmp(report: Report) -> list[torchguard.Finding]:
+    return [f for f in report.findings if f.code == "openmp-conflict"]
+
+
+def test_torch_alone_with_its_stubs_has_no_conflict(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    report = torchguard.scan([site(tmp_path, fake_torch)], system32=[runtime_dir])
+    assert report.findings == () and report.preloads == ()
+
+
+def test_vcomp_users_never_conflict(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    sklearn = companion(
+        "scikit-learn",
+        "1.9.1",
+        {
+            "sklearn/.libs/vcomp140.dll": build_pe(
+                list(KERNEL), exports=["_vcomp_fork", DEFAULT_SYMBOL]
+            ),
+            "sklearn/_k.cp311-win_amd64.pyd": build_pe(["vcomp140.dll", *KERNEL]),
+        },
+        {},
+    )
+    report = torchguard.scan([site(tmp_path, fake_torch, sklearn)], system32=[runtime_dir])
+    assert report.findings == ()
+
+
+def test_mkl_without_its_own_runtime_binds_to_torchs(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    report = torchguard.scan([site(tmp_path, fake_torch, mkl())], system32=[runtime_dir])
+    assert openmp(report) == [] and report.preloads == ()
+
+
+def test_mkl_sibling_runtime_is_a_warning_and_preloaded(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    report = torchguard.scan([site(tmp_path, fake_torch, mkl(kmp()))], system32=[runtime_dir])
+    (finding,) = openmp(report)
+    assert finding.severity == "warning" and finding.package == "mkl"
+    assert finding.path is not None and finding.path.lower().endswith(
+        "library\\bin\\libiomp5md.dll"
+    )
+    assert (
+        "intel-openmp==2021.4.0" in finding.message
+        and "torch\\lib\\libiomp5md.dll" in finding.message
+    )
+    assert (
+        "import torch starts" in finding.message
+        and "MKL running before torch works" in finding.message
+    )
+    assert finding.hints[0].summary.startswith("automatic: torchguard.ensure()")
+    assert any("MKL_THREADING_LAYER=SEQUENTIAL" in c for h in finding.hints for c in h.commands)
+    assert not any("KMP_DUPLICATE_LIB_OK" in h.summary + "".join(h.commands) for h in finding.hints)
+    (preload,) = report.preloads
+    assert preload.path == finding.path and not preload.done
+    assert report.ok  # import torch itself works
+    assert report.to_dict()["preloads"][0]["switch"] == "TORCHGUARD_OPENMP=keep"
+
+
+def test_no_preload_when_torch_would_not_bind_to_the_sibling(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """The sibling lacks a name torch_cpu imports from it: preloading it would break torch."""
+    lacking = kmp(exports=("__kmpc_fork_call", "omp_get_max_threads"))
+    report = torchguard.scan([site(tmp_path, fake_torch, mkl(lacking))], system32=[runtime_dir])
+    (finding,) = openmp(report)
+    assert report.preloads == ()
+    assert "does not preload" in finding.message and DEFAULT_SYMBOL in finding.message
+    assert not finding.hints[0].summary.startswith("automatic")
+
+
+def test_switches_keep_sequential_and_masked(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    root = site(tmp_path, fake_torch, mkl(kmp()))
+    kept = run(system(root, runtime_dir, TORCHGUARD_OPENMP="keep"))
+    assert kept.preloads == () and len(openmp(kept)) == 1
+    sequential = run(system(root, runtime_dir, MKL_THREADING_LAYER="sequential"))
+    assert openmp(sequential) == [] and sequential.preloads == ()
+    masked = run(system(root, runtime_dir, KMP_DUPLICATE_LIB_OK="TRUE"))
+    (finding,) = openmp(masked)
+    assert "KMP_DUPLICATE_LIB_OK is set" in finding.message
+
+
+def faiss_like(runtime: bytes) -> dict[str, bytes]:
+    """A delvewheel-repaired package carrying LLVM's runtime under a mangled name."""
+    return companion(
+        "faiss-cpu",
+        "1.9.0",
+        {
+            "faiss_cpu.libs/libomp-a1b2c3d4.dll": runtime,
+            "faiss/_swigfaiss.cp311-win_amd64.pyd": build_pe(["libomp-a1b2c3d4.dll", *KERNEL]),
+        },
+        {},
+    )
+
+
+def test_two_differently_named_runtimes_are_an_error_of_the_package(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    llvm = build_pe(
+        list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL], strings=[REGISTERED]
+    )
+    report = torchguard.scan([site(tmp_path, fake_torch, faiss_like(llvm))], system32=[runtime_dir])
+    (finding,) = openmp(report)
+    assert finding.severity == "error" and finding.package == "faiss-cpu"
+    assert "libomp-a1b2c3d4.dll" in finding.message and "in either order" in finding.message
+    assert report.import_torch is not None and report.import_torch.ok
+    assert report.preloads == ()
+
+
+def test_a_renamed_stub_is_not_a_runtime(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    stubs = build_pe(list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL])
+    report = torchguard.scan(
+        [site(tmp_path, fake_torch, faiss_like(stubs))], system32=[runtime_dir]
+    )
+    assert openmp(report) == []
+
+
+def test_live_runtime_already_started_is_an_error_of_torch(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    llvm = build_pe(
+        list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL], strings=[REGISTERED]
+    )
+    found = system(site(tmp_path, fake_torch, faiss_like(llvm)), runtime_dir)
+    started = join(found.interpreter.site_dirs[0], "faiss_cpu.libs", "libomp-a1b2c3d4.dll")
+    found.kmp_started = started
+    report = run(found)
+    first = openmp(report)[0]
+    assert first.severity == "error" and first.package is None and first.path == started
+    assert report.blocking and report.blockers[0] == first  # ensure() raises it
+    assert report.import_torch is not None and report.import_torch.abort == "OMP: Error #15"
+    assert "aborts the process" in report.render_text()
+    masked = system(
+        site(tmp_path, fake_torch, faiss_like(llvm)), runtime_dir, KMP_DUPLICATE_LIB_OK="1"
+    )
+    masked.kmp_started = started
+    allowed = run(masked)
+    assert not allowed.blocking and openmp(allowed)[0].severity == "warning"
+
+
+def test_live_runtime_torch_binds_to_is_no_conflict(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """MKL already started its sibling and it is loaded: torch binds to it by name."""
+    found = system(site(tmp_path, fake_torch, mkl(kmp())), runtime_dir)
+    sibling = join(
+        found.interpreter.prefix, "Lib", "site-packages", "Library", "bin", "libiomp5md.dll"
+    )
+    found.loaded = {**found.loaded, "libiomp5md.dll": sibling}
+    found.kmp_started = sibling
+    report = run(found)
+    assert openmp(report) == [] and report.preloads == ()
+
+
+def test_a_warm_analysis_reads_no_binary(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, reads: list[str]
+) -> None:
+    root = site(tmp_path, fake_torch, mkl(kmp()))
+    cold = torchguard.scan([root], system32=[runtime_dir])
+    reads.clear()
+    warm = torchguard.scan([root], system32=[runtime_dir])
+    assert reads == []
+    assert [f.to_dict() for f in warm.findings] == [f.to_dict() for f in cold.findings]
+    assert warm.preloads == cold.preloads
+
+
+def test_ensure_preloads_the_sibling_before_torch(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from torchguard import _api
+    from torchguard._windows import live, register
+
+    root = site(tmp_path, fake_torch, mkl(kmp()))
+    loaded: list[str] = []
+    monkeypatch.setattr(_api, "sys", types.SimpleNamespace(platform="win32", modules=sys.modules))
+    monkeypatch.setattr(live, "live_windows", lambda: system(root, runtime_dir))
+    monkeypatch.setattr(live, "preload", loaded.append)
+    monkeypatch.setattr(register, "register", lambda folders: None)
+    report = torchguard.ensure()
+    (record,) = report.preloads
+    assert record.done and loaded == [record.path]
+    assert "preloaded" in report.render_text()
+
+    _api._reset_for_tests()
+    loaded.clear()
+    monkeypatch.setattr(
+        live, "live_windows", lambda: system(root, runtime_dir, TORCHGUARD_OPENMP="keep")
+    )
+    assert torchguard.ensure().preloads == () and loaded == []
+
+
+def test_owners_from_absolute_record_paths(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """pip writes absolute Windows paths in RECORD when the prefix is on another drive."""
+    where = "C:\\Python\\Lib\\site-packages\\Library\\bin\\"
+    files = companion(
+        "mkl",
+        "2021.4.0",
+        {
+            "Library/bin/mkl_intel_thread.1.dll": build_pe(
+                list(KERNEL), ["libiomp5md.dll"], strings=[HOOK]
+            )
+        },
+        {"Library/bin/mkl_intel_thread.1.dll": where + "mkl_intel_thread.1.dll"},
+    )
+    files.update(
+        companion(
+            "intel-openmp",
+            "2021.4.0",
+            {"Library/bin/libiomp5md.dll": kmp()},
+            {"Library/bin/libiomp5md.dll": where + "libiomp5md.dll"},
+        )
+    )
+    report = torchguard.scan([site(tmp_path, fake_torch, files)], system32=[runtime_dir])
+    (finding,) = openmp(report)
+    assert finding.package == "mkl" and "intel-openmp==2021.4.0" in finding.message
+
+
+def test_conda_runtime_overwritten_by_llvms_gets_intel_openmp_reinstalled(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """conda-forge's llvm-openmp ships a libiomp5md.dll forwarding to libomp.dll, without the
+    ordinals torch <= 2.2 imports (WinError 182): reinstall intel-openmp, never delete it."""
+    import json
+
+    graph = dict(fake_torch.graph)
+    del fake_torch.graph["libiomp5md.dll"]
+    fake_torch.extra["torch/lib/torch_cpu.dll"] = build_pe(
+        graph["torch_cpu.dll"], symbols={"libiomp5md.dll": [41]}
+    )
+    root = fake_torch.write(tmp_path / "site")
+    prefix = tmp_path / "prefix"
+    files = {
+        "python311.dll": build_pe(list(KERNEL)),
+        "vcruntime140.dll": build_pe(["KERNEL32.dll"]),
+        "vcruntime140_1.dll": build_pe(["KERNEL32.dll"]),
+        "Library/bin/libiomp5md.dll": build_pe(
+            list(KERNEL), forwarders={"__kmpc_fork_call": "libomp.__kmpc_fork_call"}
+        ),
+        "Library/bin/libomp.dll": kmp(),
+    }
+    for package, version in (("intel-openmp", "2023.1.0"), ("llvm-openmp", "17.0.6")):
+        record = {"name": package, "version": version, "files": ["Library/bin/libiomp5md.dll"]}
+        files[f"conda-meta/{package}-{version}-0.json"] = json.dumps(record).encode()
+    write_tree(prefix, files)
+    found = offline_windows([str(root)], system32_dirs=[str(runtime_dir)], python_dir=str(prefix))
+    found.interpreter = dataclasses.replace(found.interpreter, is_conda=True)  # type: ignore[misc]
+    report = run(found)
+    (error,) = [f for f in report.errors if f.code == "missing-symbol"]
+    assert error.symbols == ("#41",)
+    (hint,) = error.hints
+    assert hint.commands == ("conda install --force-reinstall intel-openmp",)
+    assert "llvm-openmp" in hint.summary and "remove" not in hint.summary
+
+
+# -- a stale VC++ runtime that another package loads first ------------------------------------
+def pyqt5_like(version: tuple[int, int, int, int] = (14, 26, 28720, 3)) -> dict[str, bytes]:
+    """PyQt5 5.15: Qt5\\bin holds msvcp140.dll 14.26, which Qt5Core.dll imports."""
+    return companion(
+        "PyQt5",
+        "5.15.11",
+        {
+            "PyQt5/Qt5/bin/msvcp140.dll": build_pe(["KERNEL32.dll"], file_version=version),
+            "PyQt5/Qt5/bin/Qt5Core.dll": build_pe(["MSVCP140.dll", *KERNEL]),
+            "PyQt5/QtCore.pyd": build_pe(["Qt5Core.dll", *KERNEL]),
+        },
+        {},
+    )
+
+
+def stale(report: Report) -> list[torchguard.Finding]:
+    return [f for f in report.findings if f.code == "runtime-too-old" and f.package]
+
+
+def test_a_package_shipping_an_older_msvcp140_is_a_warning(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    fake = FakeTorch(linker=(14, 42))
+    report = torchguard.scan([site(tmp_path, fake, pyqt5_like())], system32=[runtime_dir])
+    (finding,) = stale(report)
+    assert finding.severity == "warning" and finding.package == "pyqt5"
+    assert finding.path is not None and finding.path.lower().endswith("qt5\\bin\\msvcp140.dll")
+    assert "14.26.28720" in finding.message and "Qt5Core.dll" in finding.message
+    assert finding.hints[0].summary.startswith("import torch before pyqt5")
+    assert report.ok and report.preloads == ()  # System32's copy has no version to compare
+
+
+def test_ensure_loads_system32s_newer_runtime_first(tmp_path: Path) -> None:
+    from fakes import system32
+
+    fake = FakeTorch(linker=(14, 42))
+    newer = system32(tmp_path / "s32", version=(14, 44, 35112, 1))
+    root = site(tmp_path, fake, pyqt5_like())
+    report = torchguard.scan([root], system32=[newer])
+    (preload,) = report.preloads
+    assert preload.path.lower().endswith("system32\\msvcp140.dll")
+    assert preload.switch == "TORCHGUARD_VCRUNTIME=keep"
+    assert stale(report)[0].hints[0].summary.startswith("automatic")
+    kept = run(system(root, newer, TORCHGUARD_VCRUNTIME="keep"))
+    assert kept.preloads == () and len(stale(kept)) == 1
+
+
+def test_no_preload_when_system32s_copy_is_not_newer(tmp_path: Path) -> None:
+    from fakes import system32
+
+    fake = FakeTorch(linker=(14, 42))
+    older = system32(tmp_path / "s32", version=(14, 29, 30133, 0))
+    report = torchguard.scan([site(tmp_path, fake, pyqt5_like())], system32=[older])
+    assert report.preloads == ()
+
+
+def test_an_old_runtime_is_fine_for_an_older_toolset(tmp_path: Path, runtime_dir: Path) -> None:
+    report = torchguard.scan(
+        [site(tmp_path, FakeTorch(linker=(14, 29)), pyqt5_like())], system32=[runtime_dir]
+    )
+    assert stale(report) == []
+
+
+def test_live_already_loaded_copy_is_judged_once(tmp_path: Path, runtime_dir: Path) -> None:
+    """PyQt5 imported already: the existing runtime-too-old error about the loaded copy."""
+    found = system(site(tmp_path, FakeTorch(linker=(14, 42)), pyqt5_like()), runtime_dir)
+    qt = join(found.interpreter.site_dirs[0], "PyQt5", "Qt5", "bin", "msvcp140.dll")
+    found.loaded = {**found.loaded, "msvcp140.dll": qt}
+    report = run(found)
+    assert stale(report) == []
+    (error,) = report.errors
+    assert error.code == "runtime-too-old" and error.path == qt
+
+
+def test_warm_runs_keep_every_verdict_and_read_nothing(
+    tmp_path: Path, runtime_dir: Path, reads: list[str]
+) -> None:
+    """Distributions' summaries come from the cache: the stale runtime and MKL verdicts stay."""
+    from fakes import system32
+
+    newer = system32(tmp_path / "s32", version=(14, 44, 35112, 1))
+    root = site(tmp_path, FakeTorch(linker=(14, 42)), pyqt5_like(), mkl(kmp()))
+    cold = torchguard.scan([root], system32=[newer])
+    reads.clear()
+    warm = torchguard.scan([root], system32=[newer])
+    assert reads == []
+    assert [f.to_dict() for f in warm.findings] == [f.to_dict() for f in cold.findings]
+    assert {f.code for f in warm.findings} == {"openmp-conflict", "runtime-too-old"}
+    assert warm.preloads == cold.preloads and len(warm.preloads) == 2
+
+
+def test_a_runtime_replaced_behind_pips_back_is_seen_on_a_warm_run(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    root = site(tmp_path, fake_torch, mkl(build_pe(list(KERNEL))))  # not a runtime yet
+    assert openmp(torchguard.scan([root], system32=[runtime_dir])) == []
+    (root / "Library" / "bin" / "libiomp5md.dll").write_bytes(kmp())  # RECORD unchanged
+    assert len(openmp(torchguard.scan([root], system32=[runtime_dir]))) == 1

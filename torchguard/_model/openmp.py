@@ -1,0 +1,477 @@
+"""Every OpenMP runtime and every user of one, and the conflicts that abort with OMP: Error #15.
+
+Two KMP-family runtimes (Intel's or LLVM's) that both *start* in one process abort it with
+``OMP: Error #15``, whatever their file names: KMP finds the other through the process
+environment variable ``__KMP_REGISTERED_LIB_<pid>``. A copy that is loaded but never called
+never starts. How a user binds decides which copy starts:
+
+- **by name** (torch_cpu.dll, fbgemm.dll, ctranslate2.dll ...): to the module of that base
+  name loaded first, so two users of one name share one runtime;
+- **sibling** (MKL's ``mkl_intel_thread*.dll``): its delay-load hook loads
+  ``<dir>\\..\\compiler\\<rt>``, then ``<dir>\\<rt>`` by *full path* (a second module when another
+  file of that name is loaded), and only then the plain name.
+
+So MKL's sibling runtime starting after torch's (``import torch`` starts
+``torch\\lib\\libiomp5md.dll``) is the common conda abort, and two differently named runtimes
+(``libomp.dll`` and ``libiomp5md.dll``) both used abort in either order. Runtimes and users are
+recognised from the binaries' OpenMP marks (:mod:`torchguard._binary.pe.openmp`), never by
+file name; every fact comes from cached PE facts, so a warm analysis reads no file here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ntpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from torchguard._binary.pe.errors import ImageUnavailable
+from torchguard._binary.pe.image import PEFacts
+from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
+from torchguard._model.binaries import Binaries
+from torchguard._model.bindings import Gap
+from torchguard._model.ecosystem import binaries as dist_binaries
+from torchguard._model.loader import LoaderModel
+from torchguard._windows.dists import InstalledDist
+from torchguard._windows.tree import PathKey, WinTree, join, path_key
+
+#: How a user binds its runtime.
+BY_NAME = "name"
+SIBLING = "sibling"
+
+#: Conflict kinds.
+NAMES = "names"
+"""Two differently named runtimes both started: a certain abort, in either order."""
+SIBLING_COPY = "sibling"
+"""MKL's pinned sibling is another file than torch's copy: aborts when torch starts first."""
+STARTED = "started"
+"""Live: another runtime already started in this process; ``import torch`` starts its own."""
+
+_TRUE = ("1", "true", "yes", "on", "y", "t")
+#: The cache's name for a distribution's OpenMP summary.
+_KIND = "openmp-dist"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A KMP runtime file (or an alias forwarding to one)."""
+
+    path: str
+    alias_of: str | None = None
+    """For an alias: the DLL name its ``__kmpc_fork_call`` forwards to."""
+
+    @property
+    def name(self) -> str:
+        return ntpath.basename(self.path).lower()
+
+    @property
+    def effective(self) -> str:
+        """The module name that really runs: an alias's target, else its own name."""
+        return self.alias_of or self.name
+
+
+@dataclass(frozen=True)
+class User:
+    """A binary that starts a runtime when it runs."""
+
+    path: str
+    dll: str
+    """The runtime's DLL name as imported (lower case)."""
+    binding: str
+    """:data:`BY_NAME` or :data:`SIBLING`."""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    kind: str
+    torch_copy: str | None
+    """The runtime torch starts (a path), None for a live conflict torch did not start."""
+    other: str
+    """The other runtime that starts (a path)."""
+    user: str
+    """The binary that starts ``other`` (live: the started module itself)."""
+
+
+@dataclass(frozen=True)
+class Preload:
+    """A runtime ``ensure()`` loads by full path before torch, so both share it."""
+
+    path: str
+    gap: Gap | None = None
+    """What torch imports that this copy lacks: then it is never preloaded."""
+    importer: str | None = None
+
+
+@dataclass
+class OpenMPState:
+    runtimes: list[Runtime] = field(default_factory=list)
+    users: list[User] = field(default_factory=list)
+    torch_copy: str | None = None
+    """The runtime ``import torch`` starts (the copy its by-name import binds to)."""
+    torch_importers: tuple[str, ...] = ()
+    """torch's binaries that import that runtime by name."""
+    conflicts: list[Conflict] = field(default_factory=list)
+    preload: Preload | None = None
+    masked: bool = False
+    """``KMP_DUPLICATE_LIB_OK`` is truthy: KMP lets both run (unsafe, but no abort)."""
+    sequential: bool = False
+    """``MKL_THREADING_LAYER=SEQUENTIAL``: MKL loads no OpenMP runtime at all."""
+    briefs: list[Brief] = field(default_factory=list)
+    """Every binary outside torch\\lib that was looked at (for other load-order checks)."""
+
+
+def truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in _TRUE
+
+
+@dataclass
+class Candidates:
+    """The binaries that may be OpenMP runtimes or users (or ship a VC++ runtime)."""
+
+    torch: list[str]
+    """torch\\lib's DLLs."""
+    other: list[str]
+    """Every other binary, each once."""
+    dist_of: dict[str, str]
+    """Path (as listed in ``other``) -> the distribution that lists it, when one does."""
+    digests: dict[str, str] = field(default_factory=dict)
+    """Distribution -> a digest of its RECORD (which holds every file's SHA-256)."""
+    cached: list[Brief] = field(default_factory=list)
+    """Briefs of the distributions whose summary the cache holds (their files not listed)."""
+
+
+def candidate_files(
+    binaries: Binaries,
+    lib_dir: str,
+    dists: Iterable[InstalledDist],
+    conda_bin: str | None,
+) -> Candidates:
+    """torch\\lib's DLLs; and every other distribution's listed binaries (its ``Library\\bin``
+    data files too) and a conda environment's ``Library\\bin`` DLLs, each once. A distribution
+    whose summary is cached under its RECORD's digest is not listed at all."""
+    tree, cache = binaries.tree, binaries.persistent
+    cached: list[Brief] = []
+    torch_files = [
+        join(lib_dir, name)
+        for name, _entry in tree.listdir(lib_dir).values()
+        if name.lower().endswith(".dll")
+    ]
+    seen: dict[PathKey, str] = {}
+    dist_of: dict[str, str] = {}
+
+    def add(path: str, dist: str | None) -> None:
+        kept = seen.setdefault(path_key(path), path)
+        if dist is not None:
+            dist_of.setdefault(kept, dist)
+
+    digests: dict[str, str] = {}
+    for dist in dists:
+        if dist.name == "torch":
+            continue
+        text = dist.distribution.read_text("RECORD") or ""
+        digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+        if cache is not None:
+            briefs = _from_cache(cache.get_derived(_KIND, f"{dist.name}|{digest}"), binaries)
+            if briefs is not None:
+                cached.extend(briefs)
+                continue
+        listed = [*dist_binaries(dist), *_data_binaries(dist)]
+        for path in listed:
+            add(path, dist.name)
+        digests[dist.name] = digest
+    if conda_bin is not None:
+        for _key, (name, _entry) in tree.listdir(conda_bin).items():
+            if name.lower().endswith(".dll"):
+                add(join(conda_bin, name), None)
+    return Candidates(torch_files, list(seen.values()), dist_of, digests, cached)
+
+
+def _data_binaries(dist: InstalledDist) -> list[str]:
+    """DLLs a wheel installs outside site-packages (``../../Library/bin/...``), where they are."""
+    text = dist.distribution.read_text("RECORD")
+    if not text or "../" not in text:
+        return []
+    tree = dist.distribution.tree
+    found: list[str] = []
+    for line in text.splitlines():
+        if "../" not in line or ".dll" not in line.lower():
+            continue
+        relative = line.rsplit(",", 2)[0].strip('"')
+        parts = relative.split("/")
+        if ".." not in parts or not relative.lower().endswith(".dll"):
+            continue
+        path = join(dist.site_dir, relative)
+        if not tree.is_file(path):  # pip --target keeps the rest of the path below the target
+            path = join(dist.site_dir, *[p for p in parts if p not in ("..", ".")])
+        found.append(path)
+    return found
+
+
+def _facts(binaries: Binaries, path: str) -> PEFacts | None:
+    try:
+        return binaries.facts(path)
+    except ImageUnavailable:
+        return None
+
+
+def analyse(
+    binaries: Binaries,
+    process: LoaderModel,
+    files: Candidates,
+    lib_dir: str,
+    environ: Mapping[str, str],
+    *,
+    started: str | None = None,
+) -> OpenMPState:
+    """Runtimes, users, conflicts and the preload that prevents the sibling conflict.
+
+    ``process``: the guarded process after ``import torch`` was replayed (its loaded modules
+    say which copy torch binds to); ``started``: live, the module that already registered a
+    KMP runtime in this process.
+    """
+    state = OpenMPState(
+        masked=truthy(environ.get("KMP_DUPLICATE_LIB_OK")),
+        sequential=environ.get("MKL_THREADING_LAYER", "").strip().upper() == "SEQUENTIAL",
+    )
+    briefs = state.briefs = _briefs(binaries, files)
+    facts = [(brief.path, brief) for brief in briefs]
+    by_name: dict[str, list[Runtime]] = {}
+    for path, found in facts:
+        runtime = _runtime(path, found)
+        if runtime is not None:
+            state.runtimes.append(runtime)
+            by_name.setdefault(runtime.name, []).append(runtime)
+    for path, found in facts:
+        imported = [(n, False) for n in found.imports] + [(n, True) for n in found.delay_imports]
+        for dll, delay in imported:
+            lowered = dll.lower()
+            if lowered in by_name:
+                binding = SIBLING if delay and SIBLING_HOOK in found.openmp else BY_NAME
+                state.users.append(User(path, lowered, binding))
+    _torch_side(state, binaries, process, files.torch, lib_dir)
+    if state.torch_copy is None:
+        return state
+    torch_runtime = _runtime_at(binaries, state.torch_copy)
+    torch_effective = (
+        torch_runtime.effective if torch_runtime else ntpath.basename(state.torch_copy).lower()
+    )
+    for user in state.users:
+        conflict = _user_conflict(state, binaries, process, user, by_name, torch_effective)
+        if conflict is not None and conflict not in state.conflicts:
+            state.conflicts.append(conflict)
+    if started is not None:
+        _started(state, binaries, started, torch_effective)
+    return state
+
+
+@dataclass(frozen=True)
+class Brief:
+    """What the OpenMP analysis needs of one binary (cached per distribution)."""
+
+    path: str
+    openmp: tuple[str, ...]
+    imports: tuple[str, ...]
+    delay_imports: tuple[str, ...]
+    identity: str | None
+    dist: str | None = None
+    file_version: tuple[int, int, int, int] | None = None
+
+
+def _brief(binaries: Binaries, path: str, dist: str | None) -> Brief | None:
+    found = _facts(binaries, path)
+    if found is None:
+        return None
+    identity = binaries.identity(path)
+    imports, delay = found.imports, found.delay_imports
+    return Brief(path, found.openmp, imports, delay, identity, dist, found.file_version)
+
+
+def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
+    """Every candidate binary's brief. A distribution's are cached under a digest of its RECORD
+    (a reinstall rewrites it), so a warm run reads none of its files; its DLLs are checked
+    against their files' identities (a runtime copied over one without pip)."""
+    cache = binaries.persistent
+    groups: dict[str | None, list[str]] = {}
+    for path in files.other:
+        dist = files.dist_of.get(path)
+        groups.setdefault(dist if dist in files.digests else None, []).append(path)
+    briefs: list[Brief] = list(files.cached)
+    for dist, paths in groups.items():
+        found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
+        if dist is not None and cache is not None:
+            cache.put_derived(_KIND, f"{dist}|{files.digests[dist]}", [_to_cache(b) for b in found])
+        briefs.extend(found)
+    return briefs
+
+
+def _to_cache(brief: Brief) -> list[object]:
+    version = list(brief.file_version) if brief.file_version else None
+    lists = [list(brief.openmp), list(brief.imports), list(brief.delay_imports)]
+    return [brief.path, *lists, brief.identity, brief.dist, version]
+
+
+def _from_cache(raw: object, binaries: Binaries) -> list[Brief] | None:
+    """Cached briefs, or None when damaged or when one of its DLLs changed."""
+    if not isinstance(raw, list):
+        return None
+    briefs: list[Brief] = []
+    for entry in raw:
+        if not (isinstance(entry, list) and len(entry) == 7):
+            return None
+        path, marks, imports, delay, identity, dist, version = entry
+        if not (dist is None or isinstance(dist, str)):
+            return None
+        if version is not None and not (
+            isinstance(version, list)
+            and len(version) == 4
+            and all(isinstance(v, int) for v in version)
+        ):
+            return None
+        lists = (marks, imports, delay)
+        if not isinstance(path, str) or not all(
+            isinstance(x, list) and all(isinstance(n, str) for n in x) for x in lists
+        ):
+            return None
+        if identity is not None and not isinstance(identity, str):
+            return None
+        four = (version[0], version[1], version[2], version[3]) if version else None
+        briefs.append(Brief(path, tuple(marks), tuple(imports), tuple(delay), identity, dist, four))
+    for brief in briefs:  # a DLL (a runtime, or one pasted over) changed behind pip's back
+        if brief.path.lower().endswith(".dll") and binaries.identity(brief.path) != brief.identity:
+            return None
+    return briefs
+
+
+def _runtime(path: str, found: PEFacts | Brief) -> Runtime | None:
+    for mark in found.openmp:
+        if mark == KMP:
+            return Runtime(path)
+        if mark.startswith(ALIAS):
+            return Runtime(path, mark[len(ALIAS) :])
+    return None
+
+
+def _runtime_at(binaries: Binaries, path: str) -> Runtime | None:
+    found = _facts(binaries, path)
+    return _runtime(path, found) if found is not None else None
+
+
+def _torch_side(
+    state: OpenMPState,
+    binaries: Binaries,
+    process: LoaderModel,
+    torch_files: Sequence[str],
+    lib_dir: str,
+) -> None:
+    """Which runtime ``import torch`` starts: the copy torch's by-name import binds to, or,
+    for torch 2.3 (no OpenMP import of its own), the sibling MKL's hook pins. Each imported
+    name is judged once, through the module the replayed process loaded for it."""
+    importers: list[str] = []
+    copy: str | None = None
+    judged: dict[str, str | None] = {}  # imported name -> the runtime it starts, or None
+    for path in torch_files:
+        found = _facts(binaries, path)
+        if found is None:
+            continue
+        for dll in found.imports:
+            lowered = dll.lower()
+            if lowered not in judged:
+                judged[lowered] = _started_by(binaries, process, dll, lib_dir)
+            runtime = judged[lowered]
+            if runtime is None:
+                continue
+            copy = copy or runtime
+            if runtime == copy and lowered == ntpath.basename(runtime).lower():
+                importers.append(path)
+    state.torch_copy = copy
+    state.torch_importers = tuple(dict.fromkeys(importers))
+
+
+def _started_by(binaries: Binaries, process: LoaderModel, dll: str, lib_dir: str) -> str | None:
+    """The runtime an import of ``dll`` starts: the copy it binds to when that is a runtime,
+    the sibling MKL pins when it is MKL's threading layer; else None."""
+    where = process.loaded.get(dll.lower()) or process.resolve(dll, lib_dir).path
+    if where is None:
+        return None
+    target = _facts(binaries, where)
+    if target is None:
+        return None
+    if _runtime(where, target) is not None:
+        return where
+    if SIBLING_HOOK in target.openmp:
+        for delayed in target.delay_imports:
+            sibling = _sibling(binaries.tree, where, delayed.lower())
+            if sibling is not None and _runtime_at(binaries, sibling) is not None:
+                return sibling
+    return None
+
+
+def _sibling(tree: WinTree, user: str, dll: str) -> str | None:
+    """The copy MKL's hook loads by full path: ``..\\compiler\\<dll>``, then ``<dir>\\<dll>``."""
+    folder = ntpath.dirname(user)
+    for candidate in (join(folder, "..", "compiler", dll), join(folder, dll)):
+        if tree.is_file(candidate):
+            return candidate
+    return None
+
+
+def _user_conflict(
+    state: OpenMPState,
+    binaries: Binaries,
+    process: LoaderModel,
+    user: User,
+    by_name: Mapping[str, list[Runtime]],
+    torch_effective: str,
+) -> Conflict | None:
+    assert state.torch_copy is not None
+    if user.binding == SIBLING:
+        if state.sequential:
+            return None  # MKL_THREADING_LAYER=SEQUENTIAL: MKL never loads its runtime
+        sibling = _sibling(binaries.tree, user.path, user.dll)
+        if sibling is not None:
+            runtime = _runtime_at(binaries, sibling)
+            if runtime is None:
+                return None
+            if path_key(sibling) == path_key(state.torch_copy):
+                return None
+            if runtime.effective != torch_effective:
+                return Conflict(NAMES, state.torch_copy, sibling, user.path)
+            conflict = Conflict(SIBLING_COPY, state.torch_copy, sibling, user.path)
+            if state.preload is None:
+                state.preload = _preload_check(binaries, process, state, sibling)
+            return conflict
+    copies = by_name.get(user.dll, [])
+    folder = path_key(ntpath.dirname(user.path))
+    own = [r for r in copies if path_key(ntpath.dirname(r.path)) == folder]
+    runtime = next(iter(own or copies), None)
+    if runtime is None or runtime.effective == torch_effective:
+        return None  # the same name: it binds to whichever copy was loaded first, one runtime
+    return Conflict(NAMES, state.torch_copy, runtime.path, user.path)
+
+
+def _preload_check(
+    binaries: Binaries, process: LoaderModel, state: OpenMPState, sibling: str
+) -> Preload:
+    """Whether torch's importers bind cleanly to ``sibling`` (every imported name exported,
+    forwarders followed as the loader would from the sibling's folder)."""
+    folder = ntpath.dirname(sibling)
+    name = ntpath.basename(state.torch_copy or "").lower()
+    for importer in state.torch_importers:
+        gap = binaries.gap(
+            importer, name, sibling, False, lambda dll: process._forwarded(dll, folder)
+        )
+        if gap is not None:
+            return Preload(sibling, gap, importer)
+    return Preload(sibling)
+
+
+def _started(state: OpenMPState, binaries: Binaries, started: str, torch_effective: str) -> None:
+    """Live: a runtime already registered; ``import torch`` starts another unless it binds to it."""
+    assert state.torch_copy is not None
+    if path_key(started) == path_key(state.torch_copy):
+        return
+    runtime = _runtime_at(binaries, state.torch_copy)
+    if runtime is not None and runtime.alias_of == ntpath.basename(started).lower():
+        return  # torch binds to an alias of the started runtime
+    state.conflicts.insert(0, Conflict(STARTED, state.torch_copy, started, started))
+    state.preload = None  # too late: a preload cannot stop the runtime already running
