@@ -255,3 +255,24 @@ def test_scan_describes_a_linux_machine_with_gpu_and_cuda(tmp_path: Path) -> Non
     # a 12.4 driver runs no CUDA 13 build: no variant of 2.9 both compiles sm_120 and runs
     assert "cu130" not in " ".join(arch.hints[0].commands)
     assert torchguard.scan([site], sysroot=root).findings == ()
+
+
+def test_the_pci_bus_is_read_once_per_boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = root_with_driver(tmp_path, None, libcuda=False)
+    device = root / "sys" / "bus" / "pci" / "devices" / "0000:01:00.0"
+    device.mkdir(parents=True)
+    (device / "vendor").write_text("0x10de\n")
+    (device / "class").write_text("0x030000\n")
+    (root / "proc" / "sys" / "kernel" / "random").mkdir(parents=True)
+    (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text("b-1\n")
+    system = replace(system_on(tmp_path, root), pci_root=str(root))
+    assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-missing"]
+
+    def no_read(root: str) -> bool:
+        raise AssertionError("sysfs read on a warm run")
+
+    monkeypatch.setattr("torchguard._pipeline_linux.nvidia_on_pci", no_read)
+    assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-missing"]
+    (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text("b-2\n")
+    with pytest.raises(AssertionError, match="sysfs read"):
+        codes(system, LinuxCache(tmp_path / "cache"))  # another boot: looked at again

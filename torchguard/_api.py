@@ -260,6 +260,8 @@ def _scan_linux(
             return analyze_linux(system, cache=linux_cache())
 
     return guarded("scan()", run, (TargetError,))
+
+
 def _cuda_version(text: str | None) -> tuple[int, int] | None:
     """``"12.4"`` -> (12, 4); ValueError for anything else."""
     if text is None:

@@ -11,7 +11,7 @@ from torchguard._binary.elf import ElfReadError, read_fatbin_archs
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
-from torchguard._linux.nvidia import nvidia_on_pci
+from torchguard._linux.nvidia import boot_id, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
@@ -214,13 +214,24 @@ def _gpu_findings(
         loaded=system.driver_present,
         wsl_libcuda=system.wsl_libcuda,
         libcuda=libcuda,
-        nvidia_pci=pci and nvidia_on_pci(system.pci_root or "/"),
+        nvidia_pci=pci and _nvidia_pci(system.pci_root or "/", cache),
     )
     found = list(driver_findings(version, cuda, facts, hints))
     if any(compute_capability(g) is not None for g in system.gpus):
         archs = _torch_archs(torch_dir, files, cache)
         found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
     return found
+
+
+def _nvidia_pci(root: str, cache: LinuxCache) -> bool:
+    """:func:`nvidia_on_pci`, looked up once per boot."""
+    boot = boot_id(root)
+    known = cache.nvidia_pci(boot) if boot else None
+    if known is None:
+        known = nvidia_on_pci(root)
+        if boot:
+            cache.store_nvidia_pci(boot, known)
+    return known
 
 
 def _driver_numbers(text: str | None) -> tuple[int, ...] | None:

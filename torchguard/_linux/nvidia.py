@@ -85,3 +85,16 @@ def _hex_file(path: str) -> int | None:
             return int(handle.read(64).strip(), 16)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
+
+
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+
+
+def boot_id(root: str = "/") -> str | None:
+    """This boot's id: the PCI devices of a boot are cached under it (a GPU does not come or
+    go without a reboot, barring hot-plug)."""
+    try:
+        with open(os.path.join(root, BOOT_ID), encoding="ascii") as handle:
+            return handle.read(64).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -78,6 +78,7 @@ class LinuxCache:
             "ldcache": {},
             "claims": {},
             "fatbin": {},
+            "pci": {},
         }
         self._dirty = False
         self._load()
@@ -185,6 +186,14 @@ class LinuxCache:
 
     def store_fatbin(self, fingerprint: str, sass: frozenset[int], ptx: frozenset[int]) -> None:
         self._put("fatbin", fingerprint, [sorted(sass), sorted(ptx)])
+
+    def nvidia_pci(self, boot: str) -> bool | None:
+        """Whether an NVIDIA GPU was on the PCI bus in boot ``boot`` (None: not looked)."""
+        found = self._data["pci"].get(boot)
+        return found if isinstance(found, bool) else None
+
+    def store_nvidia_pci(self, boot: str, present: bool) -> None:
+        self._put("pci", boot, present)
 
     def _put(self, section: str, key: str, value: Any) -> None:
         table = self._data[section]
