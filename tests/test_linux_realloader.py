@@ -20,6 +20,8 @@ from linux_realloader import (
     Verdict,
     agree,
     agree_package,
+    cached_wheel,
+    install_over,
     predicted,
     real_import,
     replace_file,
@@ -37,6 +39,7 @@ pytestmark = [
 
 TORCH = "2.9.1"
 OLD_NVJITLINK = "12.4.127"
+NCCL_CU13 = "2.27.7"  # the smallest nvidia-nccl-cu13 wheel on PyPI: 184 MB
 
 Breaker = Callable[[Path, Path], dict[str, str]]
 """(scratch site, scratch folder) -> extra environment."""
@@ -120,6 +123,16 @@ def _old_libstdcxx_first(site: Path, where: Path) -> dict[str, str]:
     return {"LD_LIBRARY_PATH": str(folder)}
 
 
+def _no_nvidia_wheels(site: Path, where: Path) -> dict[str, str]:
+    """``pip install torch --no-deps``: the CUDA build without any NVIDIA wheel, the closest
+    to a CPU-only layout PyPI's Linux torch gives (the CPU wheels live on another index)."""
+    shutil.rmtree(site / "nvidia")
+    for entry in site.iterdir():
+        if entry.name.startswith("nvidia_") and entry.name.endswith(".dist-info"):
+            entry.unlink()
+    return {}
+
+
 SCENARIOS: dict[str, Breaker] = {
     "healthy": _healthy,
     "impostor cudnn/cudart/nvjitlink on LD_LIBRARY_PATH": _impostors_on_ld_library_path,
@@ -130,6 +143,7 @@ SCENARIOS: dict[str, Breaker] = {
     "cuda-runtime wheel missing": _no_cuda_runtime,
     "truncated libcurand": _truncated_curand,
     "old libstdc++ first": _old_libstdcxx_first,
+    "no NVIDIA wheels (torch --no-deps)": _no_nvidia_wheels,
 }
 
 
@@ -159,6 +173,29 @@ def test_torchguard_predicts_what_the_real_loader_does(
     assert agree(real, report), (real, report["findings"])
     if real.ok:
         assert not [f for f in report["findings"] if f["severity"] == "error"]  # type: ignore[union-attr,index]
+    if name == "healthy":  # a GPU-less machine (no driver, no NVIDIA PCI device): no noise
+        assert report["findings"] == [], report["findings"]
+
+
+def test_nccl_for_cuda_13_installed_beside_cuda_12s(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """``pip install nvidia-nccl-cu13`` beside torch's nvidia-nccl-cu12: both RECORDs claim
+    ``nvidia/nccl/lib/libnccl.so.2`` and the later install's bytes win. torchguard names the
+    conflict (a warning) and predicts what the real import does with the CUDA 13 copy."""
+    site = scratch_site(base_site, tmp_path)
+    install_over(site, cached_wheel("nvidia-nccl-cu13", NCCL_CU13))
+    real = real_import(site, {}, tg_cache)
+    report = predicted(site, {}, tg_cache)
+    print(f"\nnccl-cu13 beside cu12: real={'ok' if real.ok else real.line!r}")
+    assert agree(real, report), (real, report["findings"])
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    (conflict,) = [f for f in findings if f["code"] == "conflicting-files"]
+    assert conflict["severity"] == "warning"
+    assert conflict["path"] == str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
+    assert "nvidia-nccl-cu12" in conflict["message"] and "nvidia-nccl-cu13" in conflict["message"]
+    assert f"nvidia-nccl-cu13 {NCCL_CU13}'s" in conflict["message"]  # its bytes are on disk
 
 
 @pytest.mark.parametrize(("torchvision", "fits"), [("0.24.1", True), ("0.23.0", False)])
