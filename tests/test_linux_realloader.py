@@ -228,3 +228,30 @@ def test_an_extension_built_for_another_torch_is_named_with_its_package(
         # crashes: no loader model sees that, the metadata pin explains it
         assert real.status < 0, real
         assert [f["package"] for f in mismatch] == ["torchvision"]
+
+
+def test_the_real_kernels_against_named_gpus(
+    base_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libtorch_cuda.so 2.9.1+cu128 carries SASS for sm_70 to sm_120 and no PTX (read from its
+    .nv_fatbin): a Pascal card gets the CUDA 12.6 build of the release, an Ada card nothing;
+    the architectures are cached, so the second scan reads no fatbin."""
+    import torchguard
+
+    monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(tmp_path / "cache"))
+    gpus = ["NVIDIA GeForce GTX 1080", "NVIDIA GeForce RTX 4090"]
+    report = torchguard.scan([base_site], gpus=gpus)
+    (finding,) = report.findings
+    assert finding.code == "gpu-arch-unsupported" and "GTX 1080" in finding.message
+    assert "sm_70, sm_75, sm_80, sm_86, sm_89, sm_90, sm_100, sm_120" in finding.message
+    assert finding.hints[0].commands == (
+        "python -m pip install --force-reinstall torch==2.9.1 --index-url "
+        "https://download.pytorch.org/whl/cu126",
+    )
+
+    def no_read(path: object) -> None:
+        raise AssertionError(f"read {path} on a warm run")
+
+    monkeypatch.setattr("torchguard._pipeline_linux.read_fatbin_archs", no_read)
+    again = torchguard.scan([base_site], gpus=gpus)
+    assert [f.code for f in again.findings] == ["gpu-arch-unsupported"]
