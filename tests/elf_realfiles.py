@@ -1,13 +1,15 @@
 """Genuine Linux shared objects from manylinux wheels on PyPI, downloaded once and cached.
 
-Cached under ~/.cache/torchguard-ci/elf-wheels, keyed by project and version: the wheel, and
-beside it the few members a test reads, extracted once.
+Cached under ~/.cache/torchguard-ci/elf-wheels, keyed by project and version: the wheel; the
+few members a test reads are extracted once per test process into a temporary folder.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -33,10 +35,22 @@ def wheel(project: str, version: str, platform: str) -> Path:
     return found[0]
 
 
+_EXTRACTED: list[Path] = []
+
+
+def _scratch() -> Path:
+    """One folder per test process for extracted members, removed when the process ends: the
+    wheel stays cached, its members (600 MB for torch) need not be kept twice."""
+    if not _EXTRACTED:
+        _EXTRACTED.append(Path(tempfile.mkdtemp(prefix="torchguard-elf-")))
+        atexit.register(shutil.rmtree, _EXTRACTED[0], True)
+    return _EXTRACTED[0]
+
+
 def shared_objects(spec: tuple[str, str, str], *names: str) -> dict[str, Path]:
-    """Members of the wheel whose file names are ``names``, extracted once into the cache."""
+    """Members of the wheel whose file names are ``names``, extracted once per test process."""
     project, version, platform = spec
-    folder = CACHE / f"{project}-{version}-files"
+    folder = _scratch() / f"{project}-{version}-files"
     wanted = {name: folder / name for name in names}
     missing = [name for name, path in wanted.items() if not path.exists()]
     if missing:

@@ -86,6 +86,9 @@ def nvidia_dlls(project: str, version: str) -> dict[str, Path]:
                         while chunk := source.read(1 << 22):
                             target.write(chunk)
         done.write_text("ok\n")
+    # only these DLLs are ever read: the wheel (up to 700 MB) need not stay in the cache
+    for leftover in CACHE.glob(f"{project.replace('-', '_')}-{version}-*.whl"):
+        leftover.unlink(missing_ok=True)
     return {p.name: p for p in sorted(folder.glob("*.dll"))}
 
 

@@ -41,9 +41,9 @@ class Places:
     install_site: str  # where pip puts the wheels' packages
     install_data: str  # where pip puts the wheels' *.data/data files
     site_dirs: tuple[str, ...]  # sys.path entries that hold packages, in order
-    cwd: str
+    cwd: str  # the working directory of the program
     conda: bool = False
-    pth: str | None = None  # a ._pth file beside python.exe: (name, content)
+    pth: str | None = None  # the content of python3XY._pth beside python.exe, if any
 
 
 @dataclass(frozen=True)

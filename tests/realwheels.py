@@ -50,6 +50,12 @@ def download(
     )
 
 
+def _windows_wheels(folder: Path, prefix: str) -> list[Path]:
+    """The wheels in ``folder`` named ``prefix*`` that install on Windows x64."""
+    names = sorted(folder.glob(f"{prefix}*.whl"))
+    return [p for p in names if p.name.endswith(("-win_amd64.whl", "-none-any.whl"))]
+
+
 def wheel(project: str, version: str, python: str = PYTHON_VERSION) -> Path:
     """The cached ``project==version`` wheel for Windows x64 and ``python``, downloaded on first
     use (a pure-Python wheel where that is what the project publishes).
@@ -60,11 +66,11 @@ def wheel(project: str, version: str, python: str = PYTHON_VERSION) -> Path:
     folder = CACHE if python == PYTHON_VERSION else CACHE / ("cp" + python.replace(".", ""))
     folder.mkdir(parents=True, exist_ok=True)
     dist = project.replace("-", "_")
-    found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
+    found = _windows_wheels(folder, f"{dist}-{version}-")
     if found:
         return found[0]
     download(f"{project}=={version}", folder, python=python)
-    found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
+    found = _windows_wheels(folder, f"{dist}-{version}-")
     if not found:
         raise RuntimeError(f"pip downloaded no win_amd64 wheel for {project}=={version}")
     return found[0]

@@ -341,3 +341,41 @@ def test_an_extension_dll_loaded_with_ctypes_reads_as_ctypes_fails(tmp_path: Pat
     mine = outcome(report, "myops")
     assert (mine["import"], mine["winerror"]) == ("myops", 193)
     assert mine["message"] == "fails: OSError: [WinError 193] loading '...\\myops_kernels.dll'"
+
+
+def test_a_sibling_is_one_more_entry_of_the_loaders_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planner follows the table: order, gates and roles come from the entry alone."""
+    from torchguard._model import siblings
+    from torchguard._vocab import Loader, Role
+
+    entry = siblings.KnownSibling(
+        "toyvision",
+        (
+            siblings.KnownLoad("toyvision", "core", Role.CORE, Loader.CTYPES, "toyvision core"),
+            siblings.KnownLoad(  # gated on a module the wheel does not ship: never loaded
+                "toyvision", "extra", Role.CORE, Loader.CTYPES, "toyvision extra", gate="absent"
+            ),
+        ),
+        others=Role.QUIET,
+    )
+    monkeypatch.setitem(siblings.SIBLINGS, "toyvision", entry)
+    broken = build_pe([*TORCH, "nowhere.dll", *KERNEL])
+    files = {
+        "toyvision/__init__.py": b"",
+        "toyvision/core.pyd": build_pe([*TORCH, *KERNEL]),
+        "toyvision/extra.pyd": broken,
+        "toyvision/other.pyd": broken,
+    }
+    report = scan(tmp_path, companion("toyvision", "1.0", files, {}))
+    toy = outcome(report, "toyvision")
+    assert toy["status"] == "ok"  # extra is gated off; other is quiet by the entry's default
+    assert report.ok and not [f for f in report.findings if f.severity == "error"]
+    monkeypatch.setitem(
+        siblings.SIBLINGS,
+        "toyvision",
+        siblings.KnownSibling("toyvision", (*entry.loads[:1],), others=Role.CORE),
+    )
+    report = scan(tmp_path / "again", companion("toyvision", "1.0", files, {}))
+    assert outcome(report, "toyvision")["status"] == "fails"  # now other.pyd is core

@@ -17,8 +17,9 @@ scan's default assumption). Each layout puts them where that kind of install rea
   ``runtime-too-old`` (WinError 1114 in c10.dll's initialiser) from torch 2.9 on, whose DLLs
   are built with a 14.4x toolset.
 
-Torch wheels for one release differ across Python tags in a few files only, so rather than
-every (Python, release) pair the matrix takes every release with Python 3.11 and each other
+Torch wheels for one release differ across Python tags in few files (torch 2.9.1 cp310 vs
+cp311: 19 of 12,154 members, the ``_C`` extensions, ``torch_python.dll`` and rebuilt DLLs such
+as ``torch_cpu.dll``), so rather than every (Python, release) pair the matrix takes every release with Python 3.11 and each other
 Python with a spread of releases (the oldest and newest it has, and the 14.4x-toolset
 releases for Pythons whose own vcruntime140.dll predates 14.40): see ``PAIRS``.
 """

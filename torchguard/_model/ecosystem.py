@@ -6,17 +6,9 @@ Every such binary is loaded after ``import torch`` (so torch's DLLs are already 
 process) by full path with ``LoadLibraryExW(path, 0, 0x1100)``: ``torch.ops.load_library``
 and ``ctypes.CDLL`` use those flags, and so does Python's import of an extension module.
 
-torchvision and torchaudio are modelled from their loaders (0.19 / 2.4):
-
-- ``torchvision.extension`` calls ``os.add_dll_directory`` on the package folder, then loads
-  ``_C.pyd``; a failure is swallowed there, and ``import torchvision`` then fails in
-  ``_meta_registrations`` with "operator torchvision::nms does not exist".
-  ``torchvision.io`` loads ``image.pyd`` (a failure is a ``UserWarning`` "Failed to load image
-  Python extension") and, when present, ``video_reader``/``Decoder`` (failures are silent).
-- ``torchaudio._extension`` loads ``lib\\libtorchaudio.pyd`` with ``torch.ops.load_library``
-  and imports ``lib\\_torchaudio.pyd`` when that file exists; failures propagate, so
-  ``import torchaudio`` fails. Its FFmpeg backends (``torio\\lib``) are loaded lazily on first
-  use, trying FFmpeg 6, 5, 4 and an unversioned build, and give up quietly.
+torchvision and torchaudio load what their own loaders load (0.19 / 2.4), as data in
+:mod:`torchguard._model.siblings`; extensions whose Python code reacts to a failed load
+(xformers) are :mod:`torchguard._model.extensions`.
 
 Every other binary of an extension that imports torch's DLLs is that package's core.
 """
@@ -33,6 +25,7 @@ from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 from torchguard._model.builds import BuildTarget
 from torchguard._model.loader import MISSING, Failure, LoaderModel, LoadResult
+from torchguard._model.siblings import SIBLINGS, KnownSibling
 from torchguard._report.report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
 from torchguard._vocab import Loader, Role
 from torchguard._windows.dists import InstalledDist
@@ -155,11 +148,9 @@ def discover(dists: Iterable[InstalledDist], facts: Callable[[str], PEFacts]) ->
         if not paths:
             continue
         linked = [p for p in paths if imports_torch(facts, p)]
-        if dist.name == "torchvision":
-            plan = _torchvision(dist, paths, linked)
-        elif dist.name == "torchaudio":  # it checks that each file exists before loading it
-            tree = dist.distribution.tree
-            plan = _torchaudio(dist, [p for p in paths if tree.is_file(p)], linked)
+        known = SIBLINGS.get(dist.name)
+        if known is not None:
+            plan = _sibling(dist, known, paths, linked)
         elif linked:
             plan = _extension(dist, linked)
         else:
@@ -174,58 +165,29 @@ def _stem(path: str) -> str:
     return ntpath.basename(path).split(".", 1)[0]
 
 
-def _torchvision(dist: InstalledDist, paths: list[str], linked: list[str]) -> PackagePlan:
-    package_dir = join(dist.site_dir, "torchvision")
-    own = {
-        _stem(p).lower(): p
-        for p in paths
-        if same_path(ntpath.dirname(p), package_dir) and p.lower().endswith(".pyd")
-    }
-    steps: list[Step] = []
-    if "_c" in own:
-        steps.append(Step(own["_c"], CORE, CTYPES, "torchvision._C"))
-    if "image" in own:
-        steps.append(Step(own["image"], OPTIONAL, CTYPES, "torchvision.io image"))
-    for stem, feature in (("video_reader", "video_reader backend"), ("decoder", "GPU decoder")):
-        if stem in own:
-            steps.append(Step(own[stem], QUIET, CTYPES, f"torchvision.io {feature}"))
-    steps += _others(linked, steps, OPTIONAL, "torchvision")
-    return PackagePlan(dist, "torchvision", tuple(steps), (package_dir,), sibling=True)
-
-
-def _torchaudio(dist: InstalledDist, paths: list[str], linked: list[str]) -> PackagePlan:
-    lib = join(dist.site_dir, "torchaudio", "lib")
-    torio = join(dist.site_dir, "torio", "lib")
+def _sibling(
+    dist: InstalledDist, known: KnownSibling, paths: list[str], linked: list[str]
+) -> PackagePlan:
+    """The loads of a sibling whose loader :data:`SIBLINGS` describes, in its order."""
+    if known.checks_existence:
+        tree = dist.distribution.tree
+        paths = [p for p in paths if tree.is_file(p)]
     by_dir: dict[PathKey, dict[str, str]] = {}
     for path in paths:
-        folder = path_key(ntpath.dirname(path))
-        by_dir.setdefault(folder, {})[_stem(path).lower()] = path
-    audio = by_dir.get(path_key(lib), {})
-    steps: list[Step] = []
-    if "_torchaudio" in audio:  # _IS_TORCHAUDIO_EXT_AVAILABLE: the module's spec is found
-        if "libtorchaudio" in audio:
-            steps.append(Step(audio["libtorchaudio"], CORE, CTYPES, "torchaudio._extension"))
-        steps.append(
-            Step(
-                audio["_torchaudio"],
-                CORE,
-                IMPORT,
-                "torchaudio.lib._torchaudio",
-                after=audio.get("libtorchaudio"),
-            )
-        )
-    ffmpeg = by_dir.get(path_key(torio), {})
-    for version in ("6", "5", "4", ""):
-        extension = ffmpeg.get(f"_torio_ffmpeg{version}")
-        if extension is None:
+        if known.extensions_only and not path.lower().endswith(".pyd"):
             continue
-        feature = f"FFmpeg {version}" if version else "FFmpeg"
-        library = ffmpeg.get(f"libtorio_ffmpeg{version}")
-        if library is not None:
-            steps.append(Step(library, QUIET, CTYPES, feature, group="ffmpeg"))
-        steps.append(Step(extension, QUIET, IMPORT, feature, group="ffmpeg", after=library))
-    steps += _others(linked, steps, QUIET, "torchaudio")
-    return PackagePlan(dist, "torchaudio", tuple(steps), sibling=True)
+        by_dir.setdefault(path_key(ntpath.dirname(path)), {})[_stem(path).lower()] = path
+    steps: list[Step] = []
+    for load in known.loads:
+        folder = by_dir.get(path_key(join(dist.site_dir, *load.folder.split("/"))), {})
+        found = folder.get(load.stem)
+        if found is None or (load.gate is not None and load.gate not in folder):
+            continue
+        after = folder.get(load.after) if load.after else None
+        steps.append(Step(found, load.role, load.loader, load.feature, load.group, after))
+    steps += _others(linked, steps, known.others, known.import_name)
+    registers = tuple(join(dist.site_dir, *folder.split("/")) for folder in known.registers)
+    return PackagePlan(dist, known.import_name, tuple(steps), registers, sibling=True)
 
 
 def _others(linked: list[str], steps: list[Step], role: Role, package: str) -> list[Step]:
