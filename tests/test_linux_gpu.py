@@ -276,3 +276,10 @@ def test_the_pci_bus_is_read_once_per_boot(tmp_path: Path, monkeypatch: pytest.M
     (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text("b-2\n")
     with pytest.raises(AssertionError, match="sysfs read"):
         codes(system, LinuxCache(tmp_path / "cache"))  # another boot: looked at again
+
+
+def test_a_libcuda_already_mapped_is_the_one_cudart_reuses(tmp_path: Path) -> None:
+    system = system_on(tmp_path, root_with_driver(tmp_path, "570.172.08", libcuda=False))
+    odd = write_so(tmp_path / "opt" / "driver", "libcuda.so.1", defines=["cuInit"])
+    assert codes(system) == ["cuda-driver-missing"]
+    assert codes(replace(system, mapped=(str(odd),))) == []

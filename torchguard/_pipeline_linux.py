@@ -206,7 +206,8 @@ def _gpu_findings(
         source = "--cuda {}.{}: at least that CUDA's minimum".format(*system.driver_cuda)
     libcuda = None
     if system.driver is not None or system.wsl_libcuda is not None:
-        libcuda = ldso.locate("libcuda.so.1") or ""  # what cudart's dlopen will find
+        mapped = ldso.loaded("libcuda.so.1")  # already in the process: reused by name
+        libcuda = mapped.path if mapped else ldso.locate("libcuda.so.1") or ""
     pci = not system.driver_present and system.pci_root is not None
     facts = LinuxDriverFacts(
         driver=driver,
