@@ -255,3 +255,8 @@ def test_the_real_kernels_against_named_gpus(
     monkeypatch.setattr("torchguard._pipeline_linux.read_fatbin_archs", no_read)
     again = torchguard.scan([base_site], gpus=gpus)
     assert [f.code for f in again.findings] == ["gpu-arch-unsupported"]
+    # a CUDA 12.2 driver starts the cu126 build through minor-version compatibility
+    old_driver = torchguard.scan([base_site], gpus=gpus, cuda="12.2")
+    arch = next(f for f in old_driver.findings if f.code == "gpu-arch-unsupported")
+    assert arch.hints[0].commands == finding.hints[0].commands
+    assert "full feature set needs NVIDIA driver 560.28.03" in arch.hints[0].summary

@@ -12,7 +12,7 @@ the table of :mod:`torchguard._windows.gpus`, torch's kernels the ``.nv_fatbin``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from torchguard._binary.fatbin import FatbinArchs
@@ -266,20 +266,21 @@ def _arch_hints(
     base = torch_version.split("+")[0]
     release = release_of(base)
 
-    def fits(variant: Cuda) -> bool:
+    def fits(variant: Cuda, on: LinuxDriver | None) -> bool:
+        """Compiles the GPU and starts on driver ``on`` (minor-version compatibility counts:
+        a variant that only lacks PTX JIT still runs the SASS it ships)."""
         if variant == cuda or not cuda_can_build(variant, capability):
             return False
-        need = linux_minimum_driver(variant)
-        return driver is None or need is None or need <= driver
+        need = LINUX_FAMILY_FLOOR.get(variant[0]) or linux_minimum_driver(variant)
+        return on is None or need is None or need <= on
 
-    choice: tuple[Release, Cuda] | None = None
     rows = [release] if release is not None else []
     rows += [row for row in RELEASES if release is None or row.series > release.series]
-    for row in rows:
-        fitting = [v for v in row.variants if fits(v)]
-        if fitting:
-            choice = (row, max(fitting))
-            break
+    choice = _first_fit(rows, lambda v: fits(v, driver))
+    new_driver = False
+    if choice is None and driver is not None:  # none runs on this driver: a newer one first
+        choice = _first_fit(rows, lambda v: fits(v, None))
+        new_driver = True
     arch = f"sm_{capability[0]}{capability[1]}"
     if choice is None:
         return (
@@ -293,7 +294,12 @@ def _arch_hints(
     row, variant = choice
     target = base if row is release else row.releases[-1]
     need = linux_minimum_driver(variant)
-    note = f" (it needs NVIDIA driver {format_linux_driver(need)} or newer)" if need else ""
+    floor = LINUX_FAMILY_FLOOR.get(variant[0])
+    note = ""
+    if new_driver and floor is not None:
+        note = f", after installing NVIDIA driver {format_linux_driver(floor)} or newer"
+    elif need and (driver is None or driver < need):
+        note = f" (its full feature set needs NVIDIA driver {format_linux_driver(need)} or newer)"
     return (
         RepairHint(
             f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a CUDA version "
@@ -302,3 +308,12 @@ def _arch_hints(
             PREVIOUS_VERSIONS_URL,
         ),
     )
+
+
+def _first_fit(rows: list[Release], fits: Callable[[Cuda], bool]) -> tuple[Release, Cuda] | None:
+    """The first release (this one, then newer) with a fitting variant, and its newest."""
+    for row in rows:
+        fitting = [v for v in row.variants if fits(v)]
+        if fitting:
+            return row, max(fitting)
+    return None
