@@ -162,10 +162,10 @@ def scan(
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
     ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
-    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``); ``cuda`` the newest CUDA
-    version the machine's NVIDIA driver supports (``"12.4"``). Raises :class:`ValueError`
-    (a ``TargetError``) when a target cannot be read, :class:`~torchguard.InternalError` for a
-    fault of torchguard's own.
+    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``, also for a Linux target);
+    ``cuda`` the newest CUDA version the machine's NVIDIA driver supports (``"12.4"``).
+    Raises :class:`ValueError` (a ``TargetError``) when a target cannot be read,
+    :class:`~torchguard.InternalError` for a fault of torchguard's own.
     """
     if isinstance(targets, (str, bytes, os.PathLike)):
         raise TypeError("scan() takes a list of targets, not a single path")
