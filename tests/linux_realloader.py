@@ -52,6 +52,13 @@ def torch_site(version: str, index_url: str | None = None) -> Path:
 
 def wheel_member(project: str, version: str, suffix: str) -> bytes:
     """The bytes of the member ending in ``suffix`` of the cached ``project==version`` wheel."""
+    with zipfile.ZipFile(cached_wheel(project, version)) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(suffix))
+        return archive.read(name)
+
+
+def cached_wheel(project: str, version: str) -> Path:
+    """The ``project==version`` wheel, downloaded once into the cache (keyed by version)."""
     folder = CACHE / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
     dist = project.replace("-", "_")
@@ -75,9 +82,19 @@ def wheel_member(project: str, version: str, suffix: str) -> bytes:
             timeout=1800,
         )
         found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
-    with zipfile.ZipFile(found[0]) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(suffix))
-        return archive.read(name)
+    return found[0]
+
+
+def install_over(site: Path, wheel: Path) -> None:
+    """Unpack ``wheel`` into a scratch site as pip would install it after the others: a file
+    both claim is replaced (a symlink into the cache is unlinked first, never written)."""
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            target = site / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink():
+                target.unlink()
+            target.write_bytes(archive.read(name))
 
 
 def _farm(source: Path, target: Path, real: set[str]) -> None:

@@ -20,6 +20,8 @@ from linux_realloader import (
     Verdict,
     agree,
     agree_package,
+    cached_wheel,
+    install_over,
     predicted,
     real_import,
     replace_file,
@@ -37,6 +39,7 @@ pytestmark = [
 
 TORCH = "2.9.1"
 OLD_NVJITLINK = "12.4.127"
+NCCL_CU13 = "2.27.7"  # the smallest nvidia-nccl-cu13 wheel on PyPI: 184 MB
 
 Breaker = Callable[[Path, Path], dict[str, str]]
 """(scratch site, scratch folder) -> extra environment."""
@@ -120,6 +123,16 @@ def _old_libstdcxx_first(site: Path, where: Path) -> dict[str, str]:
     return {"LD_LIBRARY_PATH": str(folder)}
 
 
+def _no_nvidia_wheels(site: Path, where: Path) -> dict[str, str]:
+    """``pip install torch --no-deps``: the CUDA build without any NVIDIA wheel, the closest
+    to a CPU-only layout PyPI's Linux torch gives (the CPU wheels live on another index)."""
+    shutil.rmtree(site / "nvidia")
+    for entry in site.iterdir():
+        if entry.name.startswith("nvidia_") and entry.name.endswith(".dist-info"):
+            entry.unlink()
+    return {}
+
+
 SCENARIOS: dict[str, Breaker] = {
     "healthy": _healthy,
     "impostor cudnn/cudart/nvjitlink on LD_LIBRARY_PATH": _impostors_on_ld_library_path,
@@ -130,6 +143,7 @@ SCENARIOS: dict[str, Breaker] = {
     "cuda-runtime wheel missing": _no_cuda_runtime,
     "truncated libcurand": _truncated_curand,
     "old libstdc++ first": _old_libstdcxx_first,
+    "no NVIDIA wheels (torch --no-deps)": _no_nvidia_wheels,
 }
 
 
@@ -159,6 +173,30 @@ def test_torchguard_predicts_what_the_real_loader_does(
     assert agree(real, report), (real, report["findings"])
     if real.ok:
         assert not [f for f in report["findings"] if f["severity"] == "error"]  # type: ignore[union-attr,index]
+    gpu_less = not Path("/proc/driver/nvidia").exists() and not Path("/usr/lib/wsl").exists()
+    if name == "healthy" and gpu_less:  # no driver, no NVIDIA PCI device: no driver warning
+        assert report["findings"] == [], report["findings"]
+
+
+def test_nccl_for_cuda_13_installed_beside_cuda_12s(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """``pip install nvidia-nccl-cu13`` beside torch's nvidia-nccl-cu12: both RECORDs claim
+    ``nvidia/nccl/lib/libnccl.so.2`` and the later install's bytes win. torchguard names the
+    conflict (a warning) and predicts what the real import does with the CUDA 13 copy."""
+    site = scratch_site(base_site, tmp_path)
+    install_over(site, cached_wheel("nvidia-nccl-cu13", NCCL_CU13))
+    real = real_import(site, {}, tg_cache)
+    report = predicted(site, {}, tg_cache)
+    print(f"\nnccl-cu13 beside cu12: real={'ok' if real.ok else real.line!r}")
+    assert agree(real, report), (real, report["findings"])
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    (conflict,) = [f for f in findings if f["code"] == "conflicting-files"]
+    assert conflict["severity"] == "warning"
+    assert conflict["path"] == str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
+    assert "nvidia-nccl-cu12" in conflict["message"] and "nvidia-nccl-cu13" in conflict["message"]
+    assert f"nvidia-nccl-cu13 {NCCL_CU13}'s" in conflict["message"]  # its bytes are on disk
 
 
 @pytest.mark.parametrize(("torchvision", "fits"), [("0.24.1", True), ("0.23.0", False)])
@@ -191,3 +229,35 @@ def test_an_extension_built_for_another_torch_is_named_with_its_package(
         # crashes: no loader model sees that, the metadata pin explains it
         assert real.status < 0, real
         assert [f["package"] for f in mismatch] == ["torchvision"]
+
+
+def test_the_real_kernels_against_named_gpus(
+    base_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libtorch_cuda.so 2.9.1+cu128 carries SASS for sm_70 to sm_120 and no PTX (read from its
+    .nv_fatbin): a Pascal card gets the CUDA 12.6 build of the release, an Ada card nothing;
+    the architectures are cached, so the second scan reads no fatbin."""
+    import torchguard
+
+    monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(tmp_path / "cache"))
+    gpus = ["NVIDIA GeForce GTX 1080", "NVIDIA GeForce RTX 4090"]
+    report = torchguard.scan([base_site], gpus=gpus)
+    (finding,) = report.findings
+    assert finding.code == "gpu-arch-unsupported" and "GTX 1080" in finding.message
+    assert "sm_70, sm_75, sm_80, sm_86, sm_89, sm_90, sm_100, sm_120" in finding.message
+    assert finding.hints[0].commands == (
+        "python -m pip install --force-reinstall torch==2.9.1 --index-url "
+        "https://download.pytorch.org/whl/cu126",
+    )
+
+    def no_read(path: object) -> None:
+        raise AssertionError(f"read {path} on a warm run")
+
+    monkeypatch.setattr("torchguard._pipeline_linux.read_fatbin_archs", no_read)
+    again = torchguard.scan([base_site], gpus=gpus)
+    assert [f.code for f in again.findings] == ["gpu-arch-unsupported"]
+    # a CUDA 12.2 driver starts the cu126 build through minor-version compatibility
+    old_driver = torchguard.scan([base_site], gpus=gpus, cuda="12.2")
+    arch = next(f for f in old_driver.findings if f.code == "gpu-arch-unsupported")
+    assert arch.hints[0].commands == finding.hints[0].commands
+    assert "full feature set needs NVIDIA driver 560.28.03" in arch.hints[0].summary

@@ -109,7 +109,14 @@ def test_json_redact_hides_user_names_json_would_escape(tmp_path: Path, name: st
     name with a non-ASCII letter or a space leaked (issue 13.9)."""
     home = tmp_path / name
     site = FakeTorch().write(home / "site")
-    result = run("scan", str(site), "--clean-windows", "--json", "--redact", env={"HOME": str(home), "USER": name})
+    result = run(
+        "scan",
+        str(site),
+        "--clean-windows",
+        "--json",
+        "--redact",
+        env={"HOME": str(home), "USER": name},
+    )
     assert result.returncode == 1, result.stderr
     text = result.stdout.lower()
     for part in name.lower().split():

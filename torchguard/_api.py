@@ -162,10 +162,10 @@ def scan(
     ``targets`` are ``.whl`` files (read in place) and folders laid out like site-packages,
     overlaid as one site-packages. ``system32`` folders add DLLs as if they were in System32;
     ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
-    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``); ``cuda`` the newest CUDA
-    version the machine's NVIDIA driver supports (``"12.4"``). Raises :class:`ValueError`
-    (a ``TargetError``) when a target cannot be read, :class:`~torchguard.InternalError` for a
-    fault of torchguard's own.
+    adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``, also for a Linux target);
+    ``cuda`` the newest CUDA version the machine's NVIDIA driver supports (``"12.4"``).
+    Raises :class:`ValueError` (a ``TargetError``) when a target cannot be read,
+    :class:`~torchguard.InternalError` for a fault of torchguard's own.
     """
     if isinstance(targets, (str, bytes, os.PathLike)):
         raise TypeError("scan() takes a list of targets, not a single path")
@@ -178,7 +178,14 @@ def scan(
 
     linux = [p for p in paths if os.path.exists(p) and is_linux_target(p)]
     if linux:
-        return _scan_linux(paths, linux, sysroot=sysroot, ld_library_path=ld_library_path)
+        return _scan_linux(
+            paths,
+            linux,
+            sysroot=sysroot,
+            ld_library_path=ld_library_path,
+            gpus=tuple(str(g) for g in gpus),
+            driver_cuda=_cuda_version(cuda),
+        )
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
     from torchguard._windows.assumptions import assumed_system32
@@ -212,8 +219,11 @@ def _scan_linux(
     *,
     sysroot: str | os.PathLike[str],
     ld_library_path: Iterable[str],
+    gpus: tuple[str, ...] = (),
+    driver_cuda: tuple[int, int] | None = None,
 ) -> Report:
-    """A Linux site-packages (folders and manylinux wheels) on ``sysroot``'s libraries."""
+    """A Linux site-packages (folders and manylinux wheels) on ``sysroot``'s libraries;
+    ``gpus`` and ``driver_cuda`` describe the machine's GPUs and driver as on Windows."""
     import tempfile
     import zipfile
 
@@ -240,10 +250,18 @@ def _scan_linux(
                 except (OSError, zipfile.BadZipFile) as exc:
                     raise TargetError(f"cannot unpack the wheels: {exc}") from None
                 folders.append(scratch)
-            system = offline_linux(folders, sysroot=root, ld_library_path=search)
+            system = offline_linux(
+                folders,
+                sysroot=root,
+                ld_library_path=search,
+                gpus=gpus,
+                driver_cuda=driver_cuda,
+            )
             return analyze_linux(system, cache=linux_cache())
 
     return guarded("scan()", run, (TargetError,))
+
+
 def _cuda_version(text: str | None) -> tuple[int, int] | None:
     """``"12.4"`` -> (12, 4); ValueError for anything else."""
     if text is None:

@@ -7,8 +7,11 @@ import os
 import time
 from collections.abc import Iterator
 
+from torchguard._binary.elf import ElfReadError, read_fatbin_archs
+from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
+from torchguard._linux.nvidia import boot_id, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
@@ -18,6 +21,13 @@ from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
+from torchguard._rules.cuda_builds import linux_minimum_driver
+from torchguard._rules.linux_gpu import (
+    LinuxDriverFacts,
+    driver_findings,
+    gpu_arch_findings,
+    parse_cuda,
+)
 from torchguard._rules.linux_loads import (
     LinuxHints,
     conflicting_files,
@@ -28,6 +38,7 @@ from torchguard._rules.linux_loads import (
     shadowed,
 )
 from torchguard._vocab import Analysis, Code, Step
+from torchguard._windows.gpus import compute_capability
 
 
 def glob_sorted(pattern: str) -> list[str]:
@@ -133,7 +144,8 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
     findings = list(import_findings(replay, hints, ldso.objects))
     findings += conflicting_files(_conflicts(torch_dir, cache), hints)
-    findings += cpu_build_on_gpu(version, cuda, system.gpus, hints)
+    findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
+    findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
         findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
     site = os.path.dirname(os.path.abspath(torch_dir))
@@ -162,6 +174,88 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         modules=tuple(_modules(ldso.objects[first_new:torch_end])),
         timings={"total": time.perf_counter() - start},
     )
+
+
+def _driver_shown(system: LinuxSystem) -> str | None:
+    """The driver as a CPU-build warning names it (None: no driver)."""
+    if system.driver is not None:
+        return f"the NVIDIA driver {system.driver}"
+    if system.wsl_libcuda is not None:
+        return f"the Windows host's NVIDIA driver ({system.wsl_libcuda})"
+    return None
+
+
+def _gpu_findings(
+    system: LinuxSystem,
+    torch_dir: str,
+    version: str,
+    cuda: str | None,
+    hints: LinuxHints,
+    ldso: Ldso,
+    files: PosixFiles,
+    cache: LinuxCache,
+) -> list[Finding]:
+    """The driver and GPU warnings of a CUDA build: read only what they need."""
+    wanted = parse_cuda(cuda)
+    if wanted is None:
+        return []
+    driver = _driver_numbers(system.driver)
+    source = system.driver_source
+    if driver is None and system.driver_cuda is not None:
+        driver = linux_minimum_driver(system.driver_cuda)
+        source = "--cuda {}.{}: at least that CUDA's minimum".format(*system.driver_cuda)
+    libcuda = None
+    if system.driver is not None or system.wsl_libcuda is not None:
+        mapped = ldso.loaded("libcuda.so.1")  # already in the process: reused by name
+        libcuda = mapped.path if mapped else ldso.locate("libcuda.so.1") or ""
+    pci = not system.driver_present and system.pci_root is not None
+    facts = LinuxDriverFacts(
+        driver=driver,
+        source=source,
+        loaded=system.driver_present,
+        wsl_libcuda=system.wsl_libcuda,
+        libcuda=libcuda,
+        nvidia_pci=pci and _nvidia_pci(system.pci_root or "/", cache),
+    )
+    found = list(driver_findings(version, cuda, facts, hints))
+    if any(compute_capability(g) is not None for g in system.gpus):
+        archs = _torch_archs(torch_dir, files, cache)
+        found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
+    return found
+
+
+def _nvidia_pci(root: str, cache: LinuxCache) -> bool:
+    """:func:`nvidia_on_pci`, looked up once per boot."""
+    boot = boot_id(root)
+    known = cache.nvidia_pci(boot) if boot else None
+    if known is None:
+        known = nvidia_on_pci(root)
+        if boot:
+            cache.store_nvidia_pci(boot, known)
+    return known
+
+
+def _driver_numbers(text: str | None) -> tuple[int, ...] | None:
+    parts = (text or "").split(".")
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
+
+
+def _torch_archs(torch_dir: str, files: PosixFiles, cache: LinuxCache) -> FatbinArchs | None:
+    """The architectures in ``libtorch_cuda.so``'s ``.nv_fatbin``, read once per file state
+    (a warm run reads nothing); None when it is absent or unreadable."""
+    path = os.path.join(torch_dir, "lib", "libtorch_cuda.so")
+    if not files.is_file(path):
+        return None
+    fingerprint = files.fingerprint(path)
+    known = cache.fatbin(fingerprint)
+    if known is None:
+        try:
+            read = read_fatbin_archs(path)
+        except (ElfReadError, FatbinError):
+            return None
+        known = (read.sass, read.ptx) if read else (frozenset(), frozenset())
+        cache.store_fatbin(fingerprint, *known)
+    return FatbinArchs(known[0], known[1], 0, 0)
 
 
 def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ driver mounted, and not under WSL2, whose driver is the Windows host's (see :mod
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -52,4 +53,48 @@ def read_driver_version(path: str = DEFAULT_PATH) -> NvidiaDriver | None:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return parse_driver_version(handle.read(4096))
     except OSError:
+        return None
+
+
+PCI_DEVICES = "sys/bus/pci/devices"
+_NVIDIA_VENDOR = 0x10DE
+_DISPLAY_CLASS = 0x03
+
+
+def nvidia_on_pci(root: str = "/") -> bool:
+    """An NVIDIA display or 3D controller (vendor 0x10de, class 0x03xxxx) on the PCI bus,
+    from sysfs: the GPU is there whether or not a driver is bound to it."""
+    folder = os.path.join(root, PCI_DEVICES)
+    try:
+        devices = os.listdir(folder)
+    except OSError:
+        return False
+    for device in devices:
+        vendor = _hex_file(os.path.join(folder, device, "vendor"))
+        if vendor != _NVIDIA_VENDOR:
+            continue
+        klass = _hex_file(os.path.join(folder, device, "class"))
+        if klass is not None and klass >> 16 == _DISPLAY_CLASS:
+            return True
+    return False
+
+
+def _hex_file(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return int(handle.read(64).strip(), 16)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+
+
+def boot_id(root: str = "/") -> str | None:
+    """This boot's id: the PCI devices of a boot are cached under it (a GPU does not come or
+    go without a reboot, barring hot-plug)."""
+    try:
+        with open(os.path.join(root, BOOT_ID), encoding="ascii") as handle:
+            return handle.read(64).strip() or None
+    except (OSError, UnicodeDecodeError):
         return None

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 
 from torchguard._linux.ldcache import CacheEntry, LdCache, LdCacheError, read_ld_cache
 from torchguard._linux.maps import read_maps
+from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
+from torchguard._linux.nvidia import read_driver_version
 from torchguard._linux.process import read_environ, read_secure
-from torchguard._linux.wsl import read_wsl
+from torchguard._linux.wsl import Wsl, read_wsl
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
@@ -42,7 +44,21 @@ class LinuxSystem:
     wsl: bool = False
     sysroot: str = "/"
     gpus: tuple[str, ...] = ()
-    """NVIDIA GPUs the driver lists (``/proc/driver/nvidia/gpus/*/information`` "Model:")."""
+    """NVIDIA GPUs the driver lists (``/proc/driver/nvidia/gpus/*/information`` "Model:");
+    offline, also the ones named with ``--gpu``."""
+    driver: str | None = None
+    """The NVIDIA driver's version (``535.104.05``), from ``/proc/driver/nvidia/version``."""
+    driver_source: str = ""
+    """Where ``driver`` comes from; offline ``--cuda 12.4`` describes it."""
+    driver_present: bool = False
+    """An NVIDIA driver is there: the kernel module, the WSL host's ``libcuda.so.1``, or one
+    described offline (a named NVIDIA GPU, ``--cuda``)."""
+    wsl_libcuda: str | None = None
+    """Under WSL2, the host driver's ``libcuda.so.1`` in ``/usr/lib/wsl/lib`` (None: absent)."""
+    driver_cuda: tuple[int, int] | None = None
+    """Offline ``--cuda X.Y``: the newest CUDA the driver supports (its version unknown)."""
+    pci_root: str | None = None
+    """Live: the root whose sysfs lists PCI devices, read only when a driver is missing."""
 
 
 def host_machine() -> str:
@@ -174,6 +190,9 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     secure = read_secure()
     if secure is None:
         secure = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
+    wsl = read_wsl("/")
+    driver = read_driver_version(NVIDIA_VERSION)
+    libcuda = _wsl_libcuda(wsl)
     return LinuxSystem(
         site_dirs=tuple(sys.path),  # as torch's preload walks it, '' (the cwd) included
         torch_package_dir=torch_package_dir,
@@ -188,9 +207,21 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         live=True,
         python_version=(sys.version_info[0], sys.version_info[1]),
         conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
-        wsl=read_wsl("/") is not None,
+        wsl=wsl is not None,
         gpus=nvidia_gpus("/"),
+        driver=driver.version if driver else None,
+        driver_source=NVIDIA_VERSION if driver else "",
+        driver_present=driver is not None or libcuda is not None,
+        wsl_libcuda=libcuda,
+        pci_root="/",
     )
+
+
+def _wsl_libcuda(wsl: Wsl | None) -> str | None:
+    """The host driver's ``libcuda.so.1`` under WSL2 (as the guest sees its path)."""
+    if wsl is None or wsl.version != 2 or not wsl.has_cuda_driver or wsl.lib_dir is None:
+        return None
+    return os.path.join(wsl.lib_dir, "libcuda.so.1")
 
 
 def offline_linux(
@@ -199,9 +230,19 @@ def offline_linux(
     sysroot: str = "/",
     ld_library_path: tuple[str, ...] = (),
     machine: str = "x86_64",
+    gpus: tuple[str, ...] = (),
+    driver_cuda: tuple[int, int] | None = None,
 ) -> LinuxSystem:
-    """Site-packages folders on a system root: no interpreter, nothing mapped yet."""
+    """Site-packages folders on a system root: no interpreter, nothing mapped yet.
+
+    The root's ``/proc/driver/nvidia`` and ``/usr/lib/wsl/lib`` say which driver and GPUs it
+    has; ``gpus`` (``--gpu``) and ``driver_cuda`` (``--cuda``: the newest CUDA the driver
+    supports, so at least that toolkit's minimum driver) describe them instead."""
     elf_machine = _ELF_MACHINE.get(machine, 62)
+    wsl = read_wsl(sysroot)
+    driver = read_driver_version(os.path.join(sysroot, NVIDIA_VERSION.lstrip("/")))
+    libcuda = _wsl_libcuda(wsl)
+    named = tuple(dict.fromkeys((*nvidia_gpus(sysroot), *gpus)))
     torch_dir = next(
         (
             os.path.join(d, "torch")
@@ -219,6 +260,18 @@ def offline_linux(
         machine=elf_machine,
         sysroot=sysroot,
         python_version=_extension_python(torch_dir) or (3, sys.version_info[1]),
+        wsl=wsl is not None,
+        gpus=named,
+        driver=driver.version if driver else None,
+        driver_source=os.path.join(sysroot, NVIDIA_VERSION.lstrip("/")) if driver else "",
+        driver_cuda=driver_cuda,
+        driver_present=(
+            driver is not None
+            or libcuda is not None
+            or driver_cuda is not None
+            or any("nvidia" in g.lower() for g in gpus)
+        ),
+        wsl_libcuda=libcuda,
     )
 
 

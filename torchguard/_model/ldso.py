@@ -247,6 +247,14 @@ class Ldso:
             ]
         return dirs
 
+    def locate(self, name: str) -> str | None:
+        """The first file a ``dlopen(name)`` from the executable would try that exists: what
+        a library loaded later by name (``libcuda.so.1``) resolves to; None when none does."""
+        for path, _via in self._candidates(name, None):
+            if self.files.is_file(path):
+                return path
+        return None
+
     def _candidates(self, name: str, requester: SharedObject | None) -> list[tuple[str, str]]:
         if "/" in name:
             origin = _dirname(requester.path) if requester else "."

@@ -77,6 +77,8 @@ class LinuxCache:
             "extensions": {},
             "ldcache": {},
             "claims": {},
+            "fatbin": {},
+            "pci": {},
         }
         self._dirty = False
         self._load()
@@ -171,6 +173,27 @@ class LinuxCache:
 
     def store_claims(self, key: str, claims: dict[str, list[tuple[str, int | None]]]) -> None:
         self._put("claims", key, {p: [list(c) for c in v] for p, v in claims.items()})
+
+    def fatbin(self, fingerprint: str) -> tuple[frozenset[int], frozenset[int]] | None:
+        """(SASS, PTX) architectures of a file's ``.nv_fatbin`` as last read (both empty:
+        none); None when not read yet or damaged."""
+        found = self._data["fatbin"].get(fingerprint)
+        try:
+            sass, ptx = found  # type: ignore[misc]
+            return frozenset(int(a) for a in sass), frozenset(int(a) for a in ptx)
+        except (TypeError, ValueError):
+            return None
+
+    def store_fatbin(self, fingerprint: str, sass: frozenset[int], ptx: frozenset[int]) -> None:
+        self._put("fatbin", fingerprint, [sorted(sass), sorted(ptx)])
+
+    def nvidia_pci(self, boot: str) -> bool | None:
+        """Whether an NVIDIA GPU was on the PCI bus in boot ``boot`` (None: not looked)."""
+        found = self._data["pci"].get(boot)
+        return found if isinstance(found, bool) else None
+
+    def store_nvidia_pci(self, boot: str, present: bool) -> None:
+        self._put("pci", boot, present)
 
     def _put(self, section: str, key: str, value: Any) -> None:
         table = self._data[section]

@@ -52,6 +52,73 @@ MINIMUM_DRIVER: dict[tuple[int, int], tuple[int, int]] = {
 }
 
 
+#: Linux driver versions are three numbers (``535.104.05``); compared as tuples.
+LinuxDriver = tuple[int, ...]
+
+LINUX_DRIVER_SOURCE = (
+    "NVIDIA CUDA Toolkit Release Notes (13.2 Update 2 edition), Table 3 'CUDA Toolkit and "
+    "Corresponding Driver Versions', Linux x86_64 column, GA rows; family floors from Table 2 "
+    "(minor-version compatibility); "
+    "https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html"
+)
+
+#: CUDA (major, minor) -> minimum Linux x86_64 driver of that toolkit's GA release
+#: (:data:`LINUX_DRIVER_SOURCE`). 11.0's GA is 11.0.2 (11.0.1 was an RC).
+LINUX_MINIMUM_DRIVER: dict[tuple[int, int], LinuxDriver] = {
+    (11, 0): (450, 51, 5),
+    (11, 1): (455, 23),
+    (11, 2): (460, 27, 3),
+    (11, 3): (465, 19, 1),
+    (11, 4): (470, 42, 1),
+    (11, 5): (495, 29, 5),
+    (11, 6): (510, 39, 1),
+    (11, 7): (515, 43, 4),
+    (11, 8): (520, 61, 5),
+    (12, 0): (525, 60, 13),
+    (12, 1): (530, 30, 2),
+    (12, 2): (535, 54, 3),
+    (12, 3): (545, 23, 6),
+    (12, 4): (550, 54, 14),
+    (12, 5): (555, 42, 2),
+    (12, 6): (560, 28, 3),
+    (12, 8): (570, 26),
+    (12, 9): (575, 51, 3),
+    (13, 0): (580, 65, 6),
+    (13, 1): (590, 44, 1),
+    (13, 2): (595, 45, 4),
+}
+
+#: CUDA major -> the oldest Linux driver that runs any toolkit of that major through NVIDIA's
+#: minor-version compatibility (Table 2: 11.x >= 450.80.02; 12.x >= 525, whose first Linux
+#: driver is 12.0 GA's 525.60.13; 13.x >= 580, whose first is 13.0 GA's 580.65.06). Below it
+#: the CUDA runtime does not start ("The NVIDIA driver on your system is too old").
+LINUX_FAMILY_FLOOR: dict[int, LinuxDriver] = {
+    11: (450, 80, 2),
+    12: (525, 60, 13),
+    13: (580, 65, 6),
+}
+
+
+def linux_minimum_driver(cuda: tuple[int, int]) -> LinuxDriver | None:
+    """The Linux driver of ``cuda``'s GA toolkit; an unlisted minor takes its family's nearest
+    below (12.7 -> 12.6's); None for a family the table does not know."""
+    if cuda in LINUX_MINIMUM_DRIVER:
+        return LINUX_MINIMUM_DRIVER[cuda]
+    below = [v for v in LINUX_MINIMUM_DRIVER if v[0] == cuda[0] and v < cuda]
+    return LINUX_MINIMUM_DRIVER[max(below)] if below else None
+
+
+def linux_newest_runnable(variants: tuple[Cuda, ...], driver: LinuxDriver) -> Cuda | None:
+    """The newest of ``variants`` whose GA Linux driver is at most ``driver``."""
+    fitting = [v for v in variants if (linux_minimum_driver(v) or (10**6,)) <= driver]
+    return max(fitting) if fitting else None
+
+
+def format_linux_driver(driver: LinuxDriver) -> str:
+    """As NVIDIA prints it: ``535.104.05``, ``570.26``."""
+    return ".".join([str(driver[0]), *(f"{n:02d}" for n in driver[1:])])
+
+
 @dataclass(frozen=True)
 class Release:
     """A torch release series and the CUDA variants download.pytorch.org has for Windows."""
@@ -180,11 +247,16 @@ def install_command(
 
 
 __all__ = [
+    "LINUX_FAMILY_FLOOR",
+    "LINUX_MINIMUM_DRIVER",
     "PREVIOUS_VERSIONS_URL",
     "RELEASES",
     "Release",
     "all_variants",
+    "format_linux_driver",
     "install_command",
+    "linux_minimum_driver",
+    "linux_newest_runnable",
     "newest_runnable",
     "release_of",
 ]

@@ -422,19 +422,25 @@ def package_mismatch(
 
 
 def cpu_build_on_gpu(
-    torch_version: str, cuda: str | None, gpus: Sequence[str], hints: LinuxHints
+    torch_version: str,
+    cuda: str | None,
+    gpus: Sequence[str],
+    hints: LinuxHints,
+    driver: str | None = None,
 ) -> Iterator[Finding]:
-    """``cpu-build-on-gpu``: a CPU-only torch where the NVIDIA driver lists a GPU (a warning:
-    torch imports, ``torch.cuda.is_available()`` is False)."""
-    if cuda is not None or not gpus:
+    """``cpu-build-on-gpu``: a CPU-only torch where the NVIDIA driver lists a GPU, or where a
+    driver is there at all (``driver`` names it; under WSL2 the host's ``libcuda.so.1``). A
+    warning: torch imports, ``torch.cuda.is_available()`` is False."""
+    if cuda is not None or not (gpus or driver):
         return
     base = torch_version.split("+")[0]
+    shown = ", ".join(gpus) if gpus else driver
     yield Finding(
         code=Code.CPU_BUILD_ON_GPU,
         severity=WARNING,
         message=(
             f"torch {torch_version} is a CPU-only build, and this machine has "
-            f"{', '.join(gpus)}: torch imports, but CUDA is unavailable"
+            f"{shown}: torch imports, but CUDA is unavailable"
         ),
         hints=(
             RepairHint(

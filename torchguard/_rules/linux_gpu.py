@@ -1,0 +1,319 @@
+"""The NVIDIA driver and the GPU on Linux: ``cuda-driver-missing``, ``cuda-driver-too-old``,
+``gpu-arch-unsupported``. All warnings: torch imports either way, CUDA is then unavailable or
+its kernels do not run.
+
+The driver is the kernel module's version (``/proc/driver/nvidia/version``) or, under WSL2, the
+Windows host's ``libcuda.so.1`` in ``/usr/lib/wsl/lib``; whether ``libcuda.so.1`` is found at
+all is ld.so's answer (cudart ``dlopen``s it by name at the first CUDA call). The minimum
+drivers are the Linux column of NVIDIA's table (:mod:`.cuda_builds`), the GPUs' architectures
+the table of :mod:`torchguard._windows.gpus`, torch's kernels the ``.nv_fatbin`` of
+``libtorch_cuda.so``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from torchguard._binary.fatbin import FatbinArchs
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.cuda_builds import (
+    LINUX_FAMILY_FLOOR,
+    PREVIOUS_VERSIONS_URL,
+    RELEASES,
+    Cuda,
+    LinuxDriver,
+    Release,
+    format_linux_driver,
+    index_url,
+    install_command,
+    linux_minimum_driver,
+    release_of,
+)
+from torchguard._rules.linux_loads import LinuxHints
+from torchguard._vocab import Code
+from torchguard._windows.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
+
+DRIVERS_URL = "https://www.nvidia.com/drivers"
+WSL_LIB_DIR = "/usr/lib/wsl/lib"
+WSL_CUDA_URL = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
+
+
+@dataclass(frozen=True)
+class LinuxDriverFacts:
+    """What the machine says about its NVIDIA driver (pure data; read by the pipeline)."""
+
+    driver: LinuxDriver | None = None
+    """The driver's version, when known."""
+    source: str = ""
+    """Where it comes from: ``/proc/driver/nvidia/version``, ``--cuda 12.4`` ..."""
+    loaded: bool = False
+    """A driver is there: the kernel module, the WSL host's library, or one described offline."""
+    wsl_libcuda: str | None = None
+    """Under WSL2, ``/usr/lib/wsl/lib/libcuda.so.1`` when the host's driver provides it."""
+    libcuda: str | None = None
+    """Where ld.so finds ``libcuda.so.1`` (empty: nowhere; None: not asked)."""
+    nvidia_pci: bool = False
+    """An NVIDIA display controller on the PCI bus (vendor 0x10de, class 0x03)."""
+
+
+def parse_cuda(cuda: str | None) -> Cuda | None:
+    parts = (cuda or "").split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return (int(parts[0]), int(parts[1]))
+
+
+def driver_findings(
+    torch_version: str, cuda: str | None, facts: LinuxDriverFacts, hints: LinuxHints
+) -> Iterator[Finding]:
+    """The driver a CUDA build of torch needs, against the one the machine has."""
+    wanted = parse_cuda(cuda)
+    if wanted is None:
+        return
+    name = f"torch {torch_version} (CUDA {wanted[0]}.{wanted[1]})"
+    required = linux_minimum_driver(wanted)
+    if not facts.loaded:
+        if facts.nvidia_pci:
+            yield _missing(
+                f"{name} is a CUDA build and an NVIDIA GPU is on the PCI bus, but no NVIDIA "
+                "kernel driver is loaded (no /proc/driver/nvidia/version): torch imports, "
+                "CUDA is unavailable",
+                "libcuda.so.1",
+                _driver_hints(torch_version, required, hints),
+            )
+        return
+    if facts.libcuda == "":
+        yield _libcuda_unreachable(name, facts)
+        return
+    driver = facts.driver
+    if driver is None or required is None or driver >= required:
+        return
+    floor = LINUX_FAMILY_FLOOR.get(wanted[0])
+    shown = format_linux_driver(driver)
+    compatible = floor is not None and driver >= floor
+    if compatible:
+        assert floor is not None
+        effect = (
+            f"CUDA {wanted[0]}.x runs on drivers from {format_linux_driver(floor)} through "
+            "NVIDIA's minor-version compatibility, without the newer driver's features (no "
+            "PTX JIT compilation: kernels shipped only as PTX fail)"
+        )
+    else:
+        effect = (
+            'torch imports, CUDA is unavailable ("The NVIDIA driver on your system is too old")'
+        )
+    yield Finding(
+        code=Code.CUDA_DRIVER_TOO_OLD,
+        severity=WARNING,
+        message=(
+            f"the NVIDIA driver {shown} ({facts.source}) is older than "
+            f"{format_linux_driver(required)}, the Linux minimum for CUDA "
+            f"{wanted[0]}.{wanted[1]} that {name} uses: {effect}"
+        ),
+        missing="libcuda.so.1",
+        hints=_driver_hints(torch_version, required, hints, driver, cpu=not compatible),
+        rank=70,
+    )
+
+
+def _missing(message: str, missing: str, hints: tuple[RepairHint, ...]) -> Finding:
+    return Finding(
+        code=Code.CUDA_DRIVER_MISSING,
+        severity=WARNING,
+        message=message,
+        missing=missing,
+        hints=hints,
+        rank=70,
+    )
+
+
+def _libcuda_unreachable(name: str, facts: LinuxDriverFacts) -> Finding:
+    """A driver is there but ld.so finds no ``libcuda.so.1``: cudart's dlopen fails."""
+    if facts.wsl_libcuda is not None:
+        return _missing(
+            f"{name} is a CUDA build and the Windows host's NVIDIA driver provides "
+            f"{facts.wsl_libcuda}, but ld.so does not search {WSL_LIB_DIR} (not in "
+            'ld.so.cache, LD_LIBRARY_PATH or the default folders): dlopen("libcuda.so.1") '
+            "fails at the first CUDA call, torch imports, CUDA is unavailable",
+            "libcuda.so.1",
+            (
+                RepairHint(
+                    f"Let ld.so find the host driver: list {WSL_LIB_DIR} in "
+                    "/etc/ld.so.conf.d/ld.wsl.conf and rebuild the cache (ldconfig's "
+                    '"libcuda.so.1 is not a symbolic link" message is harmless), or put it '
+                    "on LD_LIBRARY_PATH; never install a Linux NVIDIA driver inside WSL",
+                    (
+                        f"echo {WSL_LIB_DIR} | sudo tee /etc/ld.so.conf.d/ld.wsl.conf",
+                        "sudo ldconfig",
+                    ),
+                    WSL_CUDA_URL,
+                ),
+            ),
+        )
+    return _missing(
+        f"{name} is a CUDA build and the NVIDIA kernel driver is loaded ({facts.source}), but "
+        "its library libcuda.so.1 is found nowhere ld.so looks (ld.so.cache, LD_LIBRARY_PATH, "
+        "the default folders; a container started without the driver's libraries): "
+        'dlopen("libcuda.so.1") fails at the first CUDA call, torch imports, CUDA is '
+        "unavailable",
+        "libcuda.so.1",
+        (
+            RepairHint(
+                "Install the driver's user-space libraries matching the kernel module (in a "
+                "container: start it with the NVIDIA Container Toolkit, e.g. docker run "
+                "--gpus all), then rebuild the cache",
+                ("sudo ldconfig",),
+                DRIVERS_URL,
+            ),
+        ),
+    )
+
+
+def _driver_hints(
+    torch_version: str,
+    required: LinuxDriver | None,
+    hints: LinuxHints,
+    driver: LinuxDriver | None = None,
+    *,
+    cpu: bool = True,
+) -> tuple[RepairHint, ...]:
+    """The driver to install, else this release for a CUDA the driver runs, else (when CUDA
+    cannot start at all: ``cpu``) its CPU build."""
+    wanted = f" {format_linux_driver(required)} or newer" if required else ""
+    found = [RepairHint(f"Install the NVIDIA driver{wanted}", (), DRIVERS_URL)]
+    base = torch_version.split("+")[0]
+    release = release_of(base)
+    best = None
+    if driver is not None and release is not None:
+        fitting = [v for v in release.variants if (linux_minimum_driver(v) or (10**6,)) <= driver]
+        best = max(fitting) if fitting else None
+    if best is not None:
+        found.append(
+            RepairHint(
+                f"or keep this driver and install torch {base} built for CUDA "
+                f"{best[0]}.{best[1]}, the newest variant of this release it runs",
+                (
+                    install_command(
+                        hints.python_cmd, base, best, conda=hints.conda, release=release
+                    ),
+                ),
+                PREVIOUS_VERSIONS_URL,
+            )
+        )
+    elif cpu:
+        found.append(
+            RepairHint(
+                f"or install the CPU build of torch {base}",
+                (
+                    hints.pip(
+                        "install",
+                        "--force-reinstall",
+                        f"torch=={base}",
+                        "--index-url",
+                        index_url(None),
+                    ),
+                ),
+            )
+        )
+    return tuple(found)
+
+
+def gpu_arch_findings(
+    torch_version: str,
+    cuda: str | None,
+    gpus: tuple[str, ...],
+    archs: FatbinArchs | None,
+    driver: LinuxDriver | None,
+    hints: LinuxHints,
+) -> Iterator[Finding]:
+    """Each named GPU whose architecture ``libtorch_cuda.so``'s kernels cannot run."""
+    wanted = parse_cuda(cuda)
+    if wanted is None or archs is None or not (archs.sass or archs.ptx):
+        return
+    named = {g: c for g in gpus if (c := compute_capability(g)) is not None}
+    for name, capability in named.items():
+        if archs.runs_on(capability):
+            continue
+        arch = capability[0] * 10 + capability[1]
+        yield Finding(
+            code=Code.GPU_ARCH_UNSUPPORTED,
+            severity=WARNING,
+            message=(
+                f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) "
+                f"cannot run torch {torch_version}: libtorch_cuda.so's CUDA kernels are built "
+                f"for {_names(archs.sass)}"
+                + (f" with PTX for {_names(archs.ptx)}" if archs.ptx else " and carry no PTX")
+                + '; CUDA operations fail with "no kernel image is available for execution '
+                'on the device"'
+            ),
+            hints=_arch_hints(torch_version, wanted, capability, driver, hints),
+            rank=72,
+        )
+
+
+def _names(archs: frozenset[int]) -> str:
+    return ", ".join(f"sm_{a}" for a in sorted(archs)) or "no architecture"
+
+
+def _arch_hints(
+    torch_version: str,
+    cuda: Cuda,
+    capability: Capability,
+    driver: LinuxDriver | None,
+    hints: LinuxHints,
+) -> tuple[RepairHint, ...]:
+    base = torch_version.split("+")[0]
+    release = release_of(base)
+
+    def fits(variant: Cuda, on: LinuxDriver | None) -> bool:
+        """Compiles the GPU and starts on driver ``on`` (minor-version compatibility counts:
+        a variant that only lacks PTX JIT still runs the SASS it ships)."""
+        if variant == cuda or not cuda_can_build(variant, capability):
+            return False
+        need = LINUX_FAMILY_FLOOR.get(variant[0]) or linux_minimum_driver(variant)
+        return on is None or need is None or need <= on
+
+    rows = [release] if release is not None else []
+    rows += [row for row in RELEASES if release is None or row.series > release.series]
+    choice = _first_fit(rows, lambda v: fits(v, driver))
+    new_driver = False
+    if choice is None and driver is not None:  # none runs on this driver: a newer one first
+        choice = _first_fit(rows, lambda v: fits(v, None))
+        new_driver = True
+    arch = f"sm_{capability[0]}{capability[1]}"
+    if choice is None:
+        return (
+            RepairHint(
+                f"no torch build torchguard knows of compiles {arch} for this driver; see "
+                "which CUDA versions support the GPU",
+                (),
+                CUDA_GPUS_URL,
+            ),
+        )
+    row, variant = choice
+    target = base if row is release else row.releases[-1]
+    need = linux_minimum_driver(variant)
+    floor = LINUX_FAMILY_FLOOR.get(variant[0])
+    note = ""
+    if new_driver and floor is not None:
+        note = f", after installing NVIDIA driver {format_linux_driver(floor)} or newer"
+    elif need and (driver is None or driver < need):
+        note = f" (its full feature set needs NVIDIA driver {format_linux_driver(need)} or newer)"
+    return (
+        RepairHint(
+            f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a CUDA version "
+            f"that compiles {arch}{note}",
+            (install_command(hints.python_cmd, target, variant, conda=hints.conda, release=row),),
+            PREVIOUS_VERSIONS_URL,
+        ),
+    )
+
+
+def _first_fit(rows: list[Release], fits: Callable[[Cuda], bool]) -> tuple[Release, Cuda] | None:
+    """The first release (this one, then newer) with a fitting variant, and its newest."""
+    for row in rows:
+        fitting = [v for v in row.variants if fits(v)]
+        if fitting:
+            return row, max(fitting)
+    return None
