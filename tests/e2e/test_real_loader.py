@@ -431,7 +431,7 @@ def test_doctor_json_on_windows(wine_env: WineEnv) -> None:
     assert data["torch"]["version"] == "2.4.1+cpu"
     first = data["findings"][0]
     assert (first["code"], first["missing"], first["dll"]) == ("missing-dll", "c10.dll", "shm.dll")
-    assert data["import_torch"] == {"ok": False, "winerror": 126, "dll": "shm.dll"}
+    assert data["import_torch"] == {"ok": False, "winerror": 126, "dll": "shm.dll", "abort": None}
     assert data["python"]["app_dir"].lower().endswith("python311")
     assert any(d["path"].lower().endswith("torch\\lib") for d in data["dll_directories"])
 
