@@ -25,6 +25,7 @@ from torchguard._rules.cuda_builds import (
     release_of,
 )
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
+from torchguard._rules.kernels import no_kernels_message
 from torchguard._vocab import Code
 from torchguard._windows.gpus import (
     CUDA_GPUS_URL,
@@ -58,18 +59,10 @@ def check(context: CheckContext) -> Iterator[Finding]:
     for name, capability in gpus.items():
         if archs.runs_on(capability):
             continue
-        arch = capability[0] * 10 + capability[1]
         yield Finding(
             code=Code.GPU_ARCH_UNSUPPORTED,
             severity=WARNING,
-            message=(
-                f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) "
-                f"cannot run torch {context.torch.version}: its CUDA kernels are built for "
-                f"{_names(archs.sass)}"
-                + (f" with PTX for {_names(archs.ptx)}" if archs.ptx else " and carry no PTX")
-                + '; CUDA operations fail with "no kernel image is available for execution '
-                'on the device"'
-            ),
+            message=no_kernels_message(name, capability, context.torch.version, "its", archs),
             hints=_hints(context, cuda, capability),
             rank=72,
         )
@@ -163,8 +156,6 @@ def _cached_archs(raw: object) -> FatbinArchs | None:
         return None
 
 
-def _names(archs: frozenset[int]) -> str:
-    return ", ".join(f"sm_{a}" for a in sorted(archs)) or "no architecture"
 
 
 def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[RepairHint, ...]:

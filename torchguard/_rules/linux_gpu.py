@@ -30,6 +30,7 @@ from torchguard._rules.cuda_builds import (
     linux_minimum_driver,
     release_of,
 )
+from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_loads import LinuxHints
 from torchguard._vocab import Code
 from torchguard._windows.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
@@ -235,25 +236,15 @@ def gpu_arch_findings(
     for name, capability in named.items():
         if archs.runs_on(capability):
             continue
-        arch = capability[0] * 10 + capability[1]
         yield Finding(
             code=Code.GPU_ARCH_UNSUPPORTED,
             severity=WARNING,
-            message=(
-                f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) "
-                f"cannot run torch {torch_version}: libtorch_cuda.so's CUDA kernels are built "
-                f"for {_names(archs.sass)}"
-                + (f" with PTX for {_names(archs.ptx)}" if archs.ptx else " and carry no PTX")
-                + '; CUDA operations fail with "no kernel image is available for execution '
-                'on the device"'
+            message=no_kernels_message(
+                name, capability, torch_version, "libtorch_cuda.so's", archs
             ),
             hints=_arch_hints(torch_version, wanted, capability, driver, hints),
             rank=72,
         )
-
-
-def _names(archs: frozenset[int]) -> str:
-    return ", ".join(f"sm_{a}" for a in sorted(archs)) or "no architecture"
 
 
 def _arch_hints(

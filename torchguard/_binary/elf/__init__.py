@@ -39,7 +39,7 @@ import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Union
+from typing import TYPE_CHECKING, Union
 
 from torchguard._binary.elf import constants
 from torchguard._binary.elf.facts import (
@@ -52,6 +52,7 @@ from torchguard._binary.elf.facts import (
 )
 from torchguard._binary.elf.layout import Buffer, ElfReadError, Layout, NotKept, Segment
 from torchguard._binary.elf.symbols import Defined, ElfSymbols, Undefined, read_symbols
+from torchguard._binary.stream import Readable, read_exactly
 
 if TYPE_CHECKING:
     from torchguard._binary.fatbin import FatbinArchs
@@ -105,12 +106,6 @@ def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = 
     return ElfImage(facts, read_symbols(layout, Dynamic(layout), facts.verneed, facts.verdef))
 
 
-class Readable(Protocol):
-    """A forward-only byte stream (a zip member's)."""
-
-    def read(self, size: int = -1, /) -> bytes: ...
-
-
 _CHUNK = 1 << 20
 _HEAD = 1 << 16
 
@@ -125,7 +120,7 @@ def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> El
     section headers). torch 2.9.1's 975 MiB libtorch_cuda.so then keeps about 40 MiB. A
     table found elsewhere raises :class:`NotKept`: read the whole member instead.
     """
-    head = _read_exactly(stream, min(size, _HEAD))
+    head = read_exactly(stream, min(size, _HEAD))
     if len(head) < min(size, _HEAD):
         raise ElfReadError(f"truncated: the data ends at {len(head)} of {size} bytes")
     if size <= len(head):
@@ -171,16 +166,6 @@ def _kept_ranges(head: bytes, size: int) -> list[tuple[int, int]]:
     return [(0, min(first_code, size)), (tail, size)]
 
 
-def _read_exactly(stream: Readable, count: int) -> bytes:
-    parts: list[bytes] = []
-    remaining = count
-    while remaining > 0:
-        chunk = stream.read(remaining)
-        if not chunk:
-            break
-        parts.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(parts)
 
 
 def elf_header(head: bytes) -> tuple[int, bool, int] | None:

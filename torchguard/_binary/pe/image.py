@@ -16,10 +16,11 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from torchguard._binary.budget import mib
 from torchguard._binary.pe.errors import FileUnreadable, OverBudget, PEReadError
+from torchguard._binary.stream import Readable, read_exactly
 from torchguard._vocab import Machine
 
 if TYPE_CHECKING:
@@ -43,12 +44,6 @@ _IMAGE_FILE_DLL = 0x2000
 _DELAY_DESCRIPTOR = struct.Struct("<8I")
 _MAX_DESCRIPTORS = 4096
 _MAX_NAME = 256
-
-
-class Readable(Protocol):
-    """A forward-only byte stream (a zip member's, through ``tree.MemberStream``)."""
-
-    def read(self, size: int = -1, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -158,7 +153,7 @@ def read_image_stream(
     """
     from torchguard._binary.pe.symbols import kept_ranges
 
-    head = _read_exactly(stream, min(size, 1 << 16))
+    head = read_exactly(stream, min(size, 1 << 16))
     _check_signature(head[:4096], size)
     found = kept_ranges(head, size)
     ranges = found if found is not None else [(0, size)]  # an unusual layout: keep it all
@@ -189,16 +184,6 @@ def read_image_stream(
         buffer.close()
 
 
-def _read_exactly(stream: Readable, count: int) -> bytes:
-    parts: list[bytes] = []
-    remaining = count
-    while remaining > 0:
-        chunk = stream.read(remaining)
-        if not chunk:
-            break
-        parts.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(parts)
 
 
 def _check_signature(head: bytes, size: int) -> None:
