@@ -16,14 +16,12 @@ from fakes import FakeTorch, system32
 from faults import PlantedFault, boom, fake_windows
 
 import torchguard
-from torchguard import _pipeline
+from torchguard import _interpreter, _pipeline
 from torchguard._frontends import cli as _cli
 from torchguard._internal import BUG_REPORT
-from torchguard._linux import system as _linux_system
 from torchguard._model import cache as _cache
 from torchguard._model import loader as _loader
 from torchguard._rules import registry as _registry
-from torchguard._windows import live as _live
 
 
 def _inside_pefile(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,8 +121,7 @@ def test_a_fault_inside_pefile_reading_a_wheel_is_not_a_corrupt_dll(
 
 
 def test_ensure_off_windows_raises_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_live, "torch_package_dir", boom)
-    monkeypatch.setattr(_linux_system, "torch_package_dir", boom)
+    monkeypatch.setattr(_interpreter, "torch_package_dir", boom)
     with pytest.raises(torchguard.InternalError) as info:
         torchguard.ensure()
     _assert_internal(info, "ensure()")
@@ -173,8 +170,7 @@ def test_cli_doctor_exits_3(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("TORCHGUARD_DEBUG", raising=False)
-    monkeypatch.setattr(_live, "torch_package_dir", boom)
-    monkeypatch.setattr(_linux_system, "torch_package_dir", boom)
+    monkeypatch.setattr(_interpreter, "torch_package_dir", boom)
     assert _cli.main(["doctor"]) == 3
     err = capsys.readouterr().err
     assert BUG_REPORT in err and "Traceback" not in err and len(err.splitlines()) == 2

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "torchguard"
 
 # Lowest floor first. A module's floor is that of its first dotted component under torchguard.
 FLOORS: tuple[frozenset[str], ...] = (
-    frozenset({"_vocab", "_version", "_internal"}),
+    frozenset({"_vocab", "_version", "_internal", "_interpreter"}),
     frozenset({"_binary"}),  # binary formats: what a file says
     frozenset({"_windows", "_linux"}),  # the machine described: trees, distributions, process
     frozenset({"_report"}),  # findings, the Report, exceptions and renderers

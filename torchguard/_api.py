@@ -32,10 +32,10 @@ def _already_imported() -> Report:
 
 def _non_windows() -> Report:
     """Off Windows there is no DLL work: only say where torch is, or that it is missing."""
+    from torchguard._interpreter import torch_package_dir
     from torchguard._pipeline import torch_not_found
     from torchguard._rules.hints import HintContext
     from torchguard._windows.dists import importlib_metadata
-    from torchguard._windows.live import torch_package_dir
 
     location = torch_package_dir()
     if location is None:
@@ -48,7 +48,8 @@ def _non_windows() -> Report:
 
 
 def _live_linux_report() -> Report:
-    from torchguard._linux.system import live_linux, torch_package_dir
+    from torchguard._interpreter import torch_package_dir
+    from torchguard._linux.system import live_linux
     from torchguard._pipeline_linux import analyze_linux, linux_cache
 
     return analyze_linux(live_linux(torch_package_dir()), cache=linux_cache())

@@ -443,6 +443,7 @@ import torchguard
 from torchguard._windows import live as _live
 from torchguard._windows import register as _register
 from torchguard._binary.pe.machine import file_machine
+from torchguard._interpreter import torch_package_dir
 image = _live.process_image()
 loaded = _live.loaded_modules()
 report = torchguard.ensure()
@@ -455,7 +456,7 @@ print("TG-JSON " + json.dumps({
     "python_dll": loaded.get("python311.dll"), "kernel32": loaded.get("kernel32.dll"),
     "known": sorted(_live.known_dlls()), "system32": _live.system_directory(),
     "app_dir": _live.process_image_dir(), "registered": _register.registered(),
-    "torch_dir": _live.torch_package_dir(),
+    "torch_dir": torch_package_dir(),
 }))
 """
 

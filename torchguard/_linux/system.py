@@ -145,19 +145,6 @@ def split_path_list(value: str | None) -> tuple[str, ...]:
     return tuple(entry or "." for entry in entries)
 
 
-def torch_package_dir() -> str | None:
-    """Where ``import torch`` would come from, found without importing it."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.abspath(next(iter(spec.submodule_search_locations)))
-
-
 def nvidia_gpus(root: str = "/") -> tuple[str, ...]:
     """The GPU models the loaded NVIDIA kernel driver lists (none without the driver)."""
     folder = os.path.join(root, "proc/driver/nvidia/gpus")

@@ -14,6 +14,7 @@ import sysconfig
 from typing import IO
 
 from torchguard._binary.pe.machine import interpreter_machine
+from torchguard._interpreter import torch_package_dir
 from torchguard._windows.gpus import DisplayAdapter
 from torchguard._windows.system import Interpreter, System
 from torchguard._windows.tree import WinTree, path_key
@@ -300,19 +301,6 @@ def _site_dirs() -> tuple[str, ...]:
         if entry and os.path.isdir(entry):
             seen.setdefault(path_key(os.path.abspath(entry)), os.path.abspath(entry))
     return tuple(seen.values())
-
-
-def torch_package_dir() -> str | None:
-    """Where ``import torch`` would come from, found without importing it."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.abspath(next(iter(spec.submodule_search_locations)))
 
 
 def live_windows() -> System:
