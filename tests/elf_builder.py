@@ -105,6 +105,7 @@ def build_elf(
     tls_size: int = 0,
     exec_stack: bool | None = False,
     fatbin: bytes | None = None,
+    rodata: bytes | None = None,
     hash_style: str = "gnu",
     dynstr_segment: bool = False,
     extra_dynamic: Sequence[tuple[int, int]] = (),
@@ -290,6 +291,8 @@ def build_elf(
     dynamic_size = dyn.size * (entry_count + 1)
     dynamic = place(_Blob(".dynamic", b"\0" * dynamic_size, 6, 8, ".dynstr", 0, dyn.size, flags=3))
     fat = place(_Blob(".nv_fatbin", fatbin, 1, 8)) if fatbin is not None else None
+    if rodata is not None:
+        place(_Blob(".rodata", rodata, 1, 8))
     shift = 0x200000 if dynstr_segment else 0
     dynstr = place(_Blob(".dynstr", dynstr_bytes, 3, 1))
     main_end = dynstr.offset if dynstr_segment else len(out)

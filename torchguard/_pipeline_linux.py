@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 from torchguard._binary.elf import ElfReadError, read_fatbin_archs
+from torchguard._binary.elf.strings import read_dlopen_stems
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
@@ -16,6 +17,7 @@ from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
+from torchguard._model.late_loads import Stems, late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
@@ -33,6 +35,7 @@ from torchguard._rules.linux_loads import (
     conflicting_files,
     cpu_build_on_gpu,
     import_findings,
+    late_load_findings,
     load_error_finding,
     package_mismatch,
     shadowed,
@@ -108,6 +111,23 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _stems_reader(files: PosixFiles, cache: LinuxCache) -> Stems:
+    """:func:`read_dlopen_stems`, read once per file state (a warm run reads nothing)."""
+
+    def stems(path: str, family: str) -> tuple[str, ...]:
+        key = f"{files.fingerprint(path)}|{family}"
+        known = cache.stems(key)
+        if known is None:
+            try:
+                known = read_dlopen_stems(path, family)
+            except ElfReadError:
+                known = ()
+            cache.store_stems(key, known)
+        return known
+
+    return stems
+
+
 def linux_cache() -> LinuxCache:
     """The user's persistent Linux cache (a run-only one when caching is off)."""
     return LinuxCache(cache_dir())
@@ -147,7 +167,10 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
-        findings += shadowed(ldso.objects[first_new:], pinned_copies(system.site_dirs), _same_file)
+        pinned = pinned_copies(system.site_dirs)
+        findings += shadowed(ldso.objects[first_new:], pinned, _same_file)
+        loads = late_loads(ldso, ldso.objects, _stems_reader(files, cache))
+        findings += late_load_findings(loads, pinned, _same_file, hints)
     site = os.path.dirname(os.path.abspath(torch_dir))
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
     findings += package_mismatch(pins, version, hints)

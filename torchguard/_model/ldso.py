@@ -129,6 +129,21 @@ class LoadError:
 
 
 @dataclass(frozen=True)
+class LateLoad:
+    """Where a library's ``dlopen(name)`` at first use would land (``path`` None: nowhere).
+
+    ``via`` is how it was found (``loaded`` when an object of that name is reused);
+    ``facts`` the file's facts when it was newly found and readable."""
+
+    name: str
+    requester: str
+    path: str | None
+    via: str
+    trail: tuple[str, ...] = ()
+    facts: ElfFacts | None = None
+
+
+@dataclass(frozen=True)
 class DlopenResult:
     ok: bool
     root: SharedObject | None = None
@@ -255,11 +270,37 @@ class Ldso:
                 return path
         return None
 
-    def _candidates(self, name: str, requester: SharedObject | None) -> list[tuple[str, str]]:
+    def late_load(self, name: str, requester: SharedObject) -> LateLoad:
+        """Where ``requester``'s own ``dlopen(name)`` after this state would land, without
+        loading it: a loaded object with that name is reused; otherwise the search runs with
+        the caller's RPATH/RUNPATH (glibc's ``dlopen`` searches for the calling object).
+        ``requester`` may be a library that is not loaded yet (one late load opening
+        another)."""
+        existing = self._reuse(name) if "/" not in name else None
+        if existing is not None:
+            return LateLoad(name, requester.path, existing.path, "loaded", (existing.path,))
+        trail: list[str] = []
+        for path, via in self._candidates(name, requester, cached=False):
+            if not self.files.is_file(path):
+                continue
+            trail.append(path)
+            try:
+                facts = self.files.facts(path)
+            except ElfReadError:
+                return LateLoad(name, requester.path, path, via, tuple(trail), facts=None)
+            if facts.elf_class != self.env.elf_class or facts.machine != self.env.machine:
+                continue
+            return LateLoad(name, requester.path, path, via, tuple(trail), facts=facts)
+        return LateLoad(name, requester.path, None, "", tuple(trail))
+
+    def _candidates(
+        self, name: str, requester: SharedObject | None, cached: bool = True
+    ) -> list[tuple[str, str]]:
         if "/" in name:
             origin = _dirname(requester.path) if requester else "."
             return [(_expand(name, origin), "path")]
-        found = [(f"{d.rstrip('/')}/{name}", via) for d, via in self.search_dirs(requester)]
+        dirs = self.search_dirs(requester) if cached else self._search_dirs(requester)
+        found = [(f"{d.rstrip('/')}/{name}", via) for d, via in dirs]
         nodeflib = requester is not None and requester.facts.nodeflib
         if not nodeflib:
             found += [(path, "ld.so.cache") for path in self.env.cache.get(name, ())]

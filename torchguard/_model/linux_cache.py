@@ -79,6 +79,7 @@ class LinuxCache:
             "claims": {},
             "fatbin": {},
             "pci": {},
+            "stems": {},
         }
         self._dirty = False
         self._load()
@@ -194,6 +195,16 @@ class LinuxCache:
 
     def store_nvidia_pci(self, boot: str, present: bool) -> None:
         self._put("pci", boot, present)
+
+    def stems(self, key: str) -> tuple[str, ...] | None:
+        """The bare library stems a file holds for ``dlopen`` (key: fingerprint and family)."""
+        found = self._data["stems"].get(key)
+        if not isinstance(found, list) or not all(isinstance(s, str) for s in found):
+            return None
+        return tuple(found)
+
+    def store_stems(self, key: str, stems: tuple[str, ...]) -> None:
+        self._put("stems", key, list(stems))
 
     def _put(self, section: str, key: str, value: Any) -> None:
         table = self._data[section]

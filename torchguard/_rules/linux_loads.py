@@ -14,7 +14,15 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from torchguard._model.ldso import CORRUPT, MISSING, SYMBOL, VERSION, LoadError, SharedObject
+from torchguard._model.ldso import (
+    CORRUPT,
+    MISSING,
+    SYMBOL,
+    VERSION,
+    LateLoad,
+    LoadError,
+    SharedObject,
+)
 from torchguard._model.linux_simulate import LinuxImport
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._vocab import Code
@@ -451,3 +459,60 @@ def cpu_build_on_gpu(
         ),
         rank=65,
     )
+
+
+def late_load_findings(
+    loads: Sequence[LateLoad],
+    pinned: Mapping[str, str],
+    same_file: Callable[[str, str], bool],
+    hints: LinuxHints,
+) -> Iterator[Finding]:
+    """Warnings for libraries loaded by name at first use (cuDNN's sub-libraries).
+
+    Never errors: ``import torch`` works; the first cuDNN call is what fails."""
+    for load in loads:
+        caller = _base(load.requester)
+        if load.path is None:
+            yield Finding(
+                code=Code.MISSING_DLL,
+                severity=WARNING,
+                message=(
+                    f"{load.name}, which {caller} loads by name at the first cuDNN call, is "
+                    "found nowhere: import torch works, but that call fails (cuDNN says "
+                    f'"Unable to load any of {{..., {load.name}, ...}}" then "Invalid handle. '
+                    'Cannot load symbol ...")'
+                ),
+                dll=caller,
+                missing=load.name,
+                chain=(caller, load.name),
+                hints=_reinstall(hints, nvidia_wheel(caller, hints.cuda_major)),
+                rank=62,
+            )
+            continue
+        shipped = pinned.get(load.name)
+        if load.name.endswith(".so"):  # the bare-stem fallback: no versioned copy anywhere
+            shipped = "none: no versioned copy is found"
+        elif load.via == "loaded" or shipped is None or same_file(shipped, load.path):
+            continue
+        folder = load.path.rsplit("/", 1)[0]
+        yield Finding(
+            code=Code.LIBRARY_SHADOWED,
+            severity=WARNING,
+            message=(
+                f"{load.name}, which {caller} loads by name at the first cuDNN call, would load "
+                f"from {load.path} (found through {load.via}), not the copy torch's packages "
+                f"ship ({shipped}): import torch works, but that call can fail or abort"
+            ),
+            dll=caller,
+            missing=load.name,
+            chain=(caller, load.name),
+            path=load.path,
+            hints=(
+                RepairHint(
+                    f"Remove {folder} from LD_LIBRARY_PATH (or the ld.so cache) so that the "
+                    "shipped copy loads",
+                    ("unset LD_LIBRARY_PATH",),
+                ),
+            ),
+            rank=61,
+        )

@@ -1,0 +1,141 @@
+"""Libraries loaded later by name (cuDNN 9's sub-libraries), replayed after ``import torch``.
+
+cuDNN 9's ``libcudnn.so.9`` holds its sub-libraries as bare stems and ``dlopen``s them at the
+first cuDNN call with its own RUNPATH; ``libcudnn_graph.so.9`` does the same for the engines.
+The fixtures carry those stems as strings, as the real files do (see the real-loader tier).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from elf_builder import build_elf
+from linux_elf import write_so
+from test_linux_import import analyze, torch_site
+
+from torchguard._binary.elf.strings import read_dlopen_stems, scan_stems
+from torchguard._linux.system import offline_linux
+from torchguard._model.linux_cache import LinuxCache
+from torchguard._pipeline_linux import analyze_linux
+
+GRAPH = "libcudnn_graph.so.9"
+ENGINES = "libcudnn_engines_precompiled.so.9"
+SUB_RUNPATH = "$ORIGIN:$ORIGIN/../../cublas/lib:$ORIGIN/../../nvrtc/lib"
+
+
+def _with_stems(folder: Path, name: str, stems: list[str], **kwargs: object) -> Path:
+    """A shared object whose read-only data names ``stems`` the way cuDNN's binaries do."""
+    path = write_so(folder, name, **kwargs)
+    path.write_bytes(path.read_bytes() + b"\0" + b"\0".join(s.encode() for s in stems) + b"\0")
+    return path
+
+
+def cudnn_site(root: Path) -> Path:
+    """:func:`torch_site` plus the cuDNN 9 wheel's layout, with libtorch_cuda NEEDing libcudnn."""
+    site = torch_site(root)
+    cudnn = site / "nvidia" / "cudnn" / "lib"
+    _with_stems(cudnn, "libcudnn.so.9", ["libcudnn_graph.so", "libcudnn_ops.so"], runpath="$ORIGIN")
+    _with_stems(cudnn, GRAPH, ["libcudnn_engines_precompiled.so"], runpath=SUB_RUNPATH)
+    write_so(cudnn, "libcudnn_ops.so.9", runpath=SUB_RUNPATH)
+    write_so(cudnn, ENGINES, runpath=SUB_RUNPATH)
+    lib = site / "torch" / "lib"
+    rpath = (
+        "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:"
+        "$ORIGIN/../../nvidia/cudnn/lib:$ORIGIN"
+    )
+    write_so(
+        lib,
+        "libtorch_cuda.so",
+        needed=["libcusparse.so.12", "libcudart.so.12", "libcudnn.so.9"],
+        rpath=rpath,
+        undefined=["cudaMalloc"],
+        defines=["_ZN3c104cuda6deviceEv"],
+    )
+    return site
+
+
+def test_the_stems_are_read_from_rodata_only() -> None:
+    data = build_elf(soname="libcudnn.so.9", rodata=b"\0libcudnn_graph.so\0libcudnn_ops.so\0")
+    path_stems = scan_stems(data, "libcudnn")
+    assert path_stems == ("libcudnn_graph.so", "libcudnn_ops.so")
+    assert scan_stems(b"\0libcudnn_graph.so.9\0xlibcudnn_x.so\0", "libcudnn") == ()
+
+
+def test_the_stems_of_a_file_with_sections_skip_the_rest(tmp_path: Path) -> None:
+    data = build_elf(soname="libcudnn.so.9", rodata=b"\0libcudnn_graph.so\0")
+    path = tmp_path / "libcudnn.so.9"
+    path.write_bytes(data + b"\0libcudnn_outside.so\0")  # past every section: not data
+    assert read_dlopen_stems(path, "libcudnn") == ("libcudnn_graph.so",)
+
+
+def test_a_healthy_cudnn_has_no_finding(tmp_path: Path) -> None:
+    report = analyze(cudnn_site(tmp_path))
+    assert report.import_torch is not None and report.import_torch.ok
+    assert report.findings == ()
+
+
+def test_a_missing_sub_library_is_a_first_use_warning_not_an_error(tmp_path: Path) -> None:
+    site = cudnn_site(tmp_path)
+    (site / "nvidia" / "cudnn" / "lib" / GRAPH).unlink()
+    report = analyze(site)
+    assert report.import_torch is not None and report.import_torch.ok
+    assert report.errors == ()
+    (warning,) = report.warnings
+    assert warning.code == "missing-dll" and warning.missing == GRAPH
+    assert warning.chain == ("libcudnn.so.9", GRAPH)
+    assert "first cuDNN call" in warning.message and "import torch works" in warning.message
+    assert "nvidia-cudnn-cu12" in warning.hints[0].commands[0]
+
+
+def test_a_sub_library_of_a_sub_library_is_searched_with_its_runpath(tmp_path: Path) -> None:
+    site = cudnn_site(tmp_path)
+    (site / "nvidia" / "cudnn" / "lib" / ENGINES).unlink()
+    (warning,) = analyze(site).warnings
+    assert warning.code == "missing-dll" and warning.chain == (GRAPH, ENGINES)
+
+
+def test_the_callers_runpath_applies_not_torchs_rpath(tmp_path: Path) -> None:
+    """A copy beside torch's libraries is on libtorch_cuda's RPATH, but libcudnn's own
+    ``dlopen`` searches libcudnn's RUNPATH: it is not found."""
+    site = cudnn_site(tmp_path)
+    shutil.move(str(site / "nvidia" / "cudnn" / "lib" / GRAPH), str(site / "torch" / "lib" / GRAPH))
+    (warning,) = analyze(site).warnings
+    assert warning.code == "missing-dll" and warning.missing == GRAPH
+
+
+def test_a_copy_on_ld_library_path_wins_the_late_load(tmp_path: Path) -> None:
+    site = cudnn_site(tmp_path)
+    other = tmp_path / "cuda-12.1" / "lib64"
+    _with_stems(other, GRAPH, [], runpath="$ORIGIN")
+    report = analyze(site, ld_library_path=(str(other),))
+    assert report.errors == ()
+    (warning,) = report.warnings
+    assert warning.code == "library-shadowed" and warning.path == f"{other}/{GRAPH}"
+    assert "LD_LIBRARY_PATH" in warning.message and "first cuDNN call" in warning.message
+
+
+def test_the_bare_stem_is_the_last_resort(tmp_path: Path) -> None:
+    site = cudnn_site(tmp_path)
+    (site / "nvidia" / "cudnn" / "lib" / GRAPH).unlink()
+    other = tmp_path / "usr" / "lib"
+    write_so(other, "libcudnn_graph.so", soname=GRAPH)
+    (warning,) = analyze(site, ld_library_path=(str(other),)).warnings
+    assert warning.code == "library-shadowed" and warning.path == f"{other}/libcudnn_graph.so"
+
+
+def test_a_warm_run_reads_no_stems(tmp_path: Path, monkeypatch: object) -> None:
+    import torchguard._pipeline_linux as pipeline
+
+    site = cudnn_site(tmp_path)
+    cache = LinuxCache(tmp_path / "cache")
+    analyze_linux(offline_linux([str(site)]), cache=cache)
+    calls: list[str] = []
+
+    def counting(path: str, family: str) -> tuple[str, ...]:
+        calls.append(path)
+        return ()
+
+    monkeypatch.setattr(pipeline, "read_dlopen_stems", counting)  # type: ignore[attr-defined]
+    warm = analyze_linux(offline_linux([str(site)]), cache=LinuxCache(tmp_path / "cache"))
+    assert calls == [] and warm.findings == ()
