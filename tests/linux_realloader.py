@@ -164,6 +164,20 @@ def real_import(
     return Verdict(done.returncode == 0, last, done.returncode)
 
 
+def real_run(
+    site: Path, extra: Mapping[str, str], cache: Path, code: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in this layout and environment, its output kept whole."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(site, extra, cache),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(site.parent),
+    )
+
+
 _PREDICT = (
     "import json, torchguard\nreport = torchguard.diagnose()\nprint(json.dumps(report.to_dict()))\n"
 )

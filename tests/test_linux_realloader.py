@@ -24,6 +24,7 @@ from linux_realloader import (
     install_over,
     predicted,
     real_import,
+    real_run,
     replace_file,
     scratch_site,
     torch_site,
@@ -261,3 +262,67 @@ def test_the_real_kernels_against_named_gpus(
     arch = next(f for f in old_driver.findings if f.code == "gpu-arch-unsupported")
     assert arch.hints[0].commands == finding.hints[0].commands
     assert "full feature set needs NVIDIA driver 560.28.03" in arch.hints[0].summary
+
+
+# The real libcudnn.so.9 makes the late load itself: cudnnGetVersion dlopens libcudnn_graph.so.9
+# (no GPU needed); the child then prints where it landed from /proc/self/maps. When the load
+# fails, cuDNN prints "Unable to load any of {...}" and aborts the process (measured: SIGABRT).
+_FIRST_CUDNN_CALL = """
+import torch
+try:
+    torch.backends.cudnn.version()
+finally:
+    maps = [l.split()[-1] for l in open("/proc/self/maps") if "libcudnn_graph.so" in l]
+    print("GRAPH", maps[0] if maps else "-", flush=True)
+"""
+
+
+def _graph_copy_on_ld_library_path(site: Path, where: Path) -> dict[str, str]:
+    copies = where / "cuda-toolkit" / "lib64"
+    copies.mkdir(parents=True)
+    shutil.copyfile(site / "nvidia" / "cudnn" / "lib" / "libcudnn_graph.so.9", copies / GRAPH)
+    return {"LD_LIBRARY_PATH": str(copies)}
+
+
+def _graph_missing(site: Path, where: Path) -> dict[str, str]:
+    (site / "nvidia" / "cudnn" / "lib" / GRAPH).unlink()
+    return {}
+
+
+GRAPH = "libcudnn_graph.so.9"
+LATE: dict[str, Breaker] = {
+    "graph copy on LD_LIBRARY_PATH": _graph_copy_on_ld_library_path,
+    "graph missing": _graph_missing,
+}
+
+
+@pytest.mark.parametrize("name", list(LATE))
+def test_cudnns_late_load_lands_where_torchguard_says(
+    name: str, base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """``import torch`` works in both; the first cuDNN call loads libcudnn_graph.so.9 by name
+    with libcudnn.so.9's own search, and torchguard names where (or that nowhere) it lands."""
+    site = scratch_site(base_site, tmp_path)
+    extra = LATE[name](site, tmp_path)
+    real = real_run(site, extra, tg_cache, _FIRST_CUDNN_CALL)
+    lines = [line for line in real.stdout.splitlines() if line.startswith("GRAPH ")]
+    landed = lines[0].split(" ", 1)[1] if lines else "-"  # cuDNN aborts the process: nowhere
+    report = predicted(site, extra, tg_cache)
+    print(f"\n{name}: real graph={landed} rc={real.returncode}")
+    outcome = report["import_torch"]
+    assert isinstance(outcome, dict) and outcome["ok"]
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    assert not [f for f in findings if f["severity"] == "error"]
+    late = [f for f in findings if f["missing"] == GRAPH]
+    pinned = str(site / "nvidia" / "cudnn" / "lib" / GRAPH)
+    if landed == "-":
+        assert real.returncode != 0 and "Unable to load any of" in real.stdout + real.stderr
+        (finding,) = late
+        assert finding["code"] == "missing-dll" and finding["severity"] == "warning"
+    elif Path(landed).samefile(pinned):
+        assert late == []
+    else:
+        (finding,) = late
+        assert finding["code"] == "library-shadowed" and finding["severity"] == "warning"
+        assert Path(str(finding["path"])).samefile(landed)
