@@ -287,3 +287,12 @@ def test_a_libcuda_already_mapped_is_the_one_cudart_reuses(tmp_path: Path) -> No
     odd = write_so(tmp_path / "opt" / "driver", "libcuda.so.1", defines=["cuInit"])
     assert codes(system) == ["cuda-driver-missing"]
     assert codes(replace(system, mapped=(str(odd),))) == []
+
+
+def test_libcuda_is_searched_as_cudarts_own_dlopen(tmp_path: Path) -> None:
+    """cudart has no RUNPATH, so its ``dlopen("libcuda.so.1")`` searches the RPATH of the
+    library that loaded it (libtorch_global_deps): a driver library there is found."""
+    system = system_on(tmp_path, root_with_driver(tmp_path, "570.172.08", libcuda=False))
+    assert codes(system) == ["cuda-driver-missing"]
+    write_so(tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib", "libcuda.so.1")
+    assert codes(system) == []

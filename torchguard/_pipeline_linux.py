@@ -229,8 +229,7 @@ def _gpu_findings(
         source = "--cuda {}.{}: at least that CUDA's minimum".format(*system.driver_cuda)
     libcuda = None
     if system.driver is not None or system.wsl_libcuda is not None:
-        mapped = ldso.loaded("libcuda.so.1")  # already in the process: reused by name
-        libcuda = mapped.path if mapped else ldso.locate("libcuda.so.1") or ""
+        libcuda = _libcuda(ldso)
     pci = not system.driver_present and system.pci_root is not None
     facts = LinuxDriverFacts(
         driver=driver,
@@ -245,6 +244,23 @@ def _gpu_findings(
         archs = _torch_archs(torch_dir, files, cache)
         found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
     return found
+
+
+def _libcuda(ldso: Ldso) -> str:
+    """Where cudart's ``dlopen("libcuda.so.1")`` at CUDA initialisation lands ("": nowhere).
+
+    Already mapped: reused by name. Otherwise the search is cudart's own: it has no RUNPATH,
+    so the RPATHs of the libraries that loaded it (torch's) come first, as glibc's dlopen does
+    for the calling object; without a loaded cudart, the interpreter's search."""
+    mapped = ldso.loaded("libcuda.so.1")
+    if mapped is not None:
+        return mapped.path
+    cudart = next(
+        (o for o in ldso.objects if (o.facts.soname or "").startswith("libcudart.so")), None
+    )
+    if cudart is None:
+        return ldso.locate("libcuda.so.1") or ""
+    return ldso.late_load("libcuda.so.1", cudart).path or ""
 
 
 def _nvidia_pci(root: str, cache: LinuxCache) -> bool:
