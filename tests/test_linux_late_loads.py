@@ -10,10 +10,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from elf_builder import build_elf
 from linux_elf import write_so
 from test_linux_import import analyze, torch_site
 
+from torchguard._binary.elf import ElfReadError
 from torchguard._binary.elf.strings import read_dlopen_stems, scan_stems
 from torchguard._linux.system import offline_linux
 from torchguard._model.linux_cache import LinuxCache
@@ -139,3 +141,16 @@ def test_a_warm_run_reads_no_stems(tmp_path: Path, monkeypatch: object) -> None:
     monkeypatch.setattr(pipeline, "read_dlopen_stems", counting)  # type: ignore[attr-defined]
     warm = analyze_linux(offline_linux([str(site)]), cache=LinuxCache(tmp_path / "cache"))
     assert calls == [] and warm.findings == ()
+
+
+def test_a_damaged_dispatcher_is_a_clear_error_and_no_stems(tmp_path: Path) -> None:
+    bad = tmp_path / "libcudnn.so.9"
+    bad.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 5)
+    with pytest.raises(ElfReadError):
+        read_dlopen_stems(bad, "libcudnn")
+    empty = tmp_path / "empty.so"
+    empty.write_bytes(b"")
+    with pytest.raises(ElfReadError):
+        read_dlopen_stems(empty, "libcudnn")
+    with pytest.raises(ElfReadError):
+        read_dlopen_stems(tmp_path / "absent.so", "libcudnn")
