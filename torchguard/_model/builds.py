@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from email.parser import HeaderParser
 
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import join
@@ -101,6 +100,8 @@ def _pin(dist: InstalledDist) -> BuildTarget | None:
     text = dist.distribution.read_text("METADATA")
     if not text:
         return None
+    from email.parser import HeaderParser  # 13 ms cold: only when an extension's pin is read
+
     for requirement in HeaderParser().parsestr(text).get_all("Requires-Dist") or []:
         found = _PIN.match(requirement.strip())
         if found and "extra" not in requirement.partition(";")[2]:
