@@ -31,6 +31,7 @@ from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
 from torchguard._model.binaries import Binaries
 from torchguard._model.bindings import Gap
 from torchguard._model.ecosystem import binaries as dist_binaries
+from torchguard._model.ecosystem import lists_binaries
 from torchguard._model.loader import LoaderModel
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, WinTree, join, path_key
@@ -169,6 +170,8 @@ def candidate_files(
         if dist.name == "torch":
             continue
         text = dist.distribution.read_text("RECORD") or ""
+        if not lists_binaries(text):
+            continue  # most distributions: no binary, so nothing to hash, look up or list
         digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
         if cache is not None:
             briefs = _from_cache(cache.get_derived(_KIND, f"{dist.name}|{digest}"), binaries)
