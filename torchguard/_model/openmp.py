@@ -194,19 +194,14 @@ def _data_binaries(dist: InstalledDist) -> list[str]:
     text = dist.distribution.read_text("RECORD")
     if not text or "../" not in text:
         return []
-    tree = dist.distribution.tree
     found: list[str] = []
     for line in text.splitlines():
         if "../" not in line or ".dll" not in line.lower():
             continue
         relative = line.rsplit(",", 2)[0].strip('"')
-        parts = relative.split("/")
-        if ".." not in parts or not relative.lower().endswith(".dll"):
+        if ".." not in relative.split("/") or not relative.lower().endswith(".dll"):
             continue
-        path = join(dist.site_dir, relative)
-        if not tree.is_file(path):  # pip --target keeps the rest of the path below the target
-            path = join(dist.site_dir, *[p for p in parts if p not in ("..", ".")])
-        found.append(path)
+        found.append(dist.located(relative))
     return found
 
 
