@@ -514,6 +514,28 @@ def test_a_warm_run_lists_and_hashes_no_distribution(
     assert len(openmp(warm)) == 1
 
 
+def test_a_runtime_unreadable_for_a_moment_is_read_on_the_next_run(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that failed now (a virus scanner holding the file) is never cached: the
+    distribution's summary is not kept without that runtime, so the next run reads it."""
+    from torchguard._binary.pe.errors import FileUnreadable
+    from torchguard._model import binaries as _binaries
+
+    root = site(tmp_path, fake_torch, mkl(kmp()))
+    real = _binaries._read
+
+    def held(tree: object, path: str) -> object:
+        if path.lower().endswith("library\\bin\\libiomp5md.dll"):
+            return FileUnreadable.from_error(PermissionError(13, "held by a scanner"))
+        return real(tree, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_binaries, "_read", held)
+    assert openmp(torchguard.scan([root], system32=[runtime_dir])) == []
+    monkeypatch.setattr(_binaries, "_read", real)
+    assert len(openmp(torchguard.scan([root], system32=[runtime_dir]))) == 1
+
+
 def test_a_runtime_replaced_behind_pips_back_is_seen_on_a_warm_run(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:

@@ -25,7 +25,7 @@ import ntpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from torchguard._binary.pe.errors import ImageUnavailable
+from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
 from torchguard._model.binaries import Binaries
@@ -205,6 +205,17 @@ def _data_binaries(dist: InstalledDist) -> list[str]:
     return found
 
 
+def _unread(binaries: Binaries, path: str) -> bool:
+    """Whether ``path`` could not be read now: a summary without it is not to be cached."""
+    try:
+        binaries.facts(path)
+    except FileUnreadable:
+        return True
+    except ImageUnavailable:
+        return False
+    return False
+
+
 def _facts(binaries: Binaries, path: str) -> PEFacts | None:
     try:
         return binaries.facts(path)
@@ -287,7 +298,8 @@ def _brief(binaries: Binaries, path: str, dist: str | None) -> Brief | None:
 def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     """Every candidate binary's brief. A distribution's are cached under a digest of its RECORD
     (a reinstall rewrites it), so a warm run reads none of its files; its DLLs are checked
-    against their files' identities (a runtime copied over one without pip)."""
+    against their files' identities (a runtime copied over one without pip). A distribution
+    with a file that could not be read now is not cached: the next run reads it again."""
     cache = binaries.persistent
     groups: dict[str | None, list[str]] = {}
     for path in files.other:
@@ -296,7 +308,7 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     briefs: list[Brief] = list(files.cached)
     for dist, paths in groups.items():
         found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
-        if dist is not None and cache is not None:
+        if dist is not None and cache is not None and not any(_unread(binaries, p) for p in paths):
             cache.put_derived(_KIND, f"{dist}|{files.digests[dist]}", [_to_cache(b) for b in found])
         briefs.extend(found)
     return briefs
