@@ -171,7 +171,9 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     environ = read_environ()
     if environ is None:
         environ = dict(os.environ)
-    mapped = tuple(m.path for m in read_maps() if not m.deleted)
+    # only code: locale files, gconv caches and data files are mapped too, and reading them
+    # as ELF on every run would fail again each time (ld.so maps every object with code)
+    mapped = tuple(m.path for m in read_maps() if m.executable and not m.deleted)
     executable = os.path.realpath("/proc/self/exe") if os.path.exists("/proc/self/exe") else None
     machine = _ELF_MACHINE.get(host_machine(), 62)
     secure = read_secure()
