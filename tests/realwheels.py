@@ -20,11 +20,14 @@ MSVC_RUNTIME = "14.44.35112"
 
 
 def download(
-    spec: str, folder: Path, platform: str = "win_amd64", python: str = PYTHON_VERSION
+    spec: str, folder: Path, platform: str | None = "win_amd64", python: str = PYTHON_VERSION
 ) -> None:
     """``pip download`` one wheel (no dependencies) for ``platform`` and ``python`` into
-    ``folder``."""
+    ``folder``; ``platform=None``: for this machine and this Python."""
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch<=2.14.1 cap
+    target = [] if platform is None else ["--platform", platform]
+    if platform is not None:
+        target += ["--python-version", python, "--implementation", "cp"]
     subprocess.run(
         [
             sys.executable,
@@ -34,12 +37,7 @@ def download(
             "--quiet",
             "--no-deps",
             "--only-binary=:all:",
-            "--platform",
-            platform,
-            "--python-version",
-            python,
-            "--implementation",
-            "cp",
+            *target,
             "-d",
             str(folder),
             spec,
