@@ -211,7 +211,12 @@ def test_ensure_on_linux_raises_the_proof_and_passes_a_healthy_install(tmp_path:
 
     def run() -> dict[str, object]:
         done = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
         )
         return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
