@@ -246,3 +246,39 @@ def test_resolve_agrees_with_the_real_loader() -> None:
         judged += 1
     if not judged:
         pytest.skip("every probe was found before ld.so consulted its cache")
+
+
+def test_a_cache_past_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
+    """A file of MAX_BYTES is never read whole: a real cache is a few hundred KiB."""
+    from torchguard._linux.ldcache import MAX_BYTES
+
+    huge = tmp_path / "ld.so.cache"
+    with open(huge, "wb") as handle:
+        handle.write(build_cache(ENTRIES))
+        handle.truncate(MAX_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(LdCacheError, match="larger than"):
+        read_ld_cache(str(huge))
+
+
+def test_a_cache_path_that_is_no_regular_file_is_no_cache(tmp_path: Path) -> None:
+    """ld.so maps only a regular file; a FIFO there must not block the analysis."""
+    import os
+    import threading
+
+    from torchguard._linux.system import read_cache
+
+    (tmp_path / "etc").mkdir()
+    fifo = tmp_path / "etc" / "ld.so.cache"
+    os.mkfifo(fifo)
+    found: list[dict[str, tuple[str, ...]]] = []
+    worker = threading.Thread(
+        target=lambda: found.append(dict(read_cache(str(tmp_path)))), daemon=True
+    )
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        with open(fifo, "wb"):
+            pass  # release the blocked open
+        worker.join(10)
+        pytest.fail("reading a FIFO as ld.so.cache blocked")
+    assert found == [{}]

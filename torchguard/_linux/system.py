@@ -9,6 +9,7 @@ ld.so saw at start: a later ``os.environ`` change does not reach it), ``/proc/se
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -133,6 +134,8 @@ def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ..
         info = os.stat(path)
     except OSError:
         return {}
+    if not stat.S_ISREG(info.st_mode):
+        return {}  # ld.so maps only a regular file (a FIFO would even block the open)
     key = f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}|{machine}"
     return CacheView(path, key, machine, 2, root.rstrip("/"))
 
