@@ -28,18 +28,18 @@ Public interface (stable: the Linux loader model builds on it)
   weak, kind, version_index; ``default``), ``undefined`` (:class:`Undefined`: name bytes,
   version, file, weak), ``count`` (.dynsym entries with the null one), ``names()``.
 - :class:`ElfReadError`: the one error for damaged or non-ELF input, with a message a user
-  can act on. Anything else escaping is a bug of torchguard's.
+  can act on; its :class:`ElfUnreadable` says the file could not be read here and now (an
+  ``OSError``, no memory, over its budget): never damage, never cached. Anything else
+  escaping is a bug of torchguard's.
 - :mod:`.constants`: classes, machines, tags and flags (``EM_X86_64``, ``DF_1_NODELETE`` ...).
 """
 
 from __future__ import annotations
 
 import mmap
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from torchguard._binary.elf import constants
 from torchguard._binary.elf.facts import (
@@ -50,7 +50,15 @@ from torchguard._binary.elf.facts import (
     read_facts,
     split_search_path,
 )
-from torchguard._binary.elf.layout import Buffer, ElfReadError, Layout, NotKept, Segment
+from torchguard._binary.elf.layout import (
+    Buffer,
+    ElfReadError,
+    ElfUnreadable,
+    Layout,
+    NotKept,
+    Segment,
+)
+from torchguard._binary.elf.mapped import PathLike, mapped_file
 from torchguard._binary.elf.symbols import Defined, ElfSymbols, Undefined, read_symbols
 from torchguard._binary.stream import Readable, read_exactly
 
@@ -59,8 +67,6 @@ if TYPE_CHECKING:
 
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
 READER_VERSION = 1
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 @dataclass(frozen=True)
@@ -77,25 +83,11 @@ def read_elf_bytes(data: bytes, *, symbols: bool = False) -> ElfImage:
 
 
 def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
-    """Read an ELF file through a read-only mapping that is closed before returning."""
-    try:
-        _regular(path)
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size < 64:
-                return _read(handle.read(64), symbols)  # too short to map usefully; judge it
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return _read(mapped, symbols)
-    except OSError as exc:
-        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
-    except ValueError as exc:  # mmap of something that is not a regular file
-        raise ElfReadError(f"cannot map the file: {exc}") from None
+    """Read an ELF file through a read-only mapping that is closed before returning.
 
-
-def _regular(path: PathLike) -> None:
-    """Refuse what is not a regular file before opening it (a FIFO would block the open)."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise ElfReadError("not a regular file")
+    Raises :class:`ElfUnreadable` (an :class:`ElfReadError`) when it cannot be read now."""
+    with mapped_file(path) as data:
+        return _read(data, symbols)
 
 
 def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = None) -> ElfImage:
@@ -190,21 +182,15 @@ def read_fatbin_archs(path: PathLike) -> FatbinArchs | None:
     """
     from torchguard._binary.fatbin import parse_fatbin
 
-    try:
-        _regular(path)
-        with open(path, "rb") as handle:
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        with mapped:
-            span = read_facts(Layout(mapped)).fatbin
-            if span is None:
-                return None
-            offset, size = span
-            with memoryview(mapped) as view, view[offset : offset + size] as section:
-                return parse_fatbin(section)
-    except OSError as exc:
-        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ElfReadError(f"cannot map the file: {exc}") from None
+    with mapped_file(path) as mapped:
+        span = read_facts(Layout(mapped)).fatbin
+        if span is None:
+            return None
+        offset, size = span
+        if isinstance(mapped, bytes):
+            return parse_fatbin(mapped[offset : offset + size])
+        with memoryview(mapped) as view, view[offset : offset + size] as section:
+            return parse_fatbin(section)
 
 
 __all__ = [
@@ -214,6 +200,7 @@ __all__ = [
     "ElfImage",
     "ElfReadError",
     "ElfSymbols",
+    "ElfUnreadable",
     "NotKept",
     "Readable",
     "Segment",
