@@ -60,7 +60,7 @@ from torchguard._binary.elf.layout import (
 )
 from torchguard._binary.elf.mapped import PathLike, mapped_file
 from torchguard._binary.elf.symbols import Defined, ElfSymbols, Undefined, read_symbols
-from torchguard._binary.stream import Readable, read_exactly
+from torchguard._binary.stream import Readable, keep_ranges, read_exactly
 
 if TYPE_CHECKING:
     from torchguard._binary.fatbin import FatbinArchs
@@ -98,7 +98,6 @@ def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = 
     return ElfImage(facts, read_symbols(layout, Dynamic(layout), facts.verneed, facts.verdef))
 
 
-_CHUNK = 1 << 20
 _HEAD = 1 << 16
 
 
@@ -120,20 +119,15 @@ def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> El
     ranges = _kept_ranges(head, size)
     try:
         buffer = mmap.mmap(-1, size)
-    except (OSError, OverflowError, ValueError) as exc:
+    except (OverflowError, ValueError) as exc:  # a size no address space can hold
         raise ElfReadError(f"cannot hold {size} bytes: {exc}") from None
+    except OSError as exc:  # no memory here and now: not the file's doing
+        raise ElfUnreadable.from_error(exc) from None
     try:
         buffer[: len(head)] = head
-        position = len(head)
-        while position < size:
-            chunk = stream.read(min(_CHUNK, size - position))
-            if not chunk:
-                raise ElfReadError(f"truncated: the data ends at {position} of {size} bytes")
-            for start, stop in ranges:
-                low, high = max(start, position), min(stop, position + len(chunk))
-                if low < high:
-                    buffer[low:high] = chunk[low - position : high - position]
-            position += len(chunk)
+        reached = keep_ranges(stream, buffer, len(head), size, ranges)
+        if reached < size:
+            raise ElfReadError(f"truncated: the data ends at {reached} of {size} bytes")
         return _read(buffer, symbols, ranges)
     finally:
         buffer.close()
@@ -156,8 +150,6 @@ def _kept_ranges(head: bytes, size: int) -> list[tuple[int, int]]:
     if tail <= first_code:
         return [(0, size)]
     return [(0, min(first_code, size)), (tail, size)]
-
-
 
 
 def elf_header(head: bytes) -> tuple[int, bool, int] | None:
