@@ -5,9 +5,10 @@ Public interface (stable: the Linux loader model builds on it)
 - :func:`read_elf_file(path, *, symbols=False) <read_elf_file>` -> :class:`ElfImage`: maps
   the file read-only and copies out only the tables it reads (never the whole file).
 - :func:`read_elf_bytes(data, *, symbols=False) <read_elf_bytes>` -> :class:`ElfImage`.
-- :func:`read_elf_stream(stream, size, *, symbols=False) <read_elf_stream>` -> :class:`ElfImage`
-  from a forward-only stream (a wheel member), keeping only what the tables can live in;
-  :class:`NotKept` when a table lies elsewhere (then read the whole member).
+- :func:`read_elf_stream(stream, size, *, symbols=False, budget=None) <read_elf_stream>` ->
+  :class:`ElfImage` from a forward-only stream (a wheel member), keeping only what the
+  tables can live in; :class:`NotKept` when a table lies elsewhere (then read the whole
+  member); :class:`ElfUnreadable` when that would hold more than ``budget`` bytes.
 - :func:`elf_header(head)` -> ``(elf_class, little_endian, machine)`` or None, from a file's
   first 20+ bytes: recognise ELF by content and skip a candidate of the wrong class or
   machine cheaply, as ld.so does.
@@ -41,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from torchguard._binary.budget import over_budget
 from torchguard._binary.elf import constants
 from torchguard._binary.elf.facts import (
     Dynamic,
@@ -101,7 +103,9 @@ def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = 
 _HEAD = 1 << 16
 
 
-def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> ElfImage:
+def read_elf_stream(
+    stream: Readable, size: int, *, symbols: bool = False, budget: int | None = None
+) -> ElfImage:
     """:func:`read_elf_bytes` for a forward-only stream of ``size`` bytes (a wheel member).
 
     The whole member is inflated once, but only what the dynamic tables can live in is kept,
@@ -110,6 +114,9 @@ def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> El
     and everything from the dynamic section to the end (where patchelf moves .dynstr, and the
     section headers). torch 2.9.1's 975 MiB libtorch_cuda.so then keeps about 40 MiB. A
     table found elsewhere raises :class:`NotKept`: read the whole member instead.
+
+    ``budget``: the bytes the kept parts may take (see :func:`~torchguard._binary.budget.
+    inflate_budget`); more raises :class:`ElfUnreadable` before anything is inflated.
     """
     head = read_exactly(stream, min(size, _HEAD))
     if len(head) < min(size, _HEAD):
@@ -117,6 +124,9 @@ def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> El
     if size <= len(head):
         return _read(head, symbols)
     ranges = _kept_ranges(head, size)
+    kept = sum(stop - start for start, stop in ranges)
+    if budget is not None and kept > budget:
+        raise ElfUnreadable(over_budget(kept, size, budget))
     try:
         buffer = mmap.mmap(-1, size)
     except (OverflowError, ValueError) as exc:  # a size no address space can hold

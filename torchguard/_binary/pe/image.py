@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torchguard._binary.budget import mib
+from torchguard._binary.budget import over_budget
 from torchguard._binary.pe.errors import FileUnreadable, OverBudget, PEReadError
 from torchguard._binary.stream import Readable, keep_ranges, read_exactly
 from torchguard._vocab import Machine
@@ -156,10 +156,7 @@ def read_image_stream(
     ranges = found if found is not None else [(0, size)]  # an unusual layout: keep it all
     kept = sum(stop - start for start, stop in ranges)
     if budget is not None and kept > budget:
-        raise OverBudget(
-            f"reading it would hold {mib(kept)} of its {mib(size)}, more than the "
-            f"{mib(budget)} its size in the archive allows (a deflate bomb, not a build's DLL)"
-        )
+        raise OverBudget(over_budget(kept, size, budget))
     try:
         buffer = mmap.mmap(-1, size)
     except (OverflowError, ValueError) as exc:  # a size no address space can hold
