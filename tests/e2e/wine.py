@@ -135,6 +135,7 @@ _PIP_TIMEOUT: Final = 1800.0
 _WINEBOOT_TIMEOUT: Final = 600.0
 _SERVER_TIMEOUT: Final = 60.0
 _WARMUP_TIMEOUT: Final = 600.0
+_LEGACY_SCENARIO_AGE: Final = 3600.0
 
 
 class WineError(RuntimeError):
@@ -563,7 +564,9 @@ class WineEnv:
         self.loader = loader
         self.server = server
         self.started_server = started_server
-        self.scenarios = cache_root / "scenarios"
+        # One folder per test process: two processes (CI and a developer, or two developers
+        # sharing the cache) running the same scenario must never rebuild each other's tree.
+        self.scenarios = cache_root / "scenarios" / str(os.getpid())
         self.workdir = cache_root / "cwd"
         self._system32_lock = cache_root / "system32.lock"
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -592,7 +595,7 @@ class WineEnv:
 
     def make_scenario_site(self, name: str, source: Path | None = None) -> Path:
         """A fresh copy of :attr:`site` (or of ``source``, another pristine tree made by
-        :func:`provision_site`) under ``CACHE_ROOT/scenarios/<name>/site-packages``.
+        :func:`provision_site`) under ``CACHE_ROOT/scenarios/<pid>/<name>/site-packages``.
 
         Files are hard links to the pristine tree: change them only through :meth:`remove`,
         :meth:`truncate` and :meth:`move` (or by writing new files), never by writing in place.
@@ -813,6 +816,31 @@ class WineEnv:
 # ---------------------------------------------------------------------------------------------
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _prune_scenarios(folder: Path) -> None:
+    """Remove the scenario trees of test processes that have ended (each process builds its own
+    under ``scenarios/<pid>``, so they would pile up run after run), and trees of the older
+    flat layout (``scenarios/<name>``) untouched for an hour. Called under the cache lock."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if entry.name.isdigit():
+            if _alive(int(entry.name)):
+                continue
+        elif time.time() - entry.lstat().st_mtime < _LEGACY_SCENARIO_AGE:
+            continue  # a run of an older checkout may be using it
+        _rmtree(entry)
+
+
 def _wineboot(loader: Path, prefix: Path, log: Path, *flags: str) -> None:
     argv = [str(loader), "wineboot", *flags]
     env = _wine_env(prefix, overrides=_DLL_OVERRIDES + ";winemenubuilder.exe=d")
@@ -922,6 +950,7 @@ def provision(torchguard_src: Path) -> WineEnv:
                 started_server=started,
             )
             env.restore_hidden_dlls()
+            _prune_scenarios(CACHE_ROOT / "scenarios")
             python_marker = env.python_dir / _OK_MARK
             if not python_marker.exists():
                 _log(f"unpacking Windows CPython into {env.python_dir}")
