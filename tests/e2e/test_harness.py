@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from wine import WineEnv, _prune_scenarios
+import pytest
+from wine import WineEnv, WineError, _locked, _prune_scenarios
 
 
 def _env(root: Path) -> WineEnv:
@@ -52,3 +53,14 @@ def test_prune_removes_only_the_trees_of_ended_processes(tmp_path: Path) -> None
     os.utime(scenarios / "old-flat-tree", (an_hour_ago, an_hour_ago))
     _prune_scenarios(scenarios)
     assert {entry.name for entry in scenarios.iterdir()} == kept
+
+
+def test_a_lock_held_elsewhere_is_waited_for_within_a_bound(tmp_path: Path) -> None:
+    lock = tmp_path / ".lock"
+    with _locked(lock, shared=True), _locked(lock, shared=True):  # readers share it
+        started = time.monotonic()
+        with pytest.raises(WineError, match="another process holds it"), _locked(lock, timeout=0.3):
+            pass
+        assert time.monotonic() - started < 30
+    with _locked(lock, timeout=0.3):  # free again
+        pass

@@ -136,6 +136,9 @@ _WINEBOOT_TIMEOUT: Final = 600.0
 _SERVER_TIMEOUT: Final = 60.0
 _WARMUP_TIMEOUT: Final = 600.0
 _LEGACY_SCENARIO_AGE: Final = 3600.0
+#: The longest wait for a lock another process holds: above a first provisioning's (Wine,
+#: wheels, prefix, warm-up) on a loaded machine, far below "forever".
+_LOCK_TIMEOUT: Final = 3600.0
 
 
 class WineError(RuntimeError):
@@ -195,16 +198,30 @@ def _rmtree(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(lock_file: Path, *, shared: bool = False) -> Iterator[None]:
-    """Hold an advisory lock on ``lock_file`` (exclusive unless ``shared``), across processes."""
+def _locked(
+    lock_file: Path, *, shared: bool = False, timeout: float = _LOCK_TIMEOUT
+) -> Iterator[None]:
+    """Hold an advisory lock on ``lock_file`` (exclusive unless ``shared``), across processes.
+
+    A process that died released its locks; one that hangs holding it must not hang every
+    other test run sharing the cache: after ``timeout`` seconds a WineError says so."""
     if sys.platform == "win32":
         msg = "the Wine end-to-end harness runs on Linux only"
         raise NotImplementedError(msg)
     import fcntl
 
     lock_file.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
     with lock_file.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    msg = f"waited {timeout:.0f} s for {lock_file}: another process holds it"
+                    raise WineError(msg) from None
+                time.sleep(0.1)
         try:
             yield
         finally:
