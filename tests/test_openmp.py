@@ -543,3 +543,35 @@ def test_a_runtime_replaced_behind_pips_back_is_seen_on_a_warm_run(
     assert openmp(torchguard.scan([root], system32=[runtime_dir])) == []
     (root / "Library" / "bin" / "libiomp5md.dll").write_bytes(kmp())  # RECORD unchanged
     assert len(openmp(torchguard.scan([root], system32=[runtime_dir]))) == 1
+
+
+def test_a_second_environment_with_the_same_distribution_gets_its_own_paths(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    """Two environments holding the same wheel have the same RECORD. While the first one still
+    exists, the summary cached for it must not stand for the second: its paths, owners and
+    runtimes are the first one's files (seen live, and under Wine, as a wrong package name)."""
+    from fakes import write_tree
+
+    from torchguard._model.binaries import Binaries
+    from torchguard._model.cache import user_cache
+    from torchguard._model.openmp import _briefs, candidate_files
+    from torchguard._windows.dists import find_dists
+    from torchguard._windows.tree import WinTree
+
+    llvm = build_pe(
+        list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL], strings=[REGISTERED]
+    )
+    tree = WinTree()
+    for env in ("A", "B"):
+        folder = tmp_path / env
+        write_tree(folder, faiss_like(llvm))
+        tree.mount_host_dir(f"C:\\{env}\\Lib\\site-packages", str(folder))
+    cache = user_cache()
+    seen = {}
+    for env in ("A", "B"):
+        site_dir = f"C:\\{env}\\Lib\\site-packages"
+        binaries = Binaries(tree, cache)
+        files = candidate_files(binaries, site_dir + "\\torch\\lib", find_dists(tree, [site_dir]), None)
+        seen[env] = {brief.path for brief in _briefs(binaries, files)}
+    assert seen["B"] and all(path.startswith("C:\\B\\") for path in seen["B"]), seen

@@ -136,7 +136,8 @@ class Candidates:
     dist_of: dict[str, str]
     """Path (as listed in ``other``) -> the distribution that lists it, when one does."""
     digests: dict[str, str] = field(default_factory=dict)
-    """Distribution -> a digest of its RECORD (which holds every file's SHA-256)."""
+    """Distribution -> its cache key: where it is installed and a digest of its RECORD (which
+    holds every file's SHA-256). Another environment with the same wheel has the same RECORD."""
     cached: list[Brief] = field(default_factory=list)
     """Briefs of the distributions whose summary the cache holds (their files not listed)."""
 
@@ -173,15 +174,16 @@ def candidate_files(
         if not lists_binaries(text):
             continue  # most distributions: no binary, so nothing to hash, look up or list
         digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+        key = f"{dist.name}|{path_key(dist.site_dir)}|{digest}"
         if cache is not None:
-            briefs = _from_cache(cache.get_derived(_KIND, f"{dist.name}|{digest}"), binaries)
+            briefs = _from_cache(cache.get_derived(_KIND, key), binaries)
             if briefs is not None:
                 cached.extend(briefs)
                 continue
         listed = [*dist_binaries(dist), *_data_binaries(dist)]
         for path in listed:
             add(path, dist.name)
-        digests[dist.name] = digest
+        digests[dist.name] = key
     if conda_bin is not None:
         for _key, (name, _entry) in tree.listdir(conda_bin).items():
             if name.lower().endswith(".dll"):
@@ -296,10 +298,11 @@ def _brief(binaries: Binaries, path: str, dist: str | None) -> Brief | None:
 
 
 def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
-    """Every candidate binary's brief. A distribution's are cached under a digest of its RECORD
-    (a reinstall rewrites it), so a warm run reads none of its files; its DLLs are checked
-    against their files' identities (a runtime copied over one without pip). A distribution
-    with a file that could not be read now is not cached: the next run reads it again."""
+    """Every candidate binary's brief. A distribution's are cached under its location and a
+    digest of its RECORD (a reinstall rewrites it), so a warm run reads none of its files; its
+    DLLs are checked against their files' identities (a runtime copied over one without pip).
+    A distribution with a file that could not be read now is not cached: the next run reads it
+    again."""
     cache = binaries.persistent
     groups: dict[str | None, list[str]] = {}
     for path in files.other:
@@ -309,7 +312,7 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     for dist, paths in groups.items():
         found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
         if dist is not None and cache is not None and not any(_unread(binaries, p) for p in paths):
-            cache.put_derived(_KIND, f"{dist}|{files.digests[dist]}", [_to_cache(b) for b in found])
+            cache.put_derived(_KIND, files.digests[dist], [_to_cache(b) for b in found])
         briefs.extend(found)
     return briefs
 
