@@ -37,7 +37,7 @@ class Fetched:
 
 def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progress) -> Fetched:
     """The local paths of ``planned`` (in order), downloading what the cache lacks."""
-    from torchguard._frontends.cache_command import mark
+    from torchguard._frontends.cache_command import mark, record
 
     os.makedirs(cache, exist_ok=True)
     mark(cache)
@@ -48,6 +48,7 @@ def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progres
         if item in missing:
             label = f"downloading {missing.index(item) + 1}/{len(missing)} {item.filename}"
             result.downloaded_bytes += _download(item, path, label, python, progress)
+            record(cache, item.filename)
         else:
             result.reused += 1
         result.paths.append(path)
@@ -56,14 +57,16 @@ def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progres
 
 
 def _download(item: Planned, path: str, label: str, python: str, progress: Progress) -> int:
+    from torchguard._frontends.cache_command import partial_name
+
+    partial = os.path.join(os.path.dirname(path), partial_name(item.filename))
     if item.url.startswith("file:"):
         from urllib.parse import urlparse
         from urllib.request import url2pathname
 
         source = url2pathname(urlparse(item.url).path)
-        shutil.copyfile(source, path + ".part")
-        return _commit(item, path + ".part", path)
-    partial = f"{path}.{os.getpid()}.part"
+        shutil.copyfile(source, partial)
+        return _commit(item, partial, path)
     try:
         size = _http(item, partial, label, progress)
     except HTTPError as exc:
@@ -113,11 +116,12 @@ def _commit(item: Planned, partial: str, path: str) -> int:
 
 
 def _with_pip(item: Planned, path: str, python: str, progress: Progress) -> int:
+    from torchguard._frontends.cache_command import PIP_DOWNLOADS
     from torchguard._frontends.pip_python import pip_interpreter
 
     progress.show(f"downloading {item.filename} with pip...", force=True)
     interpreter = pip_interpreter()
-    with tempfile.TemporaryDirectory(prefix="torchguard-dl-", dir=os.path.dirname(path)) as tmp:
+    with tempfile.TemporaryDirectory(prefix=PIP_DOWNLOADS, dir=os.path.dirname(path)) as tmp:
         done = subprocess.run(
             [
                 interpreter.python,
