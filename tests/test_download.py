@@ -1,5 +1,5 @@
-"""``check``'s downloads: a wheel cache that cannot take a wheel is said so, not blamed on the
-network (which would retry the same download with pip into the same full disk)."""
+"""``check``'s downloads and pip runs: a wheel cache that cannot take a wheel is said so, not
+blamed on the network; a pip that never finishes is stopped."""
 
 from __future__ import annotations
 
@@ -72,3 +72,24 @@ def test_a_download_with_room_lands_in_the_cache(served: None, tmp_path: Path) -
     fetched = download.fetch([ITEM], str(tmp_path), "3.11", Progress(None))
     assert fetched.downloaded_bytes == len(BODY)
     assert (tmp_path / ITEM.filename).read_bytes() == BODY
+
+
+def test_a_pip_that_never_finishes_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resolver that backtracks for hours (here: a pip that sleeps) is stopped and said so."""
+    import sys
+    import time
+
+    from torchguard._frontends import pip_python, resolve
+
+    slow = tmp_path / "slow_pip.py"
+    slow.write_text("import time\ntime.sleep(60)\n", encoding="utf-8")
+    monkeypatch.setattr(pip_python, "PIP_TIMEOUT", 1.0)
+    interpreter = pip_python.PipInterpreter(sys.executable, str(slow))
+    monkeypatch.setattr(resolve, "pip_interpreter", lambda: interpreter)
+    started = time.monotonic()
+    with pytest.raises(PipFailure) as caught:
+        resolve.resolve(["torch==2.4.1"], python="3.11")
+    assert time.monotonic() - started < 30
+    assert caught.value.kind == "pip" and "did not finish within" in caught.value.lines[0]

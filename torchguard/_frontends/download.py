@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -174,27 +173,9 @@ def _with_pip(item: Planned, path: str, python: str, progress: Progress) -> int:
     from torchguard._frontends.pip_python import pip_interpreter
 
     progress.show(f"downloading {item.filename} with pip...", force=True)
-    interpreter = pip_interpreter()
     with tempfile.TemporaryDirectory(prefix=PIP_DOWNLOADS, dir=os.path.dirname(path)) as tmp:
-        done = subprocess.run(
-            [
-                interpreter.python,
-                interpreter.runner,
-                python,
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--progress-bar",
-                "off",
-                "-d",
-                tmp,
-                item.url,
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-        )
+        arguments = ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off"]
+        done = pip_interpreter().run(python, [*arguments, "-d", tmp, item.url])
         got = os.path.join(tmp, item.filename)
         if done.returncode != 0 or not os.path.isfile(got):
             from torchguard._frontends.pip_reasons import explain_failure
