@@ -179,35 +179,23 @@ def test_cpu_build_gets_the_cuda_index_and_a_named_gpu_a_warning(
     assert "torch==2.7.1 --index-url https://download.pytorch.org/whl/cu128" in blackwell.stdout
 
 
-def test_scan_gpu_on_a_cpu_wheel_and_cuda_driver(tmp_path: Path) -> None:
-    wheel = FakeTorch(version="2.4.1+cpu").wheel(tmp_path)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torchguard",
-            "scan",
-            str(wheel),
-            "--gpu",
-            "RTX 4090",
-            "--cuda",
-            "12.1",
-            "--json",
-        ],
+def scan_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torchguard", "scan", *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_scan_gpu_on_a_cpu_wheel_and_cuda_driver(tmp_path: Path) -> None:
+    wheel = FakeTorch(version="2.4.1+cpu").wheel(tmp_path)
+    result = scan_cli(str(wheel), "--gpu", "RTX 4090", "--cuda", "12.1", "--json")
     data = json.loads(result.stdout)
     finding = next(f for f in data["findings"] if f["code"] == "cpu-build-on-gpu")
     # a driver for CUDA 12.1 cannot run the cu124 build: the newest it runs is cu121
     assert "https://download.pytorch.org/whl/cu121" in finding["hints"][0]["commands"][0]
-    bad = subprocess.run(
-        [sys.executable, "-m", "torchguard", "scan", str(wheel), "--cuda", "twelve"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = scan_cli(str(wheel), "--cuda", "twelve")
     assert bad.returncode == 2 and "expected a CUDA version" in bad.stderr
 
 
@@ -219,21 +207,7 @@ def test_gpu_arch_from_a_cuda_wheel_offline(tmp_path: Path) -> None:
     wheel = FakeTorch(
         version="2.5.1+cu124", cuda="12.4", extra={"torch/lib/torch_cuda.dll": kernels}
     ).wheel(tmp_path)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torchguard",
-            "scan",
-            str(wheel),
-            "--gpu",
-            "NVIDIA GeForce RTX 5080",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = scan_cli(str(wheel), "--gpu", "NVIDIA GeForce RTX 5080", "--json")
     data = json.loads(result.stdout)
     finding = next(f for f in data["findings"] if f["code"] == "gpu-arch-unsupported")
     assert "no kernels for sm_120" in finding["message"]
