@@ -93,3 +93,19 @@ def test_a_pip_that_never_finishes_is_stopped(
         resolve.resolve(["torch==2.4.1"], python="3.11")
     assert time.monotonic() - started < 30
     assert caught.value.kind == "pip" and "did not finish within" in caught.value.lines[0]
+
+
+def test_an_index_page_larger_than_any_real_one_is_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchguard._frontends import index_files
+
+    folder = tmp_path / "simple" / "torch"
+    folder.mkdir(parents=True)
+    link = '<a href="torch-2.4.1-cp311-cp311-win_amd64.whl">t</a>\n'
+    (folder / "index.html").write_text(link * 100, encoding="utf-8")
+    index = (tmp_path / "simple").as_uri()
+    files = index_files.project_files(index, "torch")
+    assert files is not None and len(files) == 100
+    monkeypatch.setattr(index_files, "PAGE_LIMIT", 50 * len(link), raising=False)
+    assert index_files.project_page(index, "torch") is None
