@@ -3,8 +3,8 @@
 A finding says something about a file or the environment; an :class:`InternalError` says
 torchguard itself is broken. Mixing the two is the worst failure a guard can have: a bug in
 the reader would blame every healthy DLL. Only what a damaged file really causes becomes a
-finding (see ``_pe`` and ``_fs.ZIP_ERRORS``); anything else surfaces here, unchanged, as the
-``__cause__``.
+finding (see ``_binary.pe.image`` and ``_windows.tree.ZIP_ERRORS``); anything else surfaces
+here, unchanged, as the ``__cause__``.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from torchguard._rules.hints import is_cuda_dll
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
 
-#: How a load failure of each kind (every key of ``_loader.WINERROR``) becomes a finding.
+#: How a load failure of each kind (every key of ``_model.loader.WINERROR``) becomes a finding.
 FAILURE_FINDINGS: dict[str, FindingBuilder] = {
     MISSING: closure.failure_finding,
     CORRUPT: closure.failure_finding,

@@ -6,7 +6,7 @@ pair imports torch fine, then ``import torchvision`` fails with "operator torchv
 not exist" or WinError 127 (failure-catalog.md, row 20). A warning: ``import torch`` works.
 
 This is the metadata-level explanation. Next to it stands the binary-level proof: the
-package's binaries are replayed against this torch symbol by symbol (``_ecosystem``), so the
+package's binaries are replayed against this torch symbol by symbol (``_model.ecosystem``), so the
 message says what that replay found. A pair pip calls mismatched may still bind (torchvision
 0.19.0, pinned to torch 2.4.0, loads into torch 2.4.1): then the warning says so.
 """

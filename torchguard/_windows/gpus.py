@@ -1,8 +1,8 @@
 """Which NVIDIA GPU a machine has and what code it can run, as data.
 
 The GPU comes from the display adapter's registry entry (PCI hardware id and driver
-description, read by ``_live`` without initialising CUDA or loading a driver DLL). Its compute
-capability comes from its marketed name, mapped with the table below, transcribed from
+description, read by ``_windows.live`` without initialising CUDA or loading a driver DLL). Its
+compute capability comes from its marketed name, mapped with the table below, transcribed from
 NVIDIA's "CUDA GPU Compute Capability" page (developer.nvidia.com/cuda-gpus) and its legacy
 list. The CUDA versions that can compile each architecture come from the CUDA toolkit release
 notes: CUDA 11.0 adds sm_80, 11.1 sm_86, 11.8 sm_89 and sm_90, 12.8 sm_100 and sm_120, 12.9

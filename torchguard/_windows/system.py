@@ -2,7 +2,7 @@
 
 A :class:`System` bundles a :class:`~torchguard._windows.tree.WinTree` with the interpreter's facts
 (folders, version, architecture) and the loader's machine-wide state (System32, KnownDLLs,
-modules already loaded). ``LiveWindows`` (in ``_live``) fills it from the running process;
+modules already loaded). ``LiveWindows`` (in ``_windows.live``) fills it from the running process;
 :func:`offline_windows` from folders and wheels, on any OS.
 """
 
