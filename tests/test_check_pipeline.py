@@ -226,6 +226,10 @@ def test_cache_info_and_clean(index: Path, tmp_path: Path) -> None:
     (cache / "notes.whl.part").write_bytes(b"x")
     partial = cache / ".torchguard-4242-torch-2.4.1-cp311-cp311-win_amd64.whl.part"
     partial.write_bytes(b"x")
+    assert (
+        "1 other wheel(s) there were not downloaded by check: kept"
+        in run_cache("info", cache).stdout
+    )
     clean = run_cache("clean", cache)
     assert clean.returncode == 0 and "deleted 1 wheel(s)" in clean.stdout
     assert [p.name for p in cache.glob("*.whl")] == ["precious-1.0-py3-none-any.whl"]

@@ -99,6 +99,9 @@ def cache_command(action: str, explicit: str | None) -> int:
         for name in biggest:
             print(f"  {human_size(os.path.getsize(os.path.join(cache, name))):>9}  {name}")
         print("`torchguard cache clean` deletes them; `check` downloads again what it needs")
+        others = [n for n in os.listdir(cache) if n.endswith(".whl") and n not in names]
+        if others:
+            print(f"{len(others)} other wheel(s) there were not downloaded by check: kept")
         return 0
     if not os.path.exists(os.path.join(cache, MARKER)):
         print(
