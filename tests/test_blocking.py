@@ -96,7 +96,11 @@ def test_the_error_text_says_import_torch_fails_only_for_a_blocker() -> None:
     assert not other.startswith("torchguard: import torch will fail.")
 
 
-def _one_story_cases() -> list[tuple[str, FakeTorch, tuple[str, ...], tuple[int, int, int, int]]]:
+Case = tuple[str, FakeTorch, tuple[str, ...], tuple[int, int, int, int], bool]
+
+
+def _one_story_cases() -> list[Case]:
+    """(id, torch, System32's runtime DLLs, their version, does ``import torch`` fail?)"""
     without_omp = FakeTorch()
     del without_omp.graph["libiomp5md.dll"]
     corrupt = FakeTorch()
@@ -105,26 +109,39 @@ def _one_story_cases() -> list[tuple[str, FakeTorch, tuple[str, ...], tuple[int,
     old = (14, 34, 31938, 0)
     runtime = ("msvcp140.dll", "vcruntime140_1.dll")
     return [
-        ("healthy", FakeTorch(linker=(14, 42)), runtime, new),
-        ("no redistributable", FakeTorch(), ("vcruntime140_1.dll",), new),
-        ("a torch dll missing", without_omp, runtime, new),
-        ("a damaged dll", corrupt, runtime, new),
-        ("msvcp140 before the mutex change", FakeTorch(linker=(14, 42)), runtime, old),
-        ("an older minor, no proof", FakeTorch(linker=(14, 29)), runtime, (14, 16, 27012, 0)),
+        ("healthy", FakeTorch(linker=(14, 42)), runtime, new, False),
+        ("no redistributable", FakeTorch(), ("vcruntime140_1.dll",), new, True),
+        ("a torch dll missing", without_omp, runtime, new, True),
+        ("a damaged dll", corrupt, runtime, new, True),
+        ("msvcp140 before the mutex change", FakeTorch(linker=(14, 42)), runtime, old, True),
+        (
+            "an older minor, no proof",
+            FakeTorch(linker=(14, 29)),
+            runtime,
+            (14, 16, 27012, 0),
+            False,
+        ),
     ]
 
 
 @pytest.mark.parametrize(
-    ("torch", "names", "version"),
+    ("torch", "names", "version", "blocks"),
     [case[1:] for case in _one_story_cases()],
     ids=[case[0] for case in _one_story_cases()],
 )
 def test_the_errors_and_the_prediction_tell_one_story(
-    tmp_path: Path, torch: FakeTorch, names: tuple[str, ...], version: tuple[int, int, int, int]
+    tmp_path: Path,
+    torch: FakeTorch,
+    names: tuple[str, ...],
+    version: tuple[int, int, int, int],
+    blocks: bool,
 ) -> None:
+    # clean_windows: System32's runtime DLLs are exactly ``names`` (no assumed Redistributable)
     scanned = torchguard.scan(
-        [torch.write(tmp_path / "site")], system32=[system32(tmp_path / "s32", names, version)]
+        [torch.write(tmp_path / "site")],
+        system32=[system32(tmp_path / "s32", names, version)],
+        clean_windows=True,
     )
     assert scanned.import_torch is not None
     torch_errors = [f for f in scanned.errors if f.package is None]
-    assert bool(torch_errors) == (not scanned.import_torch.ok) == scanned.blocking
+    assert bool(torch_errors) == (not scanned.import_torch.ok) == scanned.blocking == blocks

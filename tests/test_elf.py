@@ -234,8 +234,14 @@ def test_not_elf_or_too_short(tmp_path: Path, content: bytes, message: str) -> N
 
 
 def test_unreadable_paths(tmp_path: Path) -> None:
+    from torchguard._binary.elf import ElfUnreadable
+
     with pytest.raises(ElfReadError, match="cannot read"):
         read_elf_file(tmp_path / "missing.so")
+    with pytest.raises(ElfUnreadable):  # the environment's, not damage: never cached
+        read_elf_file(tmp_path / "missing.so")
+    with pytest.raises(ElfUnreadable):
+        read_fatbin_archs(tmp_path / "missing.so")
     with pytest.raises(ElfReadError, match="not a regular file"):
         read_elf_file(tmp_path)
     if hasattr(os, "mkfifo"):

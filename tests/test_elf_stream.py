@@ -112,3 +112,37 @@ def test_damaged_streams_read_raise_or_say_not_kept() -> None:
         except (ElfReadError, NotKept):
             continue
         assert streamed == read_elf_bytes(bytes(damaged), symbols=True)
+
+
+class Padded(io.RawIOBase):
+    """``data`` then ``padding`` zero bytes, made as they are read (a member that inflates
+    far past what it takes in the archive)."""
+
+    def __init__(self, data: bytes, padding: int) -> None:
+        self.data, self.size, self.position = data, len(data) + padding, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1, /) -> bytes:
+        stop = self.size if size < 0 else min(self.size, self.position + size)
+        head = self.data[self.position : stop]
+        chunk = head + bytes(stop - self.position - len(head))
+        self.position = stop
+        return chunk
+
+
+def test_a_member_over_its_inflate_budget_is_unreadable_before_inflating() -> None:
+    """The tail past the dynamic section is kept: 256 MiB of it from a tiny archive entry
+    is a deflate bomb, refused (not damage) before a byte past the head is inflated."""
+    from torchguard._binary.budget import inflate_budget
+    from torchguard._binary.elf import ElfUnreadable
+
+    data = build_elf(**RICH, code=CODE)  # type: ignore[arg-type]
+    bomb = Padded(data, 256 << 20)
+    with pytest.raises(ElfUnreadable, match="deflate bomb"):
+        read_elf_stream(bomb, bomb.size, budget=inflate_budget(100_000))
+    assert bomb.position <= 1 << 16
+    fine = Padded(data, 0)
+    streamed = read_elf_stream(fine, fine.size, symbols=True, budget=inflate_budget(100_000))
+    assert streamed == read_elf_bytes(data, symbols=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
 from linux_elf import EM_AARCH64, write_so
 
 from torchguard._linux.files import PosixFiles
@@ -128,6 +130,23 @@ def test_another_machine_is_skipped_and_damage_stops_the_search(tmp_path: Path) 
     result = model().dlopen(str(tmp_path / "libu.so"))
     assert result.error is not None and result.error.kind == CORRUPT
     assert result.error.message().endswith("file too short")
+
+
+def test_a_copy_the_process_may_not_open_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """glibc's ``open_path`` moves on after EACCES as after ENOENT: a stray unreadable copy
+    earlier in the search (a root-only install, umask 077) is no damaged file ending the load.
+    """
+    write_so(tmp_path / "locked", "libd.so")
+    write_so(tmp_path / "open", "libd.so")
+    write_so(tmp_path, "libu.so", needed=["libd.so"], rpath=f"{tmp_path}/locked:{tmp_path}/open")
+    locked = f"{tmp_path}/locked/libd.so"
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: p != locked and access(p, mode))
+    ld = model()
+    assert ld.dlopen(str(tmp_path / "libu.so")).ok
+    assert ld.loaded("libd.so").path == f"{tmp_path}/open/libd.so"  # type: ignore[union-attr]
 
 
 def test_cache_and_default_dirs_come_last_and_nodeflib_is_honoured(tmp_path: Path) -> None:

@@ -154,3 +154,40 @@ def test_a_damaged_dispatcher_is_a_clear_error_and_no_stems(tmp_path: Path) -> N
         read_dlopen_stems(empty, "libcudnn")
     with pytest.raises(ElfReadError):
         read_dlopen_stems(tmp_path / "absent.so", "libcudnn")
+
+
+def test_a_dispatcher_unreadable_now_is_read_again_next_run(tmp_path: Path, monkeypatch: object) -> None:
+    """Access denied or an I/O error says nothing about the file: its stems are not cached
+    as "none", so the next run reads them and finds the late loads."""
+    import torchguard._pipeline_linux as pipeline
+    from torchguard._binary.elf import ElfUnreadable
+
+    site = cudnn_site(tmp_path)
+
+    def unreadable(path: str, family: str) -> tuple[str, ...]:
+        raise ElfUnreadable.from_error(PermissionError(13, "Permission denied"))
+
+    with monkeypatch.context() as patch:  # type: ignore[attr-defined]
+        patch.setattr(pipeline, "read_dlopen_stems", unreadable)
+        analyze_linux(offline_linux([str(site)]), cache=LinuxCache(tmp_path / "cache"))
+    calls: list[str] = []
+
+    def counting(path: str, family: str) -> tuple[str, ...]:
+        calls.append(path)
+        return read_dlopen_stems(path, family)
+
+    monkeypatch.setattr(pipeline, "read_dlopen_stems", counting)  # type: ignore[attr-defined]
+    analyze_linux(offline_linux([str(site)]), cache=LinuxCache(tmp_path / "cache"))
+    assert calls
+
+
+def test_reading_an_unopenable_dispatcher_is_unreadable_not_damage(tmp_path: Path) -> None:
+    from torchguard._binary.elf import ElfUnreadable
+
+    with pytest.raises(ElfUnreadable):
+        read_dlopen_stems(tmp_path / "absent.so", "libcudnn")
+    bad = tmp_path / "libcudnn.so.9"
+    bad.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 5)
+    with pytest.raises(ElfReadError) as damaged:
+        read_dlopen_stems(bad, "libcudnn")
+    assert not isinstance(damaged.value, ElfUnreadable)

@@ -177,3 +177,17 @@ def test_auxv_secure_bit(tmp_path: Path) -> None:
     (tmp_path / "auxv").write_bytes(struct.pack("=4Q", AT_SECURE, 1, 0, 0))
     assert read_secure(str(tmp_path / "auxv")) is True
     assert read_secure(str(tmp_path / "none")) is None
+
+
+def test_live_linux_starts_from_mapped_code_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A locale file or gconv cache is mapped as data: read as ELF on every warm run it fails
+    again each time, and it is no loaded object ld.so could reuse."""
+    from torchguard._linux import system
+
+    files = parse_maps(MAPS)
+    monkeypatch.setattr(system, "read_maps", lambda: files)
+    mapped = system.live_linux(None).mapped
+    assert "/opt/conda/lib/libstdc++.so.6.0.32" in mapped
+    assert "/usr/lib/locale/locale-archive" not in mapped
+    assert "/home/me/my env/lib/libgomp.so.1" not in mapped  # its code not mapped (yet)
+    assert "/tmp/libold.so" not in mapped

@@ -120,6 +120,7 @@ def _old_libstdcxx_first(site: Path, where: Path) -> dict[str, str]:
             f"-Wl,--version-script={folder / 'v.map'}",
         ],
         check=True,
+        timeout=120,
     )
     return {"LD_LIBRARY_PATH": str(folder)}
 

@@ -17,6 +17,7 @@ from torchguard._binary.pe.symbols import read_symbols
 from torchguard._model.cache import user_cache
 from torchguard._pipeline import analyze
 from torchguard._report.report import Report
+from torchguard._windows.dists import InstalledDist
 from torchguard._windows.system import System, offline_windows
 from torchguard._windows.tree import join
 
@@ -481,6 +482,58 @@ def test_warm_runs_keep_every_verdict_and_read_nothing(
     assert [f.to_dict() for f in warm.findings] == [f.to_dict() for f in cold.findings]
     assert {f.code for f in warm.findings} == {"openmp-conflict", "runtime-too-old"}
     assert warm.preloads == cold.preloads and len(warm.preloads) == 2
+
+
+def test_a_warm_run_lists_and_hashes_no_distribution(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A distribution without binaries has no summary to cache: it is skipped before its RECORD
+    is hashed, rather than hashed, missed in the cache and listed again on every warm run."""
+    from torchguard._model import openmp as model
+
+    pure = companion("pure", "1.0", {"pure/__init__.py": b"x = 1\n"}, {})
+    root = site(tmp_path, fake_torch, mkl(kmp()), pure)
+    torchguard.scan([root], system32=[runtime_dir])
+    listed: list[str] = []
+    hashed: list[bytes] = []
+    real_list, real_sha1 = model._data_binaries, model.hashlib.sha1
+
+    def listing(dist: InstalledDist) -> list[str]:
+        listed.append(dist.name)
+        return real_list(dist)
+
+    def sha1(data: bytes) -> object:
+        hashed.append(data)
+        return real_sha1(data)
+
+    monkeypatch.setattr(model, "_data_binaries", listing)
+    monkeypatch.setattr(model, "hashlib", types.SimpleNamespace(sha1=sha1))
+    warm = torchguard.scan([root], system32=[runtime_dir])
+    assert listed == []
+    assert len(hashed) == 2 and not any(b"pure/__init__.py" in text for text in hashed)
+    assert len(openmp(warm)) == 1
+
+
+def test_a_runtime_unreadable_for_a_moment_is_read_on_the_next_run(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that failed now (a virus scanner holding the file) is never cached: the
+    distribution's summary is not kept without that runtime, so the next run reads it."""
+    from torchguard._binary.pe.errors import FileUnreadable
+    from torchguard._model import binaries as _binaries
+
+    root = site(tmp_path, fake_torch, mkl(kmp()))
+    real = _binaries._read
+
+    def held(tree: object, path: str) -> object:
+        if path.lower().endswith("library\\bin\\libiomp5md.dll"):
+            return FileUnreadable.from_error(PermissionError(13, "held by a scanner"))
+        return real(tree, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_binaries, "_read", held)
+    assert openmp(torchguard.scan([root], system32=[runtime_dir])) == []
+    monkeypatch.setattr(_binaries, "_read", real)
+    assert len(openmp(torchguard.scan([root], system32=[runtime_dir]))) == 1
 
 
 def test_a_runtime_replaced_behind_pips_back_is_seen_on_a_warm_run(

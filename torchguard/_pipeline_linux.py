@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from torchguard._binary.elf import ElfReadError, read_fatbin_archs
+from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
 from torchguard._binary.elf.strings import read_dlopen_stems
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._linux.extensions import find_extensions, torch_pins
@@ -120,6 +120,8 @@ def _stems_reader(files: PosixFiles, cache: LinuxCache) -> Stems:
         if known is None:
             try:
                 known = read_dlopen_stems(path, family)
+            except ElfUnreadable:
+                return ()  # not the file's doing: read it again next run, never cache it
             except ElfReadError:
                 known = ()
             cache.store_stems(key, known)

@@ -11,8 +11,10 @@ and the real program in fresh Windows processes; an abort is exit code 3 with In
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROWS
@@ -105,10 +107,9 @@ class Setup:
         self.env, self.site, self.prefix, self.other = env, site, prefix, other
         self.bin = env.to_windows(prefix / "Library" / "bin")
 
-    def run(self, code: str) -> tuple[int, str, str]:
+    def run(self, code: str) -> subprocess.CompletedProcess[str]:
         setup = SETUP.format(bin=self.bin, other=self.env.to_windows(self.other))
-        result = self.env.run(setup + code, self.site, timeout=600)
-        return result.returncode, result.stdout, result.stderr
+        return self.env.run(setup + code, self.site, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -170,91 +171,95 @@ def _real(rc: int, stderr: str) -> str:
     return "aborts: OMP: Error #15 (exit 3)" if ABORT in stderr else f"exit {rc}"
 
 
+def _aborted(result: subprocess.CompletedProcess[str]) -> bool:
+    return result.returncode == 3 and ABORT in result.stderr
+
+
 def test_torch_then_mkl_aborts_and_is_predicted(setup: Setup) -> None:
-    _, out, _ = setup.run(PREDICT)
-    verdict = parse_out(out)
+    verdict = parse(setup.run(PREDICT))
     sibling = (setup.bin + "\\libiomp5md.dll").lower()
     predicted = [f for f in verdict["openmp"] if f[1] == "mkl"] == [["warning", "mkl", sibling]]
-    rc, _, err = setup.run(TORCH_THEN_MKL)
-    aborted = rc == 3 and ABORT in err
+    real = setup.run(TORCH_THEN_MKL)
     _row(
         "torch 2.4.1, then MKL 2021.4 (pip mkl + intel-openmp)",
         "openmp-conflict warning (mkl): torch first aborts",
         "aborts at MKL's first call",
-        _real(rc, err),
-        predicted and aborted,
+        _real(real.returncode, real.stderr),
+        predicted and _aborted(real),
     )
     assert predicted, verdict
-    assert aborted, err[-2000:]
+    assert _aborted(real), real.stderr[-2000:]
     assert verdict["preloads"] == [[sibling, False]]
 
 
+def _works_as_said(
+    setup: Setup, code: str, row: tuple[str, str, str], said: Callable[[Any], bool]
+) -> None:
+    """Run ``code``, which prints torchguard's ``verdict`` and whether torch and MKL both
+    worked (``ok``); torchguard must have ``said`` so, and the program must run."""
+    result = setup.run(code)
+    printed: dict[str, Any] = parse(result)
+    right = said(printed["verdict"])
+    works = result.returncode == 0 and printed["ok"] is True
+    _row(*row, _real(result.returncode, result.stderr), right and works)
+    assert right, printed
+    assert works, result.stderr[-2000:]
+
+
 def test_mkl_first_works_and_torchguard_says_so(setup: Setup) -> None:
-    rc, out, err = setup.run(MKL_THEN_TORCH)
-    result = parse_out(out)
-    verdict = result["verdict"]
-    said_ok = [f for f in verdict["openmp"] if f[1] == "mkl"] == [] and verdict["preloads"] == []
-    _row(
-        "MKL 2021.4 first, then torch 2.4.1",
-        "no openmp-conflict (live: torch binds to MKL's started runtime)",
-        "works",
-        _real(rc, err),
-        said_ok and rc == 0 and result["ok"] is True,
+    _works_as_said(
+        setup,
+        MKL_THEN_TORCH,
+        (
+            "MKL 2021.4 first, then torch 2.4.1",
+            "no openmp-conflict (live: torch binds to MKL's started runtime)",
+            "works",
+        ),
+        lambda verdict: (
+            [f for f in verdict["openmp"] if f[1] == "mkl"] == [] and verdict["preloads"] == []
+        ),
     )
-    assert said_ok, verdict
-    assert rc == 0 and result["ok"] is True, err[-2000:]
 
 
 def test_ensure_preloads_and_the_aborting_order_runs(setup: Setup) -> None:
-    rc, out, err = setup.run(GUARDED)
-    result = parse_out(out)
     sibling = (setup.bin + "\\libiomp5md.dll").lower()
-    preloaded = result["verdict"]["preloads"] == [[sibling, True]]
-    _row(
-        "ensure(), then torch 2.4.1, then MKL 2021.4",
-        "preloads Library\\bin\\libiomp5md.dll",
-        "works (one runtime)",
-        _real(rc, err),
-        preloaded and rc == 0 and result["ok"] is True,
+    _works_as_said(
+        setup,
+        GUARDED,
+        (
+            "ensure(), then torch 2.4.1, then MKL 2021.4",
+            "preloads Library\\bin\\libiomp5md.dll",
+            "works (one runtime)",
+        ),
+        lambda verdict: verdict["preloads"] == [[sibling, True]],
     )
-    assert preloaded, result
-    assert rc == 0 and result["ok"] is True, err[-2000:]
 
 
 def test_two_differently_named_runtimes_abort_and_are_predicted(setup: Setup) -> None:
-    _, out, _ = setup.run(PREDICT)
-    verdict = parse_out(out)
+    verdict = parse(setup.run(PREDICT))
     other = setup.env.to_windows(setup.other).lower()
     predicted = ["error", OTHER, other] in verdict["openmp"] and verdict["torch_ok"] is True
-    rc, _, err = setup.run(TORCH_THEN_OTHER)
-    aborted = rc == 3 and ABORT in err
+    real = setup.run(TORCH_THEN_OTHER)
     _row(
         f"torch 2.4.1, then {OTHER}'s renamed runtime",
         f"openmp-conflict error ({OTHER}); import torch itself ok",
         "aborts when both run",
-        _real(rc, err),
-        predicted and aborted,
+        _real(real.returncode, real.stderr),
+        predicted and _aborted(real),
     )
     assert predicted, verdict
-    assert aborted, err[-2000:]
+    assert _aborted(real), real.stderr[-2000:]
 
 
 def test_runtime_already_started_makes_ensure_raise(setup: Setup) -> None:
-    rc, out, err = setup.run(OTHER_THEN_TORCH)
-    raised = parse_out(out)["raised"]
-    aborted = rc == 3 and ABORT in err
+    result = setup.run(OTHER_THEN_TORCH)
+    raised = parse(result)["raised"]
     _row(
         f"{OTHER}'s runtime started, then ensure(); import torch",
         f"ensure() raises {raised}",
         "import torch aborts",
-        _real(rc, err),
-        raised == "openmp-conflict" and aborted,
+        _real(result.returncode, result.stderr),
+        raised == "openmp-conflict" and _aborted(result),
     )
     assert raised == "openmp-conflict"
-    assert aborted, err[-2000:]
-
-
-def parse_out(stdout: str) -> dict[str, object]:
-    import subprocess
-
-    return parse(subprocess.CompletedProcess([], 0, stdout, ""))
+    assert _aborted(result), result.stderr[-2000:]

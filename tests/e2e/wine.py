@@ -135,6 +135,10 @@ _PIP_TIMEOUT: Final = 1800.0
 _WINEBOOT_TIMEOUT: Final = 600.0
 _SERVER_TIMEOUT: Final = 60.0
 _WARMUP_TIMEOUT: Final = 600.0
+_LEGACY_SCENARIO_AGE: Final = 3600.0
+#: The longest wait for a lock another process holds: above a first provisioning's (Wine,
+#: wheels, prefix, warm-up) on a loaded machine, far below "forever".
+_LOCK_TIMEOUT: Final = 3600.0
 
 
 class WineError(RuntimeError):
@@ -194,16 +198,30 @@ def _rmtree(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(lock_file: Path, *, shared: bool = False) -> Iterator[None]:
-    """Hold an advisory lock on ``lock_file`` (exclusive unless ``shared``), across processes."""
+def _locked(
+    lock_file: Path, *, shared: bool = False, timeout: float = _LOCK_TIMEOUT
+) -> Iterator[None]:
+    """Hold an advisory lock on ``lock_file`` (exclusive unless ``shared``), across processes.
+
+    A process that died released its locks; one that hangs holding it must not hang every
+    other test run sharing the cache: after ``timeout`` seconds a WineError says so."""
     if sys.platform == "win32":
         msg = "the Wine end-to-end harness runs on Linux only"
         raise NotImplementedError(msg)
     import fcntl
 
     lock_file.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
     with lock_file.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    msg = f"waited {timeout:.0f} s for {lock_file}: another process holds it"
+                    raise WineError(msg) from None
+                time.sleep(0.1)
         try:
             yield
         finally:
@@ -563,7 +581,9 @@ class WineEnv:
         self.loader = loader
         self.server = server
         self.started_server = started_server
-        self.scenarios = cache_root / "scenarios"
+        # One folder per test process: two processes (CI and a developer, or two developers
+        # sharing the cache) running the same scenario must never rebuild each other's tree.
+        self.scenarios = cache_root / "scenarios" / str(os.getpid())
         self.workdir = cache_root / "cwd"
         self._system32_lock = cache_root / "system32.lock"
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -592,7 +612,7 @@ class WineEnv:
 
     def make_scenario_site(self, name: str, source: Path | None = None) -> Path:
         """A fresh copy of :attr:`site` (or of ``source``, another pristine tree made by
-        :func:`provision_site`) under ``CACHE_ROOT/scenarios/<name>/site-packages``.
+        :func:`provision_site`) under ``CACHE_ROOT/scenarios/<pid>/<name>/site-packages``.
 
         Files are hard links to the pristine tree: change them only through :meth:`remove`,
         :meth:`truncate` and :meth:`move` (or by writing new files), never by writing in place.
@@ -813,6 +833,31 @@ class WineEnv:
 # ---------------------------------------------------------------------------------------------
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _prune_scenarios(folder: Path) -> None:
+    """Remove the scenario trees of test processes that have ended (each process builds its own
+    under ``scenarios/<pid>``, so they would pile up run after run), and trees of the older
+    flat layout (``scenarios/<name>``) untouched for an hour. Called under the cache lock."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if entry.name.isdigit():
+            if _alive(int(entry.name)):
+                continue
+        elif time.time() - entry.lstat().st_mtime < _LEGACY_SCENARIO_AGE:
+            continue  # a run of an older checkout may be using it
+        _rmtree(entry)
+
+
 def _wineboot(loader: Path, prefix: Path, log: Path, *flags: str) -> None:
     argv = [str(loader), "wineboot", *flags]
     env = _wine_env(prefix, overrides=_DLL_OVERRIDES + ";winemenubuilder.exe=d")
@@ -922,6 +967,7 @@ def provision(torchguard_src: Path) -> WineEnv:
                 started_server=started,
             )
             env.restore_hidden_dlls()
+            _prune_scenarios(CACHE_ROOT / "scenarios")
             python_marker = env.python_dir / _OK_MARK
             if not python_marker.exists():
                 _log(f"unpacking Windows CPython into {env.python_dir}")

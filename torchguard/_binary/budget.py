@@ -33,3 +33,11 @@ def name_budget(size: int) -> int:
 def mib(count: int) -> str:
     """``count`` bytes, in MiB for a message."""
     return f"{count / MIB:.1f} MiB"
+
+
+def over_budget(kept: int, size: int, budget: int) -> str:
+    """Why a member is not read: keeping ``kept`` of ``size`` bytes would pass ``budget``."""
+    return (
+        f"reading it would hold {mib(kept)} of its {mib(size)}, more than the "
+        f"{mib(budget)} its size in the archive allows (a deflate bomb, not a build's binary)"
+    )

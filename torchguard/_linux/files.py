@@ -112,6 +112,7 @@ class PosixFiles:
         self._symbols: dict[tuple[int, int], SymbolTable] = {}
         self._stats: dict[str, os.stat_result | None] = {}
         self._prints: dict[str, str] = {}
+        self._readable: dict[str, bool] = {}
         self._store = store
         self.reads = 0
 
@@ -126,6 +127,12 @@ class PosixFiles:
     def is_file(self, path: str) -> bool:
         info = self._stat(path)
         return info is not None and (info.st_mode & 0o170000) == 0o100000
+
+    def readable(self, path: str) -> bool:
+        found = self._readable.get(path)
+        if found is None:
+            found = self._readable[path] = os.access(path, os.R_OK)
+        return found
 
     def identity(self, path: str) -> tuple[int, int]:
         info = self._stat(path)

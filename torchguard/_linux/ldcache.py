@@ -20,6 +20,8 @@ in cache order, and :meth:`LdCache.resolve` picks the one ld.so's ``search_cache
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 import sys
 from collections.abc import Sequence
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
 DEFAULT_PATH = "/etc/ld.so.cache"
+MAX_BYTES = 64 << 20
 
 FLAG_ELF_LIBC6 = 0x0003
 FLAG_X8664_LIB64 = 0x0300
@@ -167,12 +170,20 @@ def cache_flags(machine: int, elf_class: int) -> frozenset[int]:
 
 
 def read_ld_cache(path: str = DEFAULT_PATH) -> LdCache:
-    """Parse the cache file at ``path``. Raises :class:`LdCacheError`."""
+    """Parse the cache file at ``path``. Raises :class:`LdCacheError`.
+
+    ld.so maps only a regular file (anything else is no cache); a file past
+    :data:`MAX_BYTES` is refused rather than read whole (a real cache is under a few MiB).
+    """
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise LdCacheError(f"{path} is not a regular file")
+            data = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         raise LdCacheError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise LdCacheError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not an ld.so cache")
     return parse_ld_cache(data)
 
 

@@ -9,6 +9,7 @@ ld.so saw at start: a later ``os.environ`` change does not reach it), ``/proc/se
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -133,6 +134,8 @@ def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ..
         info = os.stat(path)
     except OSError:
         return {}
+    if not stat.S_ISREG(info.st_mode):
+        return {}  # ld.so maps only a regular file (a FIFO would even block the open)
     key = f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}|{machine}"
     return CacheView(path, key, machine, 2, root.rstrip("/"))
 
@@ -171,7 +174,9 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     environ = read_environ()
     if environ is None:
         environ = dict(os.environ)
-    mapped = tuple(m.path for m in read_maps() if not m.deleted)
+    # only code: locale files, gconv caches and data files are mapped too, and reading them
+    # as ELF on every run would fail again each time (ld.so maps every object with code)
+    mapped = tuple(m.path for m in read_maps() if m.executable and not m.deleted)
     executable = os.path.realpath("/proc/self/exe") if os.path.exists("/proc/self/exe") else None
     machine = _ELF_MACHINE.get(host_machine(), 62)
     secure = read_secure()

@@ -116,7 +116,7 @@ def binaries(dist: InstalledDist) -> list[str]:
     before it is parsed: most distributions hold no binary and cost one substring search.
     """
     text = dist.distribution.read_text("RECORD")
-    if not text or not _BINARY_ROW.search(text):
+    if not text or not lists_binaries(text):
         return []
     rows = [line for line in text.splitlines() if _BINARY_ROW.search(line)]
     try:
@@ -128,6 +128,11 @@ def binaries(dist: InstalledDist) -> list[str]:
         for relative in relatives
         if relative.lower().endswith((".pyd", ".dll")) and ".." not in relative.split("/")
     ]
+
+
+def lists_binaries(record: str) -> bool:
+    """Whether a RECORD text names any ``.pyd``/``.dll`` (one search, no parsing)."""
+    return _BINARY_ROW.search(record) is not None
 
 
 def imports_torch(facts: Callable[[str], PEFacts], path: str) -> bool:

@@ -33,6 +33,11 @@ class ElfFiles(Protocol):
 
     def is_file(self, path: str) -> bool: ...
 
+    def readable(self, path: str) -> bool:
+        """Whether the process may open ``path``: glibc moves on to the next candidate of a
+        search when ``open`` fails with EACCES, as when the file is missing."""
+        ...
+
     def identity(self, path: str) -> Hashable:
         """What makes two paths one file (device and inode on a live system)."""
         ...
@@ -266,9 +271,12 @@ class Ldso:
         """The first file a ``dlopen(name)`` from the executable would try that exists: what
         a library loaded later by name (``libcuda.so.1``) resolves to; None when none does."""
         for path, _via in self._candidates(name, None):
-            if self.files.is_file(path):
+            if self._openable(path):
                 return path
         return None
+
+    def _openable(self, path: str) -> bool:
+        return self.files.is_file(path) and self.files.readable(path)
 
     def late_load(self, name: str, requester: SharedObject) -> LateLoad:
         """Where ``requester``'s own ``dlopen(name)`` after this state would land, without
@@ -281,7 +289,7 @@ class Ldso:
             return LateLoad(name, requester.path, existing.path, "loaded", (existing.path,))
         trail: list[str] = []
         for path, via in self._candidates(name, requester, cached=False):
-            if not self.files.is_file(path):
+            if not self._openable(path):
                 continue
             trail.append(path)
             try:
@@ -316,7 +324,7 @@ class Ldso:
             if existing is not None:
                 return existing
         for path, via in self._candidates(name, requester):
-            if not self.files.is_file(path):
+            if not self._openable(path):
                 continue
             trail.append(path)
             same = self._by_identity.get(self.files.identity(path))

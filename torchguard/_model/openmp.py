@@ -25,12 +25,13 @@ import ntpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from torchguard._binary.pe.errors import ImageUnavailable
+from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
 from torchguard._model.binaries import Binaries
 from torchguard._model.bindings import Gap
 from torchguard._model.ecosystem import binaries as dist_binaries
+from torchguard._model.ecosystem import lists_binaries
 from torchguard._model.loader import LoaderModel
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, WinTree, join, path_key
@@ -169,6 +170,8 @@ def candidate_files(
         if dist.name == "torch":
             continue
         text = dist.distribution.read_text("RECORD") or ""
+        if not lists_binaries(text):
+            continue  # most distributions: no binary, so nothing to hash, look up or list
         digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
         if cache is not None:
             briefs = _from_cache(cache.get_derived(_KIND, f"{dist.name}|{digest}"), binaries)
@@ -191,20 +194,26 @@ def _data_binaries(dist: InstalledDist) -> list[str]:
     text = dist.distribution.read_text("RECORD")
     if not text or "../" not in text:
         return []
-    tree = dist.distribution.tree
     found: list[str] = []
     for line in text.splitlines():
         if "../" not in line or ".dll" not in line.lower():
             continue
         relative = line.rsplit(",", 2)[0].strip('"')
-        parts = relative.split("/")
-        if ".." not in parts or not relative.lower().endswith(".dll"):
+        if ".." not in relative.split("/") or not relative.lower().endswith(".dll"):
             continue
-        path = join(dist.site_dir, relative)
-        if not tree.is_file(path):  # pip --target keeps the rest of the path below the target
-            path = join(dist.site_dir, *[p for p in parts if p not in ("..", ".")])
-        found.append(path)
+        found.append(dist.located(relative))
     return found
+
+
+def _unread(binaries: Binaries, path: str) -> bool:
+    """Whether ``path`` could not be read now: a summary without it is not to be cached."""
+    try:
+        binaries.facts(path)
+    except FileUnreadable:
+        return True
+    except ImageUnavailable:
+        return False
+    return False
 
 
 def _facts(binaries: Binaries, path: str) -> PEFacts | None:
@@ -289,7 +298,8 @@ def _brief(binaries: Binaries, path: str, dist: str | None) -> Brief | None:
 def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     """Every candidate binary's brief. A distribution's are cached under a digest of its RECORD
     (a reinstall rewrites it), so a warm run reads none of its files; its DLLs are checked
-    against their files' identities (a runtime copied over one without pip)."""
+    against their files' identities (a runtime copied over one without pip). A distribution
+    with a file that could not be read now is not cached: the next run reads it again."""
     cache = binaries.persistent
     groups: dict[str | None, list[str]] = {}
     for path in files.other:
@@ -298,7 +308,7 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     briefs: list[Brief] = list(files.cached)
     for dist, paths in groups.items():
         found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
-        if dist is not None and cache is not None:
+        if dist is not None and cache is not None and not any(_unread(binaries, p) for p in paths):
             cache.put_derived(_KIND, f"{dist}|{files.digests[dist]}", [_to_cache(b) for b in found])
         briefs.extend(found)
     return briefs

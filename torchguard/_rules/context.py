@@ -17,7 +17,7 @@ from torchguard._model.vcruntime import StaleCopy
 from torchguard._report.report import DllDirectory, PreloadRecord
 from torchguard._rules.hints import HintContext
 from torchguard._windows.conda import conda_owners
-from torchguard._windows.dists import InstalledDist
+from torchguard._windows.dists import InstalledDist, moved_path
 from torchguard._windows.locate import TorchInstall
 from torchguard._windows.system import System
 from torchguard._windows.tree import PathKey, is_within, join, path_key
@@ -59,9 +59,8 @@ class CheckContext:
             label = f"{dist.name}=={dist.version}"
             for relative in dist.record_paths():
                 owners[path_key(join(dist.site_dir, relative))] = label
-                parts = relative.split("/")
-                if ".." in parts:  # pip --target keeps ../../Library/bin/x.dll below the target
-                    moved = join(dist.site_dir, *[p for p in parts if p not in ("..", ".")])
+                moved = moved_path(dist.site_dir, relative)
+                if moved is not None:
                     owners.setdefault(path_key(moved), label)
         return owners
 
@@ -93,13 +92,11 @@ class CheckContext:
             if not text or name not in text.lower():
                 continue
             for relative in dist.record_paths():
-                parts = relative.split("/")
                 if ntpath.basename(relative.replace("/", "\\")).lower() != name:
                     continue
-                moved = [p for p in parts if p not in ("..", ".")]
-                if key in (
-                    path_key(join(dist.site_dir, relative)),
-                    path_key(join(dist.site_dir, *moved)),
+                moved = moved_path(dist.site_dir, relative)
+                if key == path_key(join(dist.site_dir, relative)) or (
+                    moved is not None and key == path_key(moved)
                 ):
                     return f"{dist.name}=={dist.version}"
         return None

@@ -29,11 +29,12 @@ from torchguard._model.loader import (
     Failure,
     Resolution,
 )
+from torchguard._model.vcruntime import toolset as built_with
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code, Step
-from torchguard._windows.tree import is_within, same_path
+from torchguard._windows.tree import same_path
 
 
 class _StartUp(Enum):
@@ -53,10 +54,10 @@ def check(context: CheckContext) -> Iterator[Finding]:
             if failure.kind == INIT and failure.leaf.lower() not in proven:
                 proven.add(failure.leaf.lower())
                 yield init_finding(context, ntpath.basename(load.root), failure)
-    toolset = _toolset(context)
+    toolset = built_with(context.guarded, context.facts, context.torch.package_dir)
     if toolset is None:
         return
-    yield from _stale_copies(context)
+    yield from _stale_copies(context, toolset)
     for root, resolution in _runtime_resolutions(context):
         if resolution.name.lower() in proven:
             continue
@@ -107,21 +108,6 @@ def _linker(context: CheckContext, path: str | None) -> tuple[int, int] | None:
         return context.facts(path).linker_version if path else None
     except ImageUnavailable:
         return None
-
-
-def _toolset(context: CheckContext) -> tuple[int, int] | None:
-    """The newest MSVC 14.x linker version among torch's own binaries that load."""
-    package = context.torch.package_dir
-    newest: tuple[int, int] | None = None
-    for load in context.guarded.loads:
-        for resolution in load.modules.values():
-            path = resolution.path
-            if path is None or not is_within(path, package):
-                continue
-            linker = _linker(context, path)
-            if linker is not None and linker[0] == 14 and (newest is None or linker > newest):
-                newest = linker
-    return newest
 
 
 def _runtime_resolutions(context: CheckContext) -> Iterator[tuple[str, Resolution]]:
@@ -240,10 +226,9 @@ def _repair(
     return (fix, redist)
 
 
-def _stale_copies(context: CheckContext) -> Iterator[Finding]:
+def _stale_copies(context: CheckContext, toolset: tuple[int, int]) -> Iterator[Finding]:
     """A package ships an older msvcp140.dll and loads it when imported: imported before
     torch, every torch DLL binds to that copy (WinError 1114). A warning: the order decides."""
-    toolset = _toolset(context) or MUTEX_CHANGE
     preloaded = any(p.switch.startswith("TORCHGUARD_VCRUNTIME") for p in context.preloads)
     for copy in context.stale_runtimes:
         shown = ".".join(map(str, copy.version[:3]))

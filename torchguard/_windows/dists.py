@@ -89,21 +89,23 @@ class InstalledDist:
         or intel-openmp) into ``T`` but leaves RECORD saying ``../../Library/bin/...``; a DLL
         missing where RECORD says is looked for at that path below the site directory.
         """
-        tree = self.distribution.tree
         seen: dict[str, str] = {}
         for relative in self.record_paths():
             if not relative.lower().endswith(".dll"):
                 continue
-            path = join(self.site_dir, relative)
-            if not tree.is_file(path):
-                moved = join(
-                    self.site_dir, *[p for p in relative.split("/") if p not in ("..", ".")]
-                )
-                if tree.is_file(moved):
-                    path = moved
-            folder = ntpath.dirname(path)
+            folder = ntpath.dirname(self.located(relative))
             seen.setdefault(path_key(folder), folder)
         return list(seen.values())
+
+    def located(self, relative: str) -> str:
+        """Where a file its RECORD lists is: at the recorded path, else where ``pip install
+        --target`` put a ``../`` data file (:func:`moved_path`), else the recorded path."""
+        tree = self.distribution.tree
+        path = join(self.site_dir, relative)
+        if tree.is_file(path):
+            return path
+        moved = moved_path(self.site_dir, relative)
+        return moved if moved is not None and tree.is_file(moved) else path
 
     def record_paths(self) -> list[str]:
         """The site-relative paths its RECORD lists (empty when it has none or it is broken).
@@ -130,6 +132,15 @@ class InstalledDist:
     def installer(self) -> str | None:
         text = self.distribution.read_text("INSTALLER")
         return text.strip() or None if text else None
+
+
+def moved_path(site_dir: str, relative: str) -> str | None:
+    """For a RECORD path that leaves the site directory (``../../Library/bin/x.dll``), where
+    ``pip install --target T`` puts it: the rest of the path below ``T``; else None."""
+    parts = relative.split("/")
+    if ".." not in parts:
+        return None
+    return join(site_dir, *[p for p in parts if p not in ("..", ".")])
 
 
 def dists_named(tree: WinTree, site_dir: str, name: str) -> list[InstalledDist]:

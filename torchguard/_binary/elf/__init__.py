@@ -5,9 +5,10 @@ Public interface (stable: the Linux loader model builds on it)
 - :func:`read_elf_file(path, *, symbols=False) <read_elf_file>` -> :class:`ElfImage`: maps
   the file read-only and copies out only the tables it reads (never the whole file).
 - :func:`read_elf_bytes(data, *, symbols=False) <read_elf_bytes>` -> :class:`ElfImage`.
-- :func:`read_elf_stream(stream, size, *, symbols=False) <read_elf_stream>` -> :class:`ElfImage`
-  from a forward-only stream (a wheel member), keeping only what the tables can live in;
-  :class:`NotKept` when a table lies elsewhere (then read the whole member).
+- :func:`read_elf_stream(stream, size, *, symbols=False, budget=None) <read_elf_stream>` ->
+  :class:`ElfImage` from a forward-only stream (a wheel member), keeping only what the
+  tables can live in; :class:`NotKept` when a table lies elsewhere (then read the whole
+  member); :class:`ElfUnreadable` when that would hold more than ``budget`` bytes.
 - :func:`elf_header(head)` -> ``(elf_class, little_endian, machine)`` or None, from a file's
   first 20+ bytes: recognise ELF by content and skip a candidate of the wrong class or
   machine cheaply, as ld.so does.
@@ -28,19 +29,20 @@ Public interface (stable: the Linux loader model builds on it)
   weak, kind, version_index; ``default``), ``undefined`` (:class:`Undefined`: name bytes,
   version, file, weak), ``count`` (.dynsym entries with the null one), ``names()``.
 - :class:`ElfReadError`: the one error for damaged or non-ELF input, with a message a user
-  can act on. Anything else escaping is a bug of torchguard's.
+  can act on; its :class:`ElfUnreadable` says the file could not be read here and now (an
+  ``OSError``, no memory, over its budget): never damage, never cached. Anything else
+  escaping is a bug of torchguard's.
 - :mod:`.constants`: classes, machines, tags and flags (``EM_X86_64``, ``DF_1_NODELETE`` ...).
 """
 
 from __future__ import annotations
 
 import mmap
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
+from torchguard._binary.budget import over_budget
 from torchguard._binary.elf import constants
 from torchguard._binary.elf.facts import (
     Dynamic,
@@ -50,17 +52,23 @@ from torchguard._binary.elf.facts import (
     read_facts,
     split_search_path,
 )
-from torchguard._binary.elf.layout import Buffer, ElfReadError, Layout, NotKept, Segment
+from torchguard._binary.elf.layout import (
+    Buffer,
+    ElfReadError,
+    ElfUnreadable,
+    Layout,
+    NotKept,
+    Segment,
+)
+from torchguard._binary.elf.mapped import PathLike, mapped_file
 from torchguard._binary.elf.symbols import Defined, ElfSymbols, Undefined, read_symbols
-from torchguard._binary.stream import Readable, read_exactly
+from torchguard._binary.stream import Readable, keep_ranges, read_exactly
 
 if TYPE_CHECKING:
     from torchguard._binary.fatbin import FatbinArchs
 
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
 READER_VERSION = 1
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 @dataclass(frozen=True)
@@ -77,25 +85,11 @@ def read_elf_bytes(data: bytes, *, symbols: bool = False) -> ElfImage:
 
 
 def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
-    """Read an ELF file through a read-only mapping that is closed before returning."""
-    try:
-        _regular(path)
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size < 64:
-                return _read(handle.read(64), symbols)  # too short to map usefully; judge it
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return _read(mapped, symbols)
-    except OSError as exc:
-        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
-    except ValueError as exc:  # mmap of something that is not a regular file
-        raise ElfReadError(f"cannot map the file: {exc}") from None
+    """Read an ELF file through a read-only mapping that is closed before returning.
 
-
-def _regular(path: PathLike) -> None:
-    """Refuse what is not a regular file before opening it (a FIFO would block the open)."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise ElfReadError("not a regular file")
+    Raises :class:`ElfUnreadable` (an :class:`ElfReadError`) when it cannot be read now."""
+    with mapped_file(path) as data:
+        return _read(data, symbols)
 
 
 def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = None) -> ElfImage:
@@ -106,11 +100,12 @@ def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = 
     return ElfImage(facts, read_symbols(layout, Dynamic(layout), facts.verneed, facts.verdef))
 
 
-_CHUNK = 1 << 20
 _HEAD = 1 << 16
 
 
-def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> ElfImage:
+def read_elf_stream(
+    stream: Readable, size: int, *, symbols: bool = False, budget: int | None = None
+) -> ElfImage:
     """:func:`read_elf_bytes` for a forward-only stream of ``size`` bytes (a wheel member).
 
     The whole member is inflated once, but only what the dynamic tables can live in is kept,
@@ -119,6 +114,9 @@ def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> El
     and everything from the dynamic section to the end (where patchelf moves .dynstr, and the
     section headers). torch 2.9.1's 975 MiB libtorch_cuda.so then keeps about 40 MiB. A
     table found elsewhere raises :class:`NotKept`: read the whole member instead.
+
+    ``budget``: the bytes the kept parts may take (see :func:`~torchguard._binary.budget.
+    inflate_budget`); more raises :class:`ElfUnreadable` before anything is inflated.
     """
     head = read_exactly(stream, min(size, _HEAD))
     if len(head) < min(size, _HEAD):
@@ -126,22 +124,20 @@ def read_elf_stream(stream: Readable, size: int, *, symbols: bool = False) -> El
     if size <= len(head):
         return _read(head, symbols)
     ranges = _kept_ranges(head, size)
+    kept = sum(stop - start for start, stop in ranges)
+    if budget is not None and kept > budget:
+        raise ElfUnreadable(over_budget(kept, size, budget))
     try:
         buffer = mmap.mmap(-1, size)
-    except (OSError, OverflowError, ValueError) as exc:
+    except (OverflowError, ValueError) as exc:  # a size no address space can hold
         raise ElfReadError(f"cannot hold {size} bytes: {exc}") from None
+    except OSError as exc:  # no memory here and now: not the file's doing
+        raise ElfUnreadable.from_error(exc) from None
     try:
         buffer[: len(head)] = head
-        position = len(head)
-        while position < size:
-            chunk = stream.read(min(_CHUNK, size - position))
-            if not chunk:
-                raise ElfReadError(f"truncated: the data ends at {position} of {size} bytes")
-            for start, stop in ranges:
-                low, high = max(start, position), min(stop, position + len(chunk))
-                if low < high:
-                    buffer[low:high] = chunk[low - position : high - position]
-            position += len(chunk)
+        reached = keep_ranges(stream, buffer, len(head), size, ranges)
+        if reached < size:
+            raise ElfReadError(f"truncated: the data ends at {reached} of {size} bytes")
         return _read(buffer, symbols, ranges)
     finally:
         buffer.close()
@@ -166,8 +162,6 @@ def _kept_ranges(head: bytes, size: int) -> list[tuple[int, int]]:
     return [(0, min(first_code, size)), (tail, size)]
 
 
-
-
 def elf_header(head: bytes) -> tuple[int, bool, int] | None:
     """(elf_class, little_endian, machine) from a file's first bytes; None if not ELF."""
     if len(head) < 20 or head[:4] != constants.MAGIC:
@@ -190,21 +184,15 @@ def read_fatbin_archs(path: PathLike) -> FatbinArchs | None:
     """
     from torchguard._binary.fatbin import parse_fatbin
 
-    try:
-        _regular(path)
-        with open(path, "rb") as handle:
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        with mapped:
-            span = read_facts(Layout(mapped)).fatbin
-            if span is None:
-                return None
-            offset, size = span
-            with memoryview(mapped) as view, view[offset : offset + size] as section:
-                return parse_fatbin(section)
-    except OSError as exc:
-        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ElfReadError(f"cannot map the file: {exc}") from None
+    with mapped_file(path) as mapped:
+        span = read_facts(Layout(mapped)).fatbin
+        if span is None:
+            return None
+        offset, size = span
+        if isinstance(mapped, bytes):
+            return parse_fatbin(mapped[offset : offset + size])
+        with memoryview(mapped) as view, view[offset : offset + size] as section:
+            return parse_fatbin(section)
 
 
 __all__ = [
@@ -214,6 +202,7 @@ __all__ = [
     "ElfImage",
     "ElfReadError",
     "ElfSymbols",
+    "ElfUnreadable",
     "NotKept",
     "Readable",
     "Segment",

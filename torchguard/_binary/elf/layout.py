@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 import torchguard._binary.elf.constants as c
+from torchguard._binary.pe.errors import FileUnreadable
 
 #: A mapped file or its bytes.
 Buffer = Union[bytes, mmap.mmap]
@@ -30,6 +31,16 @@ MAX_SEGMENTS = 1 << 12
 
 class ElfReadError(Exception):
     """Not an ELF file, or one whose structures are cut short or point outside the file."""
+
+
+class ElfUnreadable(ElfReadError, FileUnreadable):
+    """The file could not be read here and now (an ``OSError``, ``MemoryError``, or more
+    memory than its own size allows): says nothing about the file, so never cached.
+
+    An :class:`ElfReadError` still (a caller that only asks "can it be read?" gets the same
+    answer) and a :class:`~torchguard._binary.pe.errors.FileUnreadable` (the same split as the
+    PE reader's): a caller that caches a verdict on the file catches this one first.
+    """
 
 
 class NotKept(Exception):

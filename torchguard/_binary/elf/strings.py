@@ -9,13 +9,10 @@ small dispatcher costs microseconds; without a section table the whole file is s
 from __future__ import annotations
 
 import mmap
-import os
 import re
-from typing import Union
 
 from torchguard._binary.elf.layout import ElfReadError, Layout
-
-PathLike = Union[str, "os.PathLike[str]"]
+from torchguard._binary.elf.mapped import PathLike, mapped_file
 
 
 def _pattern(prefix: str) -> re.Pattern[bytes]:
@@ -31,20 +28,14 @@ def scan_stems(data: bytes | memoryview | mmap.mmap, prefix: str) -> tuple[str, 
 
 def read_dlopen_stems(path: PathLike, prefix: str) -> tuple[str, ...]:
     """The bare ``<prefix>*.so`` stems in the file's ``.rodata`` (the whole file without
-    section headers); raises :class:`ElfReadError` when the file cannot be read."""
-    try:
-        with open(path, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size == 0:
-                raise ElfReadError("the file is empty")
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        with mapped:
-            sections = Layout(mapped).sections() or []
-            spans = [(o, s) for name, _t, o, s in sections if name == ".rodata"]
-            if not spans:
-                return scan_stems(mapped, prefix)
-            offset, size = spans[0]
-            return scan_stems(mapped[max(offset - 1, 0) : offset + size + 1], prefix)
-    except OSError as exc:
-        raise ElfReadError(f"cannot read the file: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ElfReadError(f"cannot map the file: {exc}") from None
+    section headers); raises :class:`ElfReadError` when the file cannot be read (its
+    :class:`~torchguard._binary.elf.layout.ElfUnreadable` when not now: never cache that)."""
+    with mapped_file(path) as mapped:
+        if not len(mapped):
+            raise ElfReadError("the file is empty")
+        sections = Layout(mapped).sections() or []
+        spans = [(o, s) for name, _t, o, s in sections if name == ".rodata"]
+        if not spans:
+            return scan_stems(mapped, prefix)
+        offset, size = spans[0]
+        return scan_stems(mapped[max(offset - 1, 0) : offset + size + 1], prefix)

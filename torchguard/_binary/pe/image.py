@@ -18,9 +18,9 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torchguard._binary.budget import mib
+from torchguard._binary.budget import over_budget
 from torchguard._binary.pe.errors import FileUnreadable, OverBudget, PEReadError
-from torchguard._binary.stream import Readable, read_exactly
+from torchguard._binary.stream import Readable, keep_ranges, read_exactly
 from torchguard._vocab import Machine
 
 if TYPE_CHECKING:
@@ -134,9 +134,6 @@ def _parse(
     return PEImage(replace(facts, openmp=marks) if marks else facts, tables)
 
 
-_CHUNK = 1 << 20
-
-
 def read_image_stream(
     stream: Readable, size: int, *, symbols: bool = False, budget: int | None = None
 ) -> PEImage:
@@ -159,31 +156,20 @@ def read_image_stream(
     ranges = found if found is not None else [(0, size)]  # an unusual layout: keep it all
     kept = sum(stop - start for start, stop in ranges)
     if budget is not None and kept > budget:
-        raise OverBudget(
-            f"reading it would hold {mib(kept)} of its {mib(size)}, more than the "
-            f"{mib(budget)} its size in the archive allows (a deflate bomb, not a build's DLL)"
-        )
+        raise OverBudget(over_budget(kept, size, budget))
     try:
         buffer = mmap.mmap(-1, size)
     except (OverflowError, ValueError) as exc:  # a size no address space can hold
         raise PEReadError(f"cannot hold {size} bytes: {exc}") from None
     try:
         buffer[: len(head)] = head
-        position, end = len(head), max(stop for _, stop in ranges)
-        while position < end:
-            chunk = stream.read(min(_CHUNK, end - position))
-            if not chunk:
-                raise PEReadError(f"truncated: the data ends at {position} of {size} bytes")
-            for start, stop in ranges:
-                low, high = max(start, position), min(stop, position + len(chunk))
-                if low < high:
-                    buffer[low:high] = chunk[low - position : high - position]
-            position += len(chunk)
+        end = max(stop for _, stop in ranges)
+        reached = keep_ranges(stream, buffer, len(head), end, ranges)
+        if reached < end:
+            raise PEReadError(f"truncated: the data ends at {reached} of {size} bytes")
         return _parse(buffer, symbols, ranges if found is not None else None)
     finally:
         buffer.close()
-
-
 
 
 def _check_signature(head: bytes, size: int) -> None:

@@ -55,7 +55,8 @@ def openmp_marks(data: Buffer, tables: SymbolTables) -> tuple[str, ...]:
 
 
 def _contains(data: Buffer, needle: bytes) -> bool:
-    """Whether ``needle`` occurs in a non-code section (or anywhere, if none can be told)."""
+    """Whether ``needle`` occurs in a non-code section; False when the section table cannot
+    be read (a damaged table then marks an API exporter ``stubs``, which never aborts)."""
     try:
         sections = section_table(data)
     except SectionTableError:

@@ -1,0 +1,66 @@
+"""The Wine harness's own bookkeeping, checked without Wine (fast tier).
+
+Scenario trees live in the shared cache; several test processes (CI, developers) use it at
+once, so each must build, break and delete only its own trees.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from wine import WineEnv, WineError, _locked, _prune_scenarios
+
+
+def _env(root: Path) -> WineEnv:
+    site = root / "site-packages"
+    (site / "torch" / "__pycache__").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("")
+    return WineEnv(
+        prefix=root / "prefix",
+        python_dir=root / "prefix" / "drive_c" / "Python311",
+        site=site,
+        torchguard_src=root,
+        loader=Path("/nonexistent/wine64"),
+        server=Path("/nonexistent/wineserver"),
+        started_server=False,
+        cache_root=root,
+    )
+
+
+def test_each_process_builds_its_own_scenario_trees(tmp_path: Path) -> None:
+    site = _env(tmp_path).make_scenario_site("healthy")
+    assert site == tmp_path / "scenarios" / str(os.getpid()) / "healthy" / "site-packages"
+    assert (site / "torch" / "__init__.py").samefile(tmp_path / "site-packages/torch/__init__.py")
+
+
+def _ended_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=60)
+    return child.pid
+
+
+def test_prune_removes_only_the_trees_of_ended_processes(tmp_path: Path) -> None:
+    scenarios = tmp_path / "scenarios"
+    kept = {str(os.getpid()), "recent-flat-tree"}
+    for name in (*kept, str(_ended_pid()), "old-flat-tree"):
+        (scenarios / name / "healthy" / "site-packages").mkdir(parents=True)
+    an_hour_ago = time.time() - 3700
+    os.utime(scenarios / "old-flat-tree", (an_hour_ago, an_hour_ago))
+    _prune_scenarios(scenarios)
+    assert {entry.name for entry in scenarios.iterdir()} == kept
+
+
+def test_a_lock_held_elsewhere_is_waited_for_within_a_bound(tmp_path: Path) -> None:
+    lock = tmp_path / ".lock"
+    with _locked(lock, shared=True), _locked(lock, shared=True):  # readers share it
+        started = time.monotonic()
+        with pytest.raises(WineError, match="another process holds it"), _locked(lock, timeout=0.3):
+            pass
+        assert time.monotonic() - started < 30
+    with _locked(lock, timeout=0.3):  # free again
+        pass

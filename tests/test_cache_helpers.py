@@ -1,0 +1,41 @@
+"""The shared download caches of the heavy tiers are built so that concurrent test processes
+(CI and developers on one machine) never see a half-written folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from realwheels import build_once
+
+
+def test_a_folder_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    target = tmp_path / "nvidia-dlls" / "cudart"
+
+    def fill(scratch: Path) -> None:
+        (scratch / "cudart64_12.dll").write_bytes(b"MZ")
+        assert not target.exists(), "a concurrent reader would see a half-written folder"
+
+    assert build_once(target, fill) == target
+    assert sorted(p.name for p in target.iterdir()) == [".complete", "cudart64_12.dll"]
+    assert [p.name for p in target.parent.iterdir()] == ["cudart"]  # no scratch left
+    assert build_once(target, lambda scratch: 1 / 0) == target  # built once, never again
+
+
+def test_a_concurrent_builder_that_finishes_first_wins(tmp_path: Path) -> None:
+    target = tmp_path / "cudart"
+
+    def slow(scratch: Path) -> None:
+        (scratch / "a.dll").write_text("mine")
+        build_once(target, lambda theirs: (theirs / "a.dll").write_text("theirs"))
+
+    build_once(target, slow)
+    assert (target / "a.dll").read_text() == "theirs"
+    assert [p.name for p in tmp_path.iterdir()] == ["cudart"]
+
+
+def test_a_half_made_folder_of_a_killed_process_is_rebuilt(tmp_path: Path) -> None:
+    target = tmp_path / "torch-2.4.1"
+    target.mkdir()
+    (target / "c10.dll").write_bytes(b"MZ\0")  # truncated, no .complete
+    build_once(target, lambda scratch: (scratch / "c10.dll").write_bytes(b"MZ whole"))
+    assert (target / "c10.dll").read_bytes() == b"MZ whole"
