@@ -313,3 +313,26 @@ def test_a_python_without_pip_is_one_error_line() -> None:
         pip_reason(result.stdout.splitlines())
         == f"{sys.executable} has no pip (install it with: -m ensurepip)"
     )
+
+
+def test_a_fix_that_leaves_only_a_siblings_error_does_not_say_torch_still_fails() -> None:
+    """After the fix torch imports and torchvision does not: the note says so, not that torch
+    "still fails" (the one answer to "does import torch fail?" is Report.blocking)."""
+    from torchguard._frontends.verify import verify_fix
+    from torchguard._report.findings import ERROR, Finding, RepairHint
+    from torchguard._report.report import ImportOutcome, Report, TorchSummary
+    from torchguard._vocab import Code
+
+    fix = RepairHint("upgrade torch", ('py -3.11 -m pip install --upgrade "torch>=2.4.1"',))
+    broken = Report(findings=(Finding(Code.MISSING_DLL, ERROR, "libomp missing", hints=(fix,)),))
+    vision = Finding(Code.MISSING_DLL, ERROR, "nowhere.dll missing", package="torchvision")
+    after = Report(
+        findings=(vision,),
+        torch=TorchSummary("2.4.1", "site/torch"),
+        import_torch=ImportOutcome(ok=True),
+    )
+    notes: list[str] = []
+    result = verify_fix(["torch==2.4.0"], broken, notes, lambda r, i: after, [])
+    assert result is not None and result["verified"] is False
+    assert "which still fails" not in notes[0]
+    assert "installs torch 2.4.1, but import torchvision fails: missing-dll" in notes[0]

@@ -179,35 +179,23 @@ def test_cpu_build_gets_the_cuda_index_and_a_named_gpu_a_warning(
     assert "torch==2.7.1 --index-url https://download.pytorch.org/whl/cu128" in blackwell.stdout
 
 
-def test_scan_gpu_on_a_cpu_wheel_and_cuda_driver(tmp_path: Path) -> None:
-    wheel = FakeTorch(version="2.4.1+cpu").wheel(tmp_path)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torchguard",
-            "scan",
-            str(wheel),
-            "--gpu",
-            "RTX 4090",
-            "--cuda",
-            "12.1",
-            "--json",
-        ],
+def scan_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torchguard", "scan", *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_scan_gpu_on_a_cpu_wheel_and_cuda_driver(tmp_path: Path) -> None:
+    wheel = FakeTorch(version="2.4.1+cpu").wheel(tmp_path)
+    result = scan_cli(str(wheel), "--gpu", "RTX 4090", "--cuda", "12.1", "--json")
     data = json.loads(result.stdout)
     finding = next(f for f in data["findings"] if f["code"] == "cpu-build-on-gpu")
     # a driver for CUDA 12.1 cannot run the cu124 build: the newest it runs is cu121
     assert "https://download.pytorch.org/whl/cu121" in finding["hints"][0]["commands"][0]
-    bad = subprocess.run(
-        [sys.executable, "-m", "torchguard", "scan", str(wheel), "--cuda", "twelve"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = scan_cli(str(wheel), "--cuda", "twelve")
     assert bad.returncode == 2 and "expected a CUDA version" in bad.stderr
 
 
@@ -219,21 +207,7 @@ def test_gpu_arch_from_a_cuda_wheel_offline(tmp_path: Path) -> None:
     wheel = FakeTorch(
         version="2.5.1+cu124", cuda="12.4", extra={"torch/lib/torch_cuda.dll": kernels}
     ).wheel(tmp_path)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torchguard",
-            "scan",
-            str(wheel),
-            "--gpu",
-            "NVIDIA GeForce RTX 5080",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = scan_cli(str(wheel), "--gpu", "NVIDIA GeForce RTX 5080", "--json")
     data = json.loads(result.stdout)
     finding = next(f for f in data["findings"] if f["code"] == "gpu-arch-unsupported")
     assert "no kernels for sm_120" in finding["message"]
@@ -247,9 +221,24 @@ def test_cache_info_and_clean(index: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     info = run_cache("info", cache)
     assert "1 wheel(s)" in info.stdout and "torch-2.4.1-cp311-cp311-win_amd64.whl" in info.stdout
+    # a wheel of the user's own in check's folder, and an interrupted download of check's
+    (cache / "precious-1.0-py3-none-any.whl").write_bytes(b"x")
+    (cache / "notes.whl.part").write_bytes(b"x")
+    partial = cache / ".torchguard-4242-torch-2.4.1-cp311-cp311-win_amd64.whl.part"
+    partial.write_bytes(b"x")
+    assert (
+        "1 other wheel(s) there were not downloaded by check: kept"
+        in run_cache("info", cache).stdout
+    )
     clean = run_cache("clean", cache)
     assert clean.returncode == 0 and "deleted 1 wheel(s)" in clean.stdout
-    assert not list(cache.glob("*.whl"))
+    assert [p.name for p in cache.glob("*.whl")] == ["precious-1.0-py3-none-any.whl"]
+    assert not partial.exists() and (cache / "notes.whl.part").exists()
+    # check wrote into a folder of the user's own wheels: clean deletes only what it wrote
+    assert check(index, tmp_path, "torch==2.4.1").returncode == 0
+    assert "1 wheel(s)" in run_cache("info", cache).stdout
+    assert run_cache("clean", cache).returncode == 0
+    assert [p.name for p in cache.glob("*.whl")] == ["precious-1.0-py3-none-any.whl"]
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "precious-1.0-py3-none-any.whl").write_bytes(b"x")

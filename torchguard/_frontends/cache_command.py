@@ -1,8 +1,9 @@
 """``torchguard cache info|clean``: what ``check`` keeps on disk, and removing it.
 
-``clean`` deletes only what ``check`` wrote (wheels, partial downloads, remembered
-resolutions) and only in a folder ``check`` marked as its cache, so ``--cache-dir`` pointed at a
-folder of one's own wheels by mistake loses nothing.
+``clean`` deletes only what ``check`` wrote: the wheels it downloaded (their names are listed
+in the cache's marker file), its partial downloads and its remembered resolutions. A folder
+without the marker is refused, and a wheel that was already there (``--cache-dir`` pointed at
+a folder of one's own wheels) is never listed, so it is never deleted.
 """
 
 from __future__ import annotations
@@ -15,21 +16,60 @@ from torchguard._frontends.progress import human_size
 
 MARKER = ".torchguard-wheel-cache"
 RESOLUTIONS = ".resolutions"
+HEADER = "wheels downloaded by `torchguard check` (one a line); `torchguard cache clean`\n"
+_PARTIAL = ".torchguard-"
+PIP_DOWNLOADS = "torchguard-dl-"
 
 
 def mark(cache: str) -> None:
-    """Record that ``cache`` is check's (so ``clean`` may empty it)."""
+    """Make ``cache`` check's (its marker lists what ``clean`` may delete)."""
     path = os.path.join(cache, MARKER)
     if not os.path.exists(path):
         try:
             with open(path, "w", encoding="utf-8") as handle:
-                handle.write("wheels downloaded by `torchguard check`; `torchguard cache clean`\n")
+                handle.write(HEADER)
         except OSError:
             pass
 
 
-def _ours(name: str) -> bool:
-    return name.endswith((".whl", ".part"))
+def record(cache: str, filename: str) -> None:
+    """Note that ``check`` wrote ``filename`` into ``cache`` (so ``clean`` may delete it)."""
+    try:
+        with open(os.path.join(cache, MARKER), "a", encoding="utf-8") as handle:
+            handle.write(filename + "\n")
+    except OSError:
+        pass  # unlisted: `clean` leaves it, which loses nothing
+
+
+def partial_name(filename: str) -> str:
+    """The name a download is written under until its sha256 is checked."""
+    return f"{_PARTIAL}{os.getpid()}-{filename}.part"
+
+
+def _downloaded(cache: str) -> list[str]:
+    """The wheels of ``cache`` that ``check`` downloaded and that are still there."""
+    try:
+        with open(os.path.join(cache, MARKER), encoding="utf-8") as handle:
+            listed = dict.fromkeys(line.strip() for line in handle.readlines()[1:])
+    except (OSError, ValueError):
+        return []
+    return [
+        name
+        for name in listed
+        if name.endswith(".whl")
+        and os.path.basename(name) == name
+        and os.path.isfile(os.path.join(cache, name))
+    ]
+
+
+def _leftovers(cache: str) -> list[str]:
+    """Partial downloads (an interrupted ``check``) and pip's download folders."""
+    return [
+        name
+        for name in os.listdir(cache)
+        if (name.startswith(_PARTIAL) and name.endswith(".part"))
+        or (name.startswith(PIP_DOWNLOADS) and os.path.isdir(os.path.join(cache, name)))
+    ]
 
 
 def wheel_cache(explicit: str | None = None) -> str:
@@ -50,7 +90,7 @@ def cache_command(action: str, explicit: str | None) -> int:
     if not os.path.isdir(cache):
         print(f"wheel cache: {cache} (empty: nothing downloaded yet)")
         return 0
-    names = [n for n in os.listdir(cache) if _ours(n) and os.path.isfile(os.path.join(cache, n))]
+    names = _downloaded(cache)
     size = sum(os.path.getsize(os.path.join(cache, n)) for n in names)
     if action == "info":
         print(f"wheel cache: {cache}")
@@ -59,6 +99,9 @@ def cache_command(action: str, explicit: str | None) -> int:
         for name in biggest:
             print(f"  {human_size(os.path.getsize(os.path.join(cache, name))):>9}  {name}")
         print("`torchguard cache clean` deletes them; `check` downloads again what it needs")
+        others = [n for n in os.listdir(cache) if n.endswith(".whl") and n not in names]
+        if others:
+            print(f"{len(others)} other wheel(s) there were not downloaded by check: kept")
         return 0
     if not os.path.exists(os.path.join(cache, MARKER)):
         print(
@@ -69,6 +112,14 @@ def cache_command(action: str, explicit: str | None) -> int:
         return 2
     for name in names:
         os.remove(os.path.join(cache, name))
+    for name in _leftovers(cache):
+        path = os.path.join(cache, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.remove(path)
     shutil.rmtree(os.path.join(cache, RESOLUTIONS), ignore_errors=True)
+    with open(os.path.join(cache, MARKER), "w", encoding="utf-8") as handle:
+        handle.write(HEADER)
     print(f"deleted {len(names)} wheel(s), {human_size(size)}, from {cache}")
     return 0

@@ -13,16 +13,16 @@ import contextlib
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import IO
 from urllib.error import HTTPError, URLError
 from urllib.request import urlopen
 
 from torchguard._frontends.pip_reasons import PipFailure
-from torchguard._frontends.progress import Progress
+from torchguard._frontends.progress import Progress, human_size
 from torchguard._frontends.resolve import Planned
 
 _CHUNK = 1 << 20
@@ -37,7 +37,7 @@ class Fetched:
 
 def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progress) -> Fetched:
     """The local paths of ``planned`` (in order), downloading what the cache lacks."""
-    from torchguard._frontends.cache_command import mark
+    from torchguard._frontends.cache_command import mark, record
 
     os.makedirs(cache, exist_ok=True)
     mark(cache)
@@ -48,6 +48,7 @@ def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progres
         if item in missing:
             label = f"downloading {missing.index(item) + 1}/{len(missing)} {item.filename}"
             result.downloaded_bytes += _download(item, path, label, python, progress)
+            record(cache, item.filename)
         else:
             result.reused += 1
         result.paths.append(path)
@@ -56,14 +57,16 @@ def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progres
 
 
 def _download(item: Planned, path: str, label: str, python: str, progress: Progress) -> int:
+    from torchguard._frontends.cache_command import partial_name
+
+    partial = os.path.join(os.path.dirname(path), partial_name(item.filename))
     if item.url.startswith("file:"):
         from urllib.parse import urlparse
         from urllib.request import url2pathname
 
         source = url2pathname(urlparse(item.url).path)
-        shutil.copyfile(source, path + ".part")
-        return _commit(item, path + ".part", path)
-    partial = f"{path}.{os.getpid()}.part"
+        shutil.copyfile(source, partial)
+        return _commit(item, partial, path)
     try:
         size = _http(item, partial, label, progress)
     except HTTPError as exc:
@@ -71,6 +74,9 @@ def _download(item: Planned, path: str, label: str, python: str, progress: Progr
         raise PipFailure(
             [f"cannot download {item.url}: HTTP {exc.code} {exc.reason}"], "network"
         ) from None
+    except _CacheWriteError as exc:  # a full disk is no network failure: pip would fail too
+        _remove(partial)
+        raise _cache_failure(item, os.path.dirname(path), exc.reason) from None
     except (URLError, OSError):
         _remove(partial)
         return _with_pip(item, path, python, progress)
@@ -80,20 +86,70 @@ def _download(item: Planned, path: str, label: str, python: str, progress: Progr
     return _commit(item, partial, path) or size
 
 
+class _CacheWriteError(Exception):
+    """The wheel cache cannot take the download (full disk, no rights), unlike the network."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _cache_failure(item: Planned, cache: str, reason: str) -> PipFailure:
+    return PipFailure(
+        [
+            f"cannot write {item.filename} into the wheel cache {cache}: {reason}",
+            "free some disk space, or choose another folder with --cache-dir",
+        ],
+        "cache",
+    )
+
+
 def _http(item: Planned, partial: str, label: str, progress: Progress) -> int:
-    started = time.monotonic()
-    done = 0
-    with urlopen(item.url, timeout=60) as response, open(partial, "wb") as out:
+    with urlopen(item.url, timeout=60) as response:
         length = response.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else None
-        while True:
-            chunk = response.read(_CHUNK)
-            if not chunk:
-                break
+        _check_room(os.path.dirname(partial), total)
+        try:
+            out = open(partial, "wb")  # noqa: SIM115 (closed below: a failed close is the cache's)
+        except OSError as exc:
+            raise _CacheWriteError(exc.strerror or str(exc)) from exc
+        try:
+            return _copy(response, out, label, total, progress)
+        finally:
+            try:
+                out.close()
+            except OSError as exc:  # the last buffered write failing (ENOSPC)
+                raise _CacheWriteError(exc.strerror or str(exc)) from exc
+
+
+def _check_room(cache: str, total: int | None) -> None:
+    """Refuse a download the disk cannot hold before writing a byte of it."""
+    try:
+        free = shutil.disk_usage(cache).free
+    except OSError:
+        return
+    if total is not None and total > free:
+        raise _CacheWriteError(
+            f"{human_size(total)} needed, {human_size(free)} free (nothing written)"
+        )
+
+
+def _copy(
+    response: IO[bytes], out: IO[bytes], label: str, total: int | None, progress: Progress
+) -> int:
+    """Copy the body; a read fails as the network (OSError), a write as the cache."""
+    started = time.monotonic()
+    done = 0
+    while True:
+        chunk = response.read(_CHUNK)
+        if not chunk:
+            return done
+        try:
             out.write(chunk)
-            done += len(chunk)
-            progress.transfer(label, done, total, started)
-    return done
+        except OSError as exc:
+            raise _CacheWriteError(exc.strerror or str(exc)) from exc
+        done += len(chunk)
+        progress.transfer(label, done, total, started)
 
 
 def _commit(item: Planned, partial: str, path: str) -> int:
@@ -113,30 +169,13 @@ def _commit(item: Planned, partial: str, path: str) -> int:
 
 
 def _with_pip(item: Planned, path: str, python: str, progress: Progress) -> int:
+    from torchguard._frontends.cache_command import PIP_DOWNLOADS
     from torchguard._frontends.pip_python import pip_interpreter
 
     progress.show(f"downloading {item.filename} with pip...", force=True)
-    interpreter = pip_interpreter()
-    with tempfile.TemporaryDirectory(prefix="torchguard-dl-", dir=os.path.dirname(path)) as tmp:
-        done = subprocess.run(
-            [
-                interpreter.python,
-                interpreter.runner,
-                python,
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--progress-bar",
-                "off",
-                "-d",
-                tmp,
-                item.url,
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-        )
+    with tempfile.TemporaryDirectory(prefix=PIP_DOWNLOADS, dir=os.path.dirname(path)) as tmp:
+        arguments = ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off"]
+        done = pip_interpreter().run(python, [*arguments, "-d", tmp, item.url])
         got = os.path.join(tmp, item.filename)
         if done.returncode != 0 or not os.path.isfile(got):
             from torchguard._frontends.pip_reasons import explain_failure

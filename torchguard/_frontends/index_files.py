@@ -22,6 +22,8 @@ from packaging.utils import (
 from packaging.version import Version
 
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
+PAGE_LIMIT = 64 << 20
+"""The largest project page read (download.pytorch.org's torch page: a few MB)."""
 
 
 @dataclass(frozen=True)
@@ -62,14 +64,17 @@ def project_page(index: str, project: str, timeout: float = 20.0) -> str | None:
     try:
         if url.startswith("file:"):
             folder = url2pathname(urlparse(url).path)
-            with open(os.path.join(folder, "index.html"), encoding="utf-8") as handle:
-                return handle.read()
-        request = Request(url, headers={"Accept": "text/html"})
-        with urlopen(request, timeout=timeout) as response:
-            data: bytes = response.read()
-            return data.decode("utf-8", "replace")
+            with open(os.path.join(folder, "index.html"), "rb") as handle:
+                data = handle.read(PAGE_LIMIT + 1)
+        else:
+            request = Request(url, headers={"Accept": "text/html"})
+            with urlopen(request, timeout=timeout) as response:
+                data = response.read(PAGE_LIMIT + 1)
     except (OSError, ValueError):
         return None
+    if len(data) > PAGE_LIMIT:  # not an index page: never hold an endless answer in memory
+        return None
+    return data.decode("utf-8", "replace")
 
 
 def project_files(index: str, project: str) -> list[IndexFile] | None:

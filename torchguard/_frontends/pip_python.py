@@ -12,10 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 
 from torchguard._frontends.pip_reasons import PipFailure
+
+PIP_TIMEOUT = 3600.0
+"""The longest one pip run may take: a slow link still downloads torch's 2.5 GB wheel."""
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,35 @@ class PipInterpreter:
     python: str
     runner: str
 
-    def environment(self) -> dict[str, str]:
-        return dict(os.environ)
+    def run(
+        self, python_version: str, arguments: Sequence[str]
+    ) -> subprocess.CompletedProcess[str]:
+        """pip ``arguments`` for Windows CPython ``python_version``, within :data:`PIP_TIMEOUT`.
+
+        pip's own socket timeout bounds a stalled connection, not a resolver that backtracks
+        for hours or a download that trickles: past the bound pip is stopped and this says so.
+        """
+        try:
+            return subprocess.run(
+                [self.python, self.runner, python_version, *arguments],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=PIP_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            raise PipFailure(
+                [
+                    f"pip did not finish within {PIP_TIMEOUT / 60:.0f} minutes and was stopped "
+                    f"(pip {' '.join(arguments[:1])})",
+                    "pin the versions you mean (e.g. torch==2.4.1) so the resolver has less to "
+                    "try, or check the connection to the index",
+                ],
+                "pip",
+            ) from None
+        except OSError as exc:
+            raise PipFailure([f"cannot run pip: {exc}"], "pip") from None
 
 
 def _runner() -> str:

@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -92,19 +91,8 @@ def resolve(
         if status is not None:
             status.write("\r\x1b[Kresolving with pip...")
             status.flush()
-        interpreter = pip_interpreter()
-        command = [interpreter.python, interpreter.runner, python, *arguments]
         try:
-            done = subprocess.run(
-                command,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                env=interpreter.environment(),
-            )
-        except OSError as exc:
-            raise PipFailure([f"cannot run pip: {exc}"]) from None
+            done = pip_interpreter().run(python, arguments)
         finally:
             if status is not None:
                 status.write("\r\x1b[K")

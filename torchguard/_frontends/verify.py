@@ -120,11 +120,12 @@ def verify_fix(
             f"fix (verified): {command}: pip then installs torch {version}, "
             "import torch succeeds (the same check, run on that set)"
         )
-    else:
-        first = after.errors[0]
+    else:  # torch itself, or only a sibling or extension (Report.blocking tells which)
+        first = after.blockers[0] if after.blocking else after.errors[0]
+        fails = "which still fails" if after.blocking else f"but import {first.package} fails"
         result["reason"] = first.message
         notes.append(
-            f"fix (not enough): {command} installs torch {version}, which still fails: "
+            f"fix (not enough): {command} installs torch {version}, {fails}: "
             f"{first.code}: {first.message}"
         )
     return result
