@@ -160,6 +160,18 @@ def test_cache_and_default_dirs_come_last_and_nodeflib_is_honoured(tmp_path: Pat
     assert ld.dlopen(str(tmp_path / "libu.so")).ok
 
 
+def test_origin_in_ld_library_path_is_the_programs_folder(tmp_path: Path) -> None:
+    """ld.so(8) expands $ORIGIN in LD_LIBRARY_PATH too (to the program's folder): an entry such
+    as ``$ORIGIN/../lib`` finds what it names, no false missing library."""
+    write_so(tmp_path / "lib", "libq.so")
+    write_so(tmp_path / "bin", "python3")
+    write_so(tmp_path, "libu.so", needed=["libq.so"])
+    ld = model(ld_library_path=("$ORIGIN/../lib",))
+    ld.start(str(tmp_path / "bin" / "python3"))
+    assert ld.dlopen(str(tmp_path / "libu.so")).ok
+    assert ld.loaded("libq.so").path == f"{tmp_path}/bin/../lib/libq.so"  # type: ignore[union-attr]
+
+
 def test_ld_library_path_is_ignored_in_secure_mode(tmp_path: Path) -> None:
     write_so(tmp_path / "llp", "libq.so")
     write_so(tmp_path, "libu.so", needed=["libq.so"])

@@ -257,8 +257,9 @@ class Ldso:
                 dirs += [
                     (_expand(d, origin), "RPATH of the interpreter") for d in main.facts.rpath or ()
                 ]
-        if not self.env.secure:
-            dirs += [(d, "LD_LIBRARY_PATH") for d in self.env.ld_library_path]
+        if not self.env.secure:  # ld.so(8): $ORIGIN there is the program's folder
+            origin = _dirname(self.main.path) if self.main is not None else "."
+            dirs += [(_expand(d, origin), "LD_LIBRARY_PATH") for d in self.env.ld_library_path]
         if facts is not None and facts.runpath:
             origin = _dirname(requester.path) if requester else "."
             dirs += [
