@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from elf_builder import build_elf
 from linux_elf import write_so
+from pe_builder import build_pe
 from test_fatbin import container, entry
 from test_linux_import import torch_site
 
@@ -172,6 +173,89 @@ def test_a_cpu_build_under_wsl_names_the_hosts_driver(tmp_path: Path) -> None:
     (finding,) = analyze_linux(system_on(tmp_path, root)).findings
     assert finding.code == "cpu-build-on-gpu"
     assert "the Windows host's NVIDIA driver" in finding.message
+
+
+STORE = "usr/lib/wsl/drivers"
+
+
+def host_driver(root: Path, folder: str, version: tuple[int, int, int, int] | None) -> Path:
+    """The host's NVIDIA driver-store folder as WSL2 mounts it: ``libcuda.so.1.1`` and the
+    Windows driver's nvcuda64.dll with FileVersion ``version``."""
+    store = root / STORE / folder
+    write_so(store, "libcuda.so.1.1", soname="libcuda.so.1", defines=["cuInit"])
+    dll = store / "nvcuda64.dll"
+    dll.write_bytes(build_pe(file_version=version))
+    return dll
+
+
+def test_wsl_host_driver_is_read_from_the_driver_store_and_judged_by_windows(
+    tmp_path: Path,
+) -> None:
+    root = wsl_root(tmp_path)
+    dll = host_driver(root, "nv_dispi.inf_amd64_31dab972145ae5a9", (31, 0, 15, 5161))
+    wsl_lib = str(root / "usr/lib/wsl/lib")
+    system = system_on(tmp_path, root, ld_library_path=(wsl_lib,))
+    assert system.host_driver_dlls == ((str(dll),),)
+    (finding,) = analyze_linux(system).findings
+    assert finding.code == "cuda-driver-too-old" and finding.severity == "warning"
+    # 31.0.15.5161 is NVIDIA 551.61; CUDA 12.8's Windows minimum is 570.65 (Linux: 570.26)
+    assert "551.61" in finding.message and "570.65, the Windows minimum" in finding.message
+    assert str(dll) in finding.message
+    assert "minor-version compatibility" in finding.message  # 551.61 >= 12.x's 527.41
+    assert "on Windows" in finding.hints[0].summary
+    assert "never install a Linux NVIDIA driver inside WSL" in finding.hints[0].summary
+    dll.write_bytes(build_pe(file_version=(32, 0, 15, 7283)))  # 572.83: new enough
+    assert codes(system_on(tmp_path, root, ld_library_path=(wsl_lib,))) == []
+
+
+def test_wsl_host_driver_below_the_family_floor_leaves_cuda_unavailable(tmp_path: Path) -> None:
+    root = wsl_root(tmp_path)
+    host_driver(root, "nv_dispi.inf_amd64_1", (27, 21, 14, 5541))  # 455.41, CUDA 11.1's
+    wsl_lib = str(root / "usr/lib/wsl/lib")
+    (finding,) = analyze_linux(system_on(tmp_path, root, ld_library_path=(wsl_lib,))).findings
+    assert finding.code == "cuda-driver-too-old" and "455.41" in finding.message
+    assert "CUDA is unavailable" in finding.message
+
+
+def test_wsl_host_driver_of_several_folders_the_newest_counts(tmp_path: Path) -> None:
+    """Windows may keep an old driver's folder after an upgrade: trust the newest."""
+    root = wsl_root(tmp_path)
+    host_driver(root, "nv_dispi.inf_amd64_aaa", (31, 0, 15, 5161))  # 551.61, left behind
+    host_driver(root, "nv_dispi.inf_amd64_bbb", (32, 0, 15, 7283))  # 572.83
+    (root / STORE / "iigd_dch.inf_amd64_ccc").mkdir()  # Intel's: no libcuda.so.1.1
+    (root / STORE / "iigd_dch.inf_amd64_ccc" / "nvcuda64.dll").write_bytes(b"MZ")
+    wsl_lib = str(root / "usr/lib/wsl/lib")
+    system = system_on(tmp_path, root, ld_library_path=(wsl_lib,))
+    assert len(system.host_driver_dlls) == 2
+    assert codes(system) == []
+
+
+def test_wsl_host_driver_unreadable_or_unversioned_is_not_judged(tmp_path: Path) -> None:
+    root = wsl_root(tmp_path)
+    dll = host_driver(root, "nv_dispi.inf_amd64_1", None)  # no version resource
+    wsl_lib = str(root / "usr/lib/wsl/lib")
+    assert codes(system_on(tmp_path, root, ld_library_path=(wsl_lib,))) == []
+    dll.write_bytes(b"MZ not a PE image")
+    assert codes(system_on(tmp_path, root, ld_library_path=(wsl_lib,))) == []
+
+
+def test_wsl_host_driver_is_read_once_per_file_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchguard._binary.pe import image
+
+    root = wsl_root(tmp_path)
+    host_driver(root, "nv_dispi.inf_amd64_1", (31, 0, 15, 5161))
+    wsl_lib = str(root / "usr/lib/wsl/lib")
+    system = system_on(tmp_path, root, ld_library_path=(wsl_lib,))
+    cache = LinuxCache(tmp_path / "cache")
+    assert codes(system, cache) == ["cuda-driver-too-old"]
+
+    def no_read(source: object) -> object:
+        raise AssertionError("DLL read on a warm run")
+
+    monkeypatch.setattr(image, "read_pe", no_read)
+    assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-too-old"]
 
 
 def with_kernels(site: Path, *entries: bytes) -> Path:

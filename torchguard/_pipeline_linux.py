@@ -23,7 +23,7 @@ from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
-from torchguard._rules.cuda_builds import linux_minimum_driver
+from torchguard._rules.cuda_builds import driver_version, linux_minimum_driver
 from torchguard._rules.linux_gpu import (
     LinuxDriverFacts,
     driver_findings,
@@ -226,6 +226,12 @@ def _gpu_findings(
         return []
     driver = _driver_numbers(system.driver)
     source = system.driver_source
+    host = None
+    if driver is None and system.host_driver_dlls:
+        host = _host_driver(system.host_driver_dlls, files, cache)
+        if host is not None:
+            driver = host[0]
+            source = f"the Windows host's driver, FileVersion of {host[1]}"
     if driver is None and system.driver_cuda is not None:
         driver = linux_minimum_driver(system.driver_cuda)
         source = "--cuda {}.{}: at least that CUDA's minimum".format(*system.driver_cuda)
@@ -240,12 +246,50 @@ def _gpu_findings(
         wsl_libcuda=system.wsl_libcuda,
         libcuda=libcuda,
         nvidia_pci=pci and _nvidia_pci(system.pci_root or "/", cache),
+        host=host is not None,
     )
     found = list(driver_findings(version, cuda, facts, hints))
     if any(compute_capability(g) is not None for g in system.gpus):
         archs = _torch_archs(torch_dir, files, cache)
         found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
     return found
+
+
+def _host_driver(
+    folders: tuple[tuple[str, ...], ...], files: PosixFiles, cache: LinuxCache
+) -> tuple[tuple[int, int], str] | None:
+    """The WSL2 host's driver (``(560, 94)``) and the DLL it was read from: in each NVIDIA
+    driver-store folder the first DLL whose FileVersion is a driver's; of several folders (an
+    older driver left behind) the newest, so a warning never rests on a stale folder."""
+    best: tuple[tuple[int, int], str] | None = None
+    for dlls in folders:
+        for path in dlls:
+            driver = driver_version(_file_version(path, files, cache))
+            if driver is not None:
+                if best is None or driver > best[0]:
+                    best = (driver, path)
+                break
+    return best
+
+
+def _file_version(
+    path: str, files: PosixFiles, cache: LinuxCache
+) -> tuple[int, int, int, int] | None:
+    """A Windows DLL's FileVersion, read as a file (never loaded) once per file state."""
+    from torchguard._binary.pe.errors import FileUnreadable, PEReadError
+    from torchguard._binary.pe.image import read_pe
+
+    fingerprint = files.fingerprint(path)
+    known = cache.file_version(fingerprint)
+    if known is None:
+        try:
+            known = read_pe(path).file_version or ()
+        except FileUnreadable:
+            return None  # not the file's doing: read it again next run
+        except PEReadError:
+            known = ()
+        cache.store_file_version(fingerprint, known)
+    return (known[0], known[1], known[2], known[3]) if len(known) == 4 else None
 
 
 def _libcuda(ldso: Ldso) -> str:

@@ -19,7 +19,7 @@ from torchguard._linux.maps import read_maps
 from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
 from torchguard._linux.nvidia import read_driver_version
 from torchguard._linux.process import read_environ, read_secure
-from torchguard._linux.wsl import Wsl, read_wsl
+from torchguard._linux.wsl import Wsl, driver_store_dlls, read_wsl
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
@@ -56,6 +56,10 @@ class LinuxSystem:
     described offline (a named NVIDIA GPU, ``--cuda``)."""
     wsl_libcuda: str | None = None
     """Under WSL2, the host driver's ``libcuda.so.1`` in ``/usr/lib/wsl/lib`` (None: absent)."""
+    host_driver_dlls: tuple[tuple[str, ...], ...] = ()
+    """Under WSL2, the Windows driver's DLLs in each NVIDIA folder of the host's driver store
+    (``/usr/lib/wsl/drivers/nv*.inf_amd64_*/nvcuda64.dll`` ...), best first: their FileVersion
+    is the host driver's version (read by the pipeline, cached by file state)."""
     driver_cuda: tuple[int, int] | None = None
     """Offline ``--cuda X.Y``: the newest CUDA the driver supports (its version unknown)."""
     pci_root: str | None = None
@@ -205,6 +209,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         driver_source=NVIDIA_VERSION if driver else "",
         driver_present=driver is not None or libcuda is not None,
         wsl_libcuda=libcuda,
+        host_driver_dlls=driver_store_dlls("/") if libcuda is not None else (),
         pci_root="/",
     )
 
@@ -264,6 +269,7 @@ def offline_linux(
             or any("nvidia" in g.lower() for g in gpus)
         ),
         wsl_libcuda=libcuda,
+        host_driver_dlls=driver_store_dlls(sysroot) if libcuda is not None else (),
     )
 
 

@@ -5,6 +5,12 @@ are mounted in ``/usr/lib/wsl/lib`` (listed in ``/etc/ld.so.conf.d/ld.wsl.conf``
 ``/proc/driver/nvidia`` does not exist. WSL1 has no GPU support at all. The kernel says which
 it is in ``/proc/version``: ``...-microsoft-standard-WSL2`` for WSL2, ``4.4.0-19041-Microsoft``
 for WSL1; a custom WSL2 kernel may say neither, and then the library folder decides.
+
+The driver's version is not in ``/proc`` there. WSL2 mounts the host's driver store folders in
+``/usr/lib/wsl/drivers`` (``nv_dispi.inf_amd64_<hash>/`` ...); NVIDIA's is the one holding
+``libcuda.so.1.1`` (NVIDIA's container toolkit finds it the same way), beside the Windows
+driver's own DLLs, whose FileVersion is the display driver's version (``32.0.15.6094``: NVIDIA
+560.94). Those DLLs are read as files, never loaded, and no process is started.
 """
 
 from __future__ import annotations
@@ -14,7 +20,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 LIB_DIR = "/usr/lib/wsl/lib"
+DRIVERS_DIR = "/usr/lib/wsl/drivers"
 PROC_VERSION = "/proc/version"
+#: The library that marks NVIDIA's folder in the driver store (the host's real libcuda).
+DRIVER_STORE_MARK = "libcuda.so.1.1"
+#: The Windows driver's DLLs whose FileVersion is the display driver's, best first: the CUDA
+#: driver itself (``System32\\nvcuda.dll`` is installed from it), then the PTX JIT compiler
+#: and the Direct3D driver every NVIDIA display driver ships.
+DRIVER_DLLS = ("nvcuda64.dll", "nvptxJitCompiler64.dll", "nvwgf2umx.dll")
 
 
 @dataclass(frozen=True)
@@ -62,3 +75,31 @@ def read_wsl(root: str = "/") -> Wsl | None:
     except OSError:
         entries = None
     return detect_wsl(proc_version, entries, lib_dir)
+
+
+def driver_store_dlls(root: str = "/") -> tuple[tuple[str, ...], ...]:
+    """For each NVIDIA folder of the host's driver store (it holds ``libcuda.so.1.1``), the
+    paths of its :data:`DRIVER_DLLS` that exist, best first; () when there is none.
+
+    Windows may keep an older driver's folder after an upgrade: every NVIDIA folder is
+    listed, and the caller decides (the newest is the one a warning may trust)."""
+    drivers = os.path.join(root, DRIVERS_DIR.lstrip("/"))
+    try:
+        folders = sorted(os.listdir(drivers))
+    except OSError:
+        return ()
+    found: list[tuple[str, ...]] = []
+    for folder in folders:
+        path = os.path.join(drivers, folder)
+        try:
+            names = {n.lower(): n for n in os.listdir(path)}  # Windows names: any case
+        except OSError:
+            continue
+        if DRIVER_STORE_MARK not in names:
+            continue
+        dlls = tuple(
+            os.path.join(path, names[n.lower()]) for n in DRIVER_DLLS if n.lower() in names
+        )
+        if dlls:
+            found.append(dlls)
+    return tuple(found)

@@ -80,6 +80,7 @@ class LinuxCache:
             "fatbin": {},
             "pci": {},
             "stems": {},
+            "versions": {},
         }
         self._dirty = False
         self._load()
@@ -205,6 +206,17 @@ class LinuxCache:
 
     def store_stems(self, key: str, stems: tuple[str, ...]) -> None:
         self._put("stems", key, list(stems))
+
+    def file_version(self, fingerprint: str) -> tuple[int, ...] | None:
+        """A Windows DLL's FileVersion by file fingerprint: () when it has none; None when
+        not read yet."""
+        found = self._data["versions"].get(fingerprint)
+        if not isinstance(found, list) or not all(isinstance(n, int) for n in found):
+            return None
+        return tuple(found)
+
+    def store_file_version(self, fingerprint: str, version: tuple[int, ...]) -> None:
+        self._put("versions", fingerprint, list(version))
 
     def _put(self, section: str, key: str, value: Any) -> None:
         table = self._data[section]

@@ -3,9 +3,11 @@
 its kernels do not run.
 
 The driver is the kernel module's version (``/proc/driver/nvidia/version``) or, under WSL2, the
-Windows host's ``libcuda.so.1`` in ``/usr/lib/wsl/lib``; whether ``libcuda.so.1`` is found at
-all is ld.so's answer (cudart ``dlopen``s it by name at the first CUDA call). The minimum
-drivers are the Linux column of NVIDIA's table (:mod:`.cuda_builds`), the GPUs' architectures
+Windows host's (the FileVersion of its DLLs in ``/usr/lib/wsl/drivers``), whose
+``libcuda.so.1`` is in ``/usr/lib/wsl/lib``; whether ``libcuda.so.1`` is found at all is
+ld.so's answer (cudart ``dlopen``s it by name at the first CUDA call). The minimum drivers are
+the Linux column of NVIDIA's table (:mod:`.cuda_builds`), its Windows column for a WSL2 host's
+driver, the GPUs' architectures
 the table of :mod:`torchguard._windows.gpus`, torch's kernels the ``.nv_fatbin`` of
 ``libtorch_cuda.so``.
 """
@@ -19,6 +21,7 @@ from torchguard._binary.fatbin import FatbinArchs
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.cuda_builds import (
     LINUX_FAMILY_FLOOR,
+    MINIMUM_DRIVER,
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     Cuda,
@@ -28,6 +31,7 @@ from torchguard._rules.cuda_builds import (
     index_url,
     install_command,
     linux_minimum_driver,
+    minimum_driver,
     release_of,
 )
 from torchguard._rules.kernels import no_kernels_message
@@ -38,6 +42,15 @@ from torchguard._windows.gpus import CUDA_GPUS_URL, Capability, compute_capabili
 DRIVERS_URL = "https://www.nvidia.com/drivers"
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
 WSL_CUDA_URL = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
+
+#: CUDA major -> the oldest Windows driver that runs its toolkits through minor-version
+#: compatibility (gpu-facts.md section 5, Table 2: 11.x from 452.39 on Windows; 12.x from
+#: 12.0 GA's first Windows driver 527.41; 13.x from 580): a WSL2 host's driver is Windows'.
+WINDOWS_FAMILY_FLOOR: dict[int, LinuxDriver] = {
+    11: (452, 39),
+    12: MINIMUM_DRIVER[(12, 0)],
+    13: MINIMUM_DRIVER[(13, 0)],
+}
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,8 @@ class LinuxDriverFacts:
     """Where ld.so finds ``libcuda.so.1`` (empty: nowhere; None: not asked)."""
     nvidia_pci: bool = False
     """An NVIDIA display controller on the PCI bus (vendor 0x10de, class 0x03)."""
+    host: bool = False
+    """``driver`` is a WSL2 host's Windows driver: judged by NVIDIA's Windows column."""
 
 
 def parse_cuda(cuda: str | None) -> Cuda | None:
@@ -73,7 +88,8 @@ def driver_findings(
     if wanted is None:
         return
     name = f"torch {torch_version} (CUDA {wanted[0]}.{wanted[1]})"
-    required = linux_minimum_driver(wanted)
+    minimum = _windows_minimum if facts.host else linux_minimum_driver
+    required = minimum(wanted)
     if not facts.loaded:
         if facts.nvidia_pci:
             yield _missing(
@@ -81,7 +97,7 @@ def driver_findings(
                 "kernel driver is loaded (no /proc/driver/nvidia/version): torch imports, "
                 "CUDA is unavailable",
                 "libcuda.so.1",
-                _driver_hints(torch_version, required, hints),
+                _driver_hints(torch_version, required, hints, minimum),
             )
         return
     if facts.libcuda == "":
@@ -90,7 +106,7 @@ def driver_findings(
     driver = facts.driver
     if driver is None or required is None or driver >= required:
         return
-    floor = LINUX_FAMILY_FLOOR.get(wanted[0])
+    floor = (WINDOWS_FAMILY_FLOOR if facts.host else LINUX_FAMILY_FLOOR).get(wanted[0])
     shown = format_linux_driver(driver)
     compatible = floor is not None and driver >= floor
     if compatible:
@@ -109,13 +125,20 @@ def driver_findings(
         severity=WARNING,
         message=(
             f"the NVIDIA driver {shown} ({facts.source}) is older than "
-            f"{format_linux_driver(required)}, the Linux minimum for CUDA "
-            f"{wanted[0]}.{wanted[1]} that {name} uses: {effect}"
+            f"{format_linux_driver(required)}, the {'Windows' if facts.host else 'Linux'} "
+            f"minimum for CUDA {wanted[0]}.{wanted[1]} that {name} uses: {effect}"
         ),
         missing="libcuda.so.1",
-        hints=_driver_hints(torch_version, required, hints, driver, cpu=not compatible),
+        hints=_driver_hints(
+            torch_version, required, hints, minimum, driver, cpu=not compatible, host=facts.host
+        ),
         rank=70,
     )
+
+
+def _windows_minimum(cuda: Cuda) -> LinuxDriver | None:
+    """NVIDIA's Windows minimum for ``cuda`` (a WSL2 host's driver is a Windows driver)."""
+    return minimum_driver(cuda)
 
 
 def _missing(message: str, missing: str, hints: tuple[RepairHint, ...]) -> Finding:
@@ -175,19 +198,30 @@ def _driver_hints(
     torch_version: str,
     required: LinuxDriver | None,
     hints: LinuxHints,
+    minimum: Callable[[Cuda], LinuxDriver | None],
     driver: LinuxDriver | None = None,
     *,
     cpu: bool = True,
+    host: bool = False,
 ) -> tuple[RepairHint, ...]:
     """The driver to install, else this release for a CUDA the driver runs, else (when CUDA
     cannot start at all: ``cpu``) its CPU build."""
     wanted = f" {format_linux_driver(required)} or newer" if required else ""
-    found = [RepairHint(f"Install the NVIDIA driver{wanted}", (), DRIVERS_URL)]
+    if host:
+        install = RepairHint(
+            f"Install the NVIDIA driver{wanted} on Windows: under WSL2 the driver is the "
+            "Windows host's (never install a Linux NVIDIA driver inside WSL)",
+            (),
+            WSL_CUDA_URL,
+        )
+    else:
+        install = RepairHint(f"Install the NVIDIA driver{wanted}", (), DRIVERS_URL)
+    found = [install]
     base = torch_version.split("+")[0]
     release = release_of(base)
     best = None
     if driver is not None and release is not None:
-        fitting = [v for v in release.variants if (linux_minimum_driver(v) or (10**6,)) <= driver]
+        fitting = [v for v in release.variants if (minimum(v) or (10**6,)) <= driver]
         best = max(fitting) if fitting else None
     if best is not None:
         found.append(
