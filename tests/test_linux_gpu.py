@@ -380,3 +380,85 @@ def test_libcuda_is_searched_as_cudarts_own_dlopen(tmp_path: Path) -> None:
     assert codes(system) == ["cuda-driver-missing"]
     write_so(tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib", "libcuda.so.1")
     assert codes(system) == []
+
+
+def driver_library(folder: Path, version: str) -> Path:
+    """``libcuda.so.<version>`` and the ``libcuda.so.1`` link to it, as the driver (or a
+    ``cuda-compat`` package) installs them."""
+    write_so(folder, f"libcuda.so.{version}", soname="libcuda.so.1", defines=["cuInit"])
+    link = folder / "libcuda.so.1"
+    link.symlink_to(f"libcuda.so.{version}")
+    return link
+
+
+def mismatch(system: LinuxSystem) -> list[object]:
+    return [f for f in analyze_linux(system).findings if f.code == "cuda-driver-mismatch"]
+
+
+def test_a_driver_upgraded_without_a_reboot_is_a_libcuda_module_mismatch(
+    tmp_path: Path,
+) -> None:
+    root = root_with_driver(tmp_path, "570.124.06", libcuda=False)
+    driver_library(root / TRIPLET, "570.124.06")
+    assert codes(system_on(tmp_path, root)) == []  # user space and kernel module agree
+    (root / TRIPLET / "libcuda.so.1").unlink()
+    driver_library(root / TRIPLET, "575.57.08")  # the upgrade; the old module still runs
+    (finding,) = analyze_linux(system_on(tmp_path, root)).findings
+    assert finding.code == "cuda-driver-mismatch" and finding.severity == "warning"
+    assert "driver 575.57.08, but the NVIDIA kernel module is 570.124.06" in finding.message
+    assert "CUDA error 803" in finding.message and "torch imports" in finding.message
+    assert "Driver/library version mismatch" in finding.message
+    assert finding.hints[0].summary.startswith("Reboot")
+
+
+def test_an_older_cuda_compat_libcuda_on_ld_library_path_gives_error_803(
+    tmp_path: Path,
+) -> None:
+    root = root_with_driver(tmp_path, "580.65.06", libcuda=False)
+    driver_library(root / TRIPLET, "580.65.06")
+    compat = tmp_path / "usr" / "local" / "cuda-12.8" / "compat"
+    driver_library(compat, "570.124.06")
+    system = system_on(tmp_path, root, ld_library_path=(str(compat),))
+    (finding,) = mismatch(system)
+    assert "found through LD_LIBRARY_PATH" in finding.message  # type: ignore[attr-defined]
+    assert "forward-compatibility libcuda older" in finding.message  # type: ignore[attr-defined]
+    assert "CUDA error 803" in finding.message  # type: ignore[attr-defined]
+    (hint,) = finding.hints  # type: ignore[attr-defined]
+    assert f"Drop {compat} from LD_LIBRARY_PATH" in hint.summary
+    assert codes(system_on(tmp_path, root)) == []  # without it, the driver's own loads
+
+
+def test_a_newer_cuda_compat_libcuda_is_judged_only_on_a_consumer_gpu(tmp_path: Path) -> None:
+    root = root_with_driver(tmp_path, "570.124.06", libcuda=False)
+    driver_library(root / TRIPLET, "570.124.06")
+    compat = tmp_path / "usr" / "local" / "cuda-12.9" / "compat"
+    driver_library(compat, "575.57.08")
+    search = (str(compat),)
+    # forward compatibility as NVIDIA intends it (a data-centre GPU, or none named): no finding
+    assert mismatch(system_on(tmp_path, root, ld_library_path=search)) == []
+    named = system_on(tmp_path, root, ld_library_path=search, gpus=("NVIDIA H100 80GB HBM3",))
+    assert mismatch(named) == []
+    consumer = system_on(
+        tmp_path, root, ld_library_path=search, gpus=("NVIDIA GeForce RTX 3090",)
+    )
+    (finding,) = mismatch(consumer)
+    assert "CUDA error 804" in finding.message  # type: ignore[attr-defined]
+    assert "GeForce RTX 3090" in finding.message  # type: ignore[attr-defined]
+
+
+def test_a_compat_folder_in_the_ld_so_cache_is_taken_out_of_the_configuration(
+    tmp_path: Path,
+) -> None:
+    from ldcache_builder import X86_64, build_cache
+
+    root = root_with_driver(tmp_path, "580.65.06", libcuda=False)
+    driver_library(root / TRIPLET, "580.65.06")
+    compat = root / "usr" / "local" / "cuda-13.0" / "compat"
+    driver_library(compat, "575.57.08")
+    (root / "etc").mkdir()
+    (root / "etc" / "ld.so.cache").write_bytes(
+        build_cache([("libcuda.so.1", "/usr/local/cuda-13.0/compat/libcuda.so.1", X86_64, None)])
+    )
+    (finding,) = mismatch(system_on(tmp_path, root))
+    assert "found through ld.so.cache" in finding.message  # type: ignore[attr-defined]
+    assert finding.hints[0].commands[-1] == "sudo ldconfig"  # type: ignore[attr-defined]

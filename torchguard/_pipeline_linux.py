@@ -12,7 +12,7 @@ from torchguard._binary.elf.strings import read_dlopen_stems
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
-from torchguard._linux.nvidia import boot_id, nvidia_on_pci
+from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
@@ -235,9 +235,9 @@ def _gpu_findings(
     if driver is None and system.driver_cuda is not None:
         driver = linux_minimum_driver(system.driver_cuda)
         source = "--cuda {}.{}: at least that CUDA's minimum".format(*system.driver_cuda)
-    libcuda = None
+    libcuda, via = None, ""
     if system.driver is not None or system.wsl_libcuda is not None:
-        libcuda = _libcuda(ldso)
+        libcuda, via = _libcuda(ldso)
     pci = not system.driver_present and system.pci_root is not None
     facts = LinuxDriverFacts(
         driver=driver,
@@ -247,6 +247,11 @@ def _gpu_findings(
         libcuda=libcuda,
         nvidia_pci=pci and _nvidia_pci(system.pci_root or "/", cache),
         host=host is not None,
+        module=system.driver,
+        libcuda_version=libcuda_version(libcuda) if libcuda and system.driver else None,
+        libcuda_via=via,
+        libcuda_compat=bool(libcuda) and is_compat_dir(libcuda or ""),
+        gpus=system.gpus,
     )
     found = list(driver_findings(version, cuda, facts, hints))
     if any(compute_capability(g) is not None for g in system.gpus):
@@ -292,21 +297,23 @@ def _file_version(
     return (known[0], known[1], known[2], known[3]) if len(known) == 4 else None
 
 
-def _libcuda(ldso: Ldso) -> str:
-    """Where cudart's ``dlopen("libcuda.so.1")`` at CUDA initialisation lands ("": nowhere).
+def _libcuda(ldso: Ldso) -> tuple[str, str]:
+    """Where cudart's ``dlopen("libcuda.so.1")`` at CUDA initialisation lands ("": nowhere),
+    and how it is found.
 
     Already mapped: reused by name. Otherwise the search is cudart's own: it has no RUNPATH,
     so the RPATHs of the libraries that loaded it (torch's) come first, as glibc's dlopen does
     for the calling object; without a loaded cudart, the interpreter's search."""
     mapped = ldso.loaded("libcuda.so.1")
     if mapped is not None:
-        return mapped.path
+        return mapped.path, "loaded"
     cudart = next(
         (o for o in ldso.objects if (o.facts.soname or "").startswith("libcudart.so")), None
     )
     if cudart is None:
-        return ldso.locate("libcuda.so.1") or ""
-    return ldso.late_load("libcuda.so.1", cudart).path or ""
+        return ldso.locate("libcuda.so.1") or "", ""
+    found = ldso.late_load("libcuda.so.1", cudart)
+    return found.path or "", found.via
 
 
 def _nvidia_pci(root: str, cache: LinuxCache) -> bool:

@@ -33,6 +33,7 @@ class Code(_Text):
     RUNTIME_TOO_OLD = "runtime-too-old"
     CUDA_DRIVER_MISSING = "cuda-driver-missing"
     CUDA_DRIVER_TOO_OLD = "cuda-driver-too-old"
+    CUDA_DRIVER_MISMATCH = "cuda-driver-mismatch"
     CPU_BUILD_ON_GPU = "cpu-build-on-gpu"
     GPU_ARCH_UNSUPPORTED = "gpu-arch-unsupported"
     PAGE_FILE_TOO_SMALL = "page-file-too-small"

@@ -56,6 +56,30 @@ def read_driver_version(path: str = DEFAULT_PATH) -> NvidiaDriver | None:
         return None
 
 
+#: The driver installs ``libcuda.so.<its version>`` and links ``libcuda.so.1`` to it; NVIDIA's
+#: ``cuda-compat`` packages do the same in ``/usr/local/cuda-X.Y/compat``. A first number of
+#: three digits or more is a driver branch, never a soname version (``libcuda.so.1.1``: WSL2).
+_LIBCUDA_FILE = re.compile(r"libcuda\.so\.(\d{3,}(?:\.\d+)+)$")
+#: Folders of NVIDIA's forward-compatibility libraries (``cuda-compat-12-8`` installs into
+#: ``/usr/local/cuda-12.8/compat``; conda-forge's ``cuda-compat`` into ``$PREFIX/cuda-compat``).
+COMPAT_DIRS = ("compat", "cuda-compat")
+
+
+def libcuda_version(path: str) -> str | None:
+    """The driver version of the ``libcuda.so.1`` at ``path``, from the name of the file it
+    is (``libcuda.so.535.104.05``, through its symbolic links); None when the name says none."""
+    for candidate in (path, os.path.realpath(path)):
+        match = _LIBCUDA_FILE.search(os.path.basename(candidate))
+        if match is not None:
+            return match.group(1)
+    return None
+
+
+def is_compat_dir(path: str) -> bool:
+    """``path`` (a library's) lies in a CUDA forward-compatibility folder."""
+    return os.path.basename(os.path.dirname(path)) in COMPAT_DIRS
+
+
 PCI_DEVICES = "sys/bus/pci/devices"
 _NVIDIA_VENDOR = 0x10DE
 _DISPLAY_CLASS = 0x03

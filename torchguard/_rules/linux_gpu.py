@@ -1,6 +1,6 @@
 """The NVIDIA driver and the GPU on Linux: ``cuda-driver-missing``, ``cuda-driver-too-old``,
-``gpu-arch-unsupported``. All warnings: torch imports either way, CUDA is then unavailable or
-its kernels do not run.
+``cuda-driver-mismatch``, ``gpu-arch-unsupported``. All warnings: torch imports either way, CUDA
+is then unavailable or its kernels do not run.
 
 The driver is the kernel module's version (``/proc/driver/nvidia/version``) or, under WSL2, the
 Windows host's (the FileVersion of its DLLs in ``/usr/lib/wsl/drivers``), whose
@@ -71,6 +71,16 @@ class LinuxDriverFacts:
     """An NVIDIA display controller on the PCI bus (vendor 0x10de, class 0x03)."""
     host: bool = False
     """``driver`` is a WSL2 host's Windows driver: judged by NVIDIA's Windows column."""
+    module: str | None = None
+    """The kernel module's version as ``/proc/driver/nvidia/version`` prints it."""
+    libcuda_version: str | None = None
+    """The driver version ``libcuda`` (as ld.so finds it) names: ``libcuda.so.535.104.05``."""
+    libcuda_via: str = ""
+    """How ld.so finds it: ``LD_LIBRARY_PATH``, ``ld.so.cache``, ``RPATH ...``, ``default``."""
+    libcuda_compat: bool = False
+    """It lies in a CUDA forward-compatibility folder (``/usr/local/cuda-X.Y/compat``)."""
+    gpus: tuple[str, ...] = ()
+    """The GPUs the driver lists (or ``--gpu``)."""
 
 
 def parse_cuda(cuda: str | None) -> Cuda | None:
@@ -103,6 +113,9 @@ def driver_findings(
     if facts.libcuda == "":
         yield _libcuda_unreachable(name, facts)
         return
+    mismatch = _mismatch(name, facts)
+    if mismatch is not None:
+        yield mismatch
     driver = facts.driver
     if driver is None or required is None or driver >= required:
         return
@@ -133,6 +146,109 @@ def driver_findings(
             torch_version, required, hints, minimum, driver, cpu=not compatible, host=facts.host
         ),
         rank=70,
+    )
+
+
+COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/"
+#: GPUs NVIDIA's forward compatibility does not support (it is for data-centre GPUs).
+_CONSUMER = ("geforce", "titan")
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def _mismatch(name: str, facts: LinuxDriverFacts) -> Finding | None:
+    """``libcuda`` (user space) of another driver version than the kernel module: CUDA's
+    initialisation refuses the pair (error 803), or (a forward-compatibility ``libcuda``
+    newer than the module, on a GPU that feature does not support) error 804."""
+    module, found, path = facts.module, facts.libcuda_version, facts.libcuda
+    if module is None or found is None or not path or facts.host:
+        return None
+    lib, kernel = _numbers(found), _numbers(module)
+    if lib == kernel:
+        return None
+    where = f"{path} (found through {facts.libcuda_via})" if facts.libcuda_via else path
+    folder = path.rsplit("/", 1)[0]
+    if facts.libcuda_compat and lib > kernel:
+        consumer = [g for g in facts.gpus if any(c in g.lower() for c in _CONSUMER)]
+        if not consumer:
+            return None  # forward compatibility, as NVIDIA intends it on data-centre GPUs
+        effect = (
+            f"{name}'s CUDA initialisation fails with \"CUDA error 804: forward compatibility "
+            f'was attempted on non supported HW" on the {consumer[0]}'
+        )
+        why = "NVIDIA's forward-compatibility libcuda runs only on data-centre GPUs"
+    else:
+        effect = (
+            f"{name}'s CUDA initialisation fails with \"CUDA error 803: system has unsupported "
+            'display driver / cuda driver combination"'
+        )
+        why = (
+            "a forward-compatibility libcuda older than the driver it runs on"
+            if facts.libcuda_compat
+            else (
+                "the driver was upgraded and the old kernel module is still loaded (nvidia-smi: "
+                '"Driver/library version mismatch")'
+                if lib > kernel
+                else "a driver library left from another driver version"
+            )
+        )
+    return Finding(
+        code=Code.CUDA_DRIVER_MISMATCH,
+        severity=WARNING,
+        message=(
+            f"libcuda.so.1, which cudart loads at the first CUDA call, is {where}, driver "
+            f"{found}, but the NVIDIA kernel module is {module}: {why}. torch imports, then "
+            f"{effect} and torch.cuda.is_available() is False"
+        ),
+        missing="libcuda.so.1",
+        path=path,
+        hints=_mismatch_hints(facts, folder, lib > kernel),
+        rank=70,
+    )
+
+
+def _mismatch_hints(
+    facts: LinuxDriverFacts, folder: str, newer: bool
+) -> tuple[RepairHint, ...]:
+    if facts.libcuda_compat or facts.libcuda_via.startswith("LD_LIBRARY_PATH"):
+        if facts.libcuda_via.startswith("LD_LIBRARY_PATH"):
+            return (
+                RepairHint(
+                    f"Drop {folder} from LD_LIBRARY_PATH before Python starts, so that the "
+                    "driver's own libcuda (the kernel module's version) loads",
+                    ("unset LD_LIBRARY_PATH",),
+                    COMPAT_URL,
+                ),
+            )
+        return (
+            RepairHint(
+                f"Take {folder} out of the loader's configuration (the /etc/ld.so.conf.d entry "
+                "that lists it; or remove the cuda-compat package), then rebuild the cache",
+                ("grep -rl " + folder + " /etc/ld.so.conf.d", "sudo ldconfig"),
+                COMPAT_URL,
+            ),
+        )
+    if newer:
+        return (
+            RepairHint(
+                "Reboot, so that the kernel module of the installed driver loads (or unload "
+                "and reload the NVIDIA modules with nothing using the GPU)",
+                (
+                    "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia",
+                    "sudo modprobe nvidia",
+                ),
+                DRIVERS_URL,
+            ),
+        )
+    return (
+        RepairHint(
+            f"Remove the stray {facts.libcuda} or reinstall the driver's user-space libraries "
+            f"at the kernel module's version {facts.module}, then rebuild the cache",
+            ("sudo ldconfig",),
+            DRIVERS_URL,
+        ),
     )
 
 
