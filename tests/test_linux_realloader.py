@@ -3,7 +3,8 @@
 Genuine torch 2.9.1+cu128 manylinux wheels with their NVIDIA wheels from PyPI (no GPU needed:
 CUDA builds import on a GPU-less machine), broken in scratch copies the way the public record
 breaks them. Each scenario compares the real ``python -c "import torch"`` with ``diagnose()``
-run live in the same layout and environment.
+run live in the same layout and environment, and with what ``ensure()``, ``doctor --json`` and
+the offline ``scan`` of the same folder say there.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from linux_realloader import (
     agree,
     agree_package,
     cached_wheel,
+    front_doors_agree,
     install_over,
     predicted,
     real_import,
@@ -173,6 +175,7 @@ def test_torchguard_predicts_what_the_real_loader_does(
     outcome = report["import_torch"]
     print(f"\n{name}: real={'ok' if real.ok else real.line!r} torchguard={outcome}")
     assert agree(real, report), (real, report["findings"])
+    assert front_doors_agree(real, report) == [], real
     if real.ok:
         assert not [f for f in report["findings"] if f["severity"] == "error"]  # type: ignore[union-attr,index]
     gpu_less = not Path("/proc/driver/nvidia").exists() and not Path("/usr/lib/wsl").exists()
