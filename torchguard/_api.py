@@ -229,7 +229,7 @@ def _scan_linux(
     import zipfile
 
     from torchguard._linux.system import offline_linux
-    from torchguard._linux.targets import unpack_wheels
+    from torchguard._linux.wheel_files import lay_out_wheels
     from torchguard._pipeline_linux import analyze_linux, linux_cache
     from torchguard._windows.system import TargetError
 
@@ -245,11 +245,12 @@ def _scan_linux(
         folders = [p for p in linux if os.path.isdir(p)]
         wheels = [p for p in linux if not os.path.isdir(p)]
         with tempfile.TemporaryDirectory(prefix="torchguard-wheels-") as scratch:
+            layout = None
             if wheels:
                 try:
-                    unpack_wheels(wheels, scratch)
+                    layout = lay_out_wheels(wheels, scratch)
                 except (OSError, zipfile.BadZipFile) as exc:
-                    raise TargetError(f"cannot unpack the wheels: {exc}") from None
+                    raise TargetError(f"cannot read the wheels: {exc}") from None
                 folders.append(scratch)
             system = offline_linux(
                 folders,
@@ -257,6 +258,7 @@ def _scan_linux(
                 ld_library_path=search,
                 gpus=gpus,
                 driver_cuda=driver_cuda,
+                wheels=layout,
             )
             return analyze_linux(system, cache=linux_cache())
 

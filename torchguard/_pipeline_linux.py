@@ -16,6 +16,7 @@ from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nv
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
+from torchguard._linux.wheel_files import WheelFiles
 from torchguard._model.cache import cache_dir
 from torchguard._model.late_loads import Stems, late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
@@ -119,7 +120,7 @@ def _stems_reader(files: PosixFiles, cache: LinuxCache) -> Stems:
         known = cache.stems(key)
         if known is None:
             try:
-                known = read_dlopen_stems(path, family)
+                known = read_dlopen_stems(files.whole(path), family)
             except ElfUnreadable:
                 return ()  # not the file's doing: read it again next run, never cache it
             except ElfReadError:
@@ -148,16 +149,24 @@ def _plan(
 
 def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
     """The whole Linux analysis of ``system``; problems become findings."""
+    cache = cache if cache is not None else LinuxCache(None)
+    files = WheelFiles(system.wheels, cache) if system.wheels else PosixFiles(cache)
+    try:
+        return _analyze(system, cache, files)
+    finally:
+        if isinstance(files, WheelFiles):
+            files.close()
+
+
+def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Report:
     start = time.perf_counter()
     mode = Analysis.LIVE if system.live else Analysis.OFFLINE
     if system.torch_package_dir is None:
         return Report(findings=(torch_not_found(),), mode=mode)
     torch_dir = system.torch_package_dir
     version, cuda = torch_version(torch_dir)
-    cache = cache if cache is not None else LinuxCache(None)
     if isinstance(system.cache, CacheView):
         system.cache.memo.update(cache.lookups(system.cache.key))
-    files = PosixFiles(cache)
     plan = _plan(torch_dir, version, cuda, files, cache)
     ldso = Ldso(files, environment(system), cache)
     ldso.start(system.executable, system.mapped)
@@ -165,7 +174,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
     hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
     findings = list(import_findings(replay, hints, ldso.objects))
-    findings += conflicting_files(_conflicts(torch_dir, cache), hints)
+    findings += conflicting_files(_conflicts(torch_dir, cache, _scratch(system)), hints)
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
@@ -342,7 +351,7 @@ def _torch_archs(torch_dir: str, files: PosixFiles, cache: LinuxCache) -> Fatbin
     known = cache.fatbin(fingerprint)
     if known is None:
         try:
-            read = read_fatbin_archs(path)
+            read = read_fatbin_archs(files.whole(path))
         except (ElfReadError, FatbinError):
             return None
         known = (read.sass, read.ptx) if read else (frozenset(), frozenset())
@@ -359,31 +368,44 @@ def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> li
             key = f"{os.path.abspath(site)}|{os.stat(site).st_mtime_ns}"
         except OSError:
             continue
-        listed = cache.extensions(key)
+        # a wheels' scratch folder is new each run: listed again (its files' facts are cached
+        # by content), never stored under a key no run will use again
+        listed = None if site == _scratch(system) else cache.extensions(key)
         if listed is None:
             listed = [
                 (e.package, e.path)
                 for e in find_extensions([site], lambda path: files.facts(path).needed)
             ]
-            cache.store_extensions(key, listed)
+            if site != _scratch(system):
+                cache.store_extensions(key, listed)
         found += [item for item in listed if files.is_file(item[1])]
     return found
 
 
-def _conflicts(torch_dir: str, cache: LinuxCache) -> dict[str, tuple[tuple[str, ...], str | None]]:
-    """Shared objects two NVIDIA distributions claim, read once per site-packages state."""
+def _scratch(system: LinuxSystem) -> str | None:
+    """The scratch folder mirroring wheels (None: no wheel scanned)."""
+    return system.wheels.site if system.wheels is not None else None
+
+
+def _conflicts(
+    torch_dir: str, cache: LinuxCache, scratch: str | None = None
+) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """Shared objects two NVIDIA distributions claim, read once per site-packages state (a
+    wheels' scratch folder: every run, its RECORDs are small and its key would never recur)."""
     site = os.path.dirname(os.path.abspath(torch_dir))
     try:
         key = f"{site}|{os.stat(site).st_mtime_ns}"
     except OSError:
         return {}
-    claims = cache.claims(key)
+    temporary = scratch is not None and os.path.abspath(scratch) == site
+    claims = None if temporary else cache.claims(key)
     if claims is None:
         claims = {
             path: [(c.dist, c.size) for c in found]
             for path, found in shared_object_claims(site).items()
         }
-        cache.store_claims(key, claims)
+        if not temporary:
+            cache.store_claims(key, claims)
     return {
         path: (tuple(d for d, _ in found), on_disk(path, [Claim(d, s, None) for d, s in found]))
         for path, found in claims.items()

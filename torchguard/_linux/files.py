@@ -88,6 +88,11 @@ def glibc_words(path: str, error: ElfReadError) -> ElfReadError:
             head = handle.read(_EHDR64)
     except OSError:
         return error
+    return glibc_head_words(head, error)
+
+
+def glibc_head_words(head: bytes, error: ElfReadError) -> ElfReadError:
+    """:func:`glibc_words` for a file whose first 64 bytes are ``head``."""
     if len(head) < _EHDR64:
         return ElfReadError("file too short")
     if head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
@@ -166,6 +171,11 @@ class PosixFiles:
             assert image.symbols is not None
             found = self._symbols[key] = symbol_table(image.symbols)
         return found
+
+    def whole(self, path: str) -> str:
+        """``path``, ready for a reader that maps the whole file (its ``.rodata`` or
+        ``.nv_fatbin``): already so here (see ``WheelFiles``)."""
+        return path
 
     def fingerprint(self, path: str) -> str:
         """The file's identity and state, not its name: a symlink and its target, or one

@@ -19,6 +19,7 @@ from torchguard._linux.maps import read_maps
 from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
 from torchguard._linux.nvidia import read_driver_version
 from torchguard._linux.process import read_environ, read_secure
+from torchguard._linux.wheel_files import WheelLayout
 from torchguard._linux.wsl import Wsl, driver_store_dlls, read_wsl
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
@@ -64,6 +65,9 @@ class LinuxSystem:
     """Offline ``--cuda X.Y``: the newest CUDA the driver supports (its version unknown)."""
     pci_root: str | None = None
     """Live: the root whose sysfs lists PCI devices, read only when a driver is missing."""
+    wheels: WheelLayout | None = None
+    """Offline: the scratch site mirroring manylinux wheels, whose shared objects are read
+    from the wheels themselves (:mod:`.wheel_files`)."""
 
 
 def host_machine() -> str:
@@ -229,6 +233,7 @@ def offline_linux(
     machine: str = "x86_64",
     gpus: tuple[str, ...] = (),
     driver_cuda: tuple[int, int] | None = None,
+    wheels: WheelLayout | None = None,
 ) -> LinuxSystem:
     """Site-packages folders on a system root: no interpreter, nothing mapped yet.
 
@@ -270,6 +275,7 @@ def offline_linux(
         ),
         wsl_libcuda=libcuda,
         host_driver_dlls=driver_store_dlls(sysroot) if libcuda is not None else (),
+        wheels=wheels,
     )
 
 

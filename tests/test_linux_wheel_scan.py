@@ -1,0 +1,130 @@
+"""Offline scans of manylinux wheels read the shared objects from the zip (streamed, never
+unpacked), and key what they learn by the members' content, so a rescan is warm."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_linux_import import _wheel, torch_site
+
+import torchguard
+from torchguard._linux import wheel_files
+from torchguard._linux.wheel_files import lay_out_wheels
+
+TORCH_WHEEL = "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+NVIDIA_WHEEL = "nvidia_libs-12.8-py3-none-manylinux2014_x86_64.whl"
+
+
+def wheels(tmp: Path) -> list[Path]:
+    site = torch_site(tmp)
+    folder = tmp / "wheels"
+    folder.mkdir()
+    return [
+        _wheel(site, folder / TORCH_WHEEL, "torch"),
+        _wheel(site, folder / NVIDIA_WHEEL, "nvidia"),
+    ]
+
+
+def test_the_layout_holds_no_shared_objects_bytes(tmp_path: Path) -> None:
+    targets = wheels(tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    layout = lay_out_wheels([str(t) for t in targets], str(scratch))
+    libcusparse = scratch / "nvidia" / "cusparse" / "lib" / "libcusparse.so.12"
+    with zipfile.ZipFile(targets[1]) as archive:
+        size = archive.getinfo("nvidia/cusparse/lib/libcusparse.so.12").file_size
+    info = libcusparse.stat()
+    assert info.st_size == size and info.st_blocks == 0  # a sparse name: no byte written
+    assert libcusparse.read_bytes() == bytes(size)
+    assert (scratch / "torch" / "version.py").read_text().startswith("__version__")
+    members = {m.name for m in layout.members.values()}
+    assert "nvidia/cusparse/lib/libcusparse.so.12" in members
+    assert "torch/version.py" in members and len(layout.key) == 64
+
+
+def test_a_wheel_scan_reads_members_from_the_zip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    targets = wheels(tmp_path)
+    read: list[str] = []
+    original = wheel_files.read_elf_stream
+
+    def spy(stream: object, size: int, **kwargs: object) -> object:
+        read.append(str(size))
+        return original(stream, size, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wheel_files, "read_elf_stream", spy)
+    report = torchguard.scan(targets)
+    assert [f.code for f in report.errors] == []
+    assert report.import_torch is not None and report.import_torch.ok
+    assert len(read) >= 5  # global deps, cudart, cusparse, nvjitlink, _C ... all streamed
+
+
+def test_a_rescan_of_the_same_wheels_reads_no_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(cache))
+    targets = wheels(tmp_path)
+    first = torchguard.scan(targets)
+    stored = json.loads((cache / "elf-facts-v1.json").read_text())
+    keys = set(stored["facts"])
+    assert any(k.startswith("wheel-member|torch/lib/libtorch_cuda.so|") for k in keys)
+    assert not any("torchguard-wheels-" in k for k in keys)  # never the scratch folder's
+
+    def no_read(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a wheel member read on a warm rescan")
+
+    monkeypatch.setattr(wheel_files.WheelFiles, "_image", no_read)
+    monkeypatch.setattr(wheel_files.WheelFiles, "_materialise", no_read)
+    again = torchguard.scan(targets)
+    assert [f.code for f in again.findings] == [f.code for f in first.findings]
+    assert set(json.loads((cache / "elf-facts-v1.json").read_text())["facts"]) == keys
+
+
+def test_a_broken_set_in_wheels_is_found_as_in_the_installed_tree(tmp_path: Path) -> None:
+    from test_linux_import import nvjitlink
+
+    site = torch_site(tmp_path)
+    nvjitlink(site / "nvidia" / "nvjitlink" / "lib", 4)  # older than cuSPARSE needs
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    targets = [
+        _wheel(site, folder / TORCH_WHEEL, "torch"),
+        _wheel(site, folder / NVIDIA_WHEEL, "nvidia"),
+    ]
+    installed = torchguard.scan([site])
+    streamed = torchguard.scan(targets)
+    assert [f.code for f in streamed.errors] == [f.code for f in installed.errors]
+    assert [f.code for f in streamed.errors] == ["missing-symbol"]
+
+
+def test_a_damaged_member_is_a_finding_not_a_traceback(tmp_path: Path) -> None:
+    site = torch_site(tmp_path)
+    cudart = site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12"
+    cudart.write_bytes(b"not an ELF file at all, but long enough to be read" * 4)
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    targets = [
+        _wheel(site, folder / TORCH_WHEEL, "torch"),
+        _wheel(site, folder / NVIDIA_WHEEL, "nvidia"),
+    ]
+    (finding,) = torchguard.scan(targets).errors
+    assert finding.code == "corrupt-dll" and "invalid ELF header" in finding.message
+    cudart.write_bytes(b"\x7fELF")  # cut short: glibc's "file too short"
+    _wheel(site, folder / NVIDIA_WHEEL, "nvidia")
+    (finding,) = torchguard.scan(targets).errors
+    assert finding.code == "corrupt-dll" and "file too short" in finding.message
+
+
+def test_a_wheel_whose_zip_is_damaged_is_a_target_error(tmp_path: Path) -> None:
+    targets = wheels(tmp_path)
+    data = bytearray(targets[1].read_bytes())
+    targets[1].write_bytes(bytes(data[: len(data) // 2]))
+    with pytest.raises(ValueError, match="cannot read the wheels"):
+        torchguard.scan(targets)
+    assert os.path.exists(targets[1])

@@ -1,0 +1,234 @@
+"""Manylinux wheels read in place: their shared objects are streamed from the zip, never unpacked.
+
+The ld.so model walks a site-packages folder by name (RPATH joins, globs, ``os.stat``), so the
+wheels' layout is mirrored in a scratch folder as pip would install it, but holding no
+binary's bytes: each shared-object member becomes an empty *sparse* file of the member's size
+(a name and an inode; no data is written, no disk is used), and only the few text files the
+analysis reads (``*.dist-info/*``, a package's top-level ``*.py`` such as
+``torch/__init__.py`` and ``torch/version.py``) are written. :class:`WheelFiles` answers for
+those placeholders from the zip: ELF facts and symbols are read from the member's stream
+(:func:`~torchguard._binary.elf.read_elf_stream`, bounded by
+:func:`~torchguard._binary.budget.inflate_budget`), and everything is keyed by the member's
+content (its name in the wheel, CRC-32 and size), so a rescan of the same wheel, from any
+scratch folder, reads nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+
+from torchguard._binary.budget import inflate_budget, over_budget
+from torchguard._binary.elf import (
+    ElfImage,
+    ElfReadError,
+    ElfUnreadable,
+    NotKept,
+    read_elf_bytes,
+    read_elf_stream,
+)
+from torchguard._linux.files import (
+    FactsStore,
+    LoadFacts,
+    PosixFiles,
+    SymbolTable,
+    glibc_head_words,
+    load_facts,
+    symbol_table,
+)
+
+_ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One wheel member that the layout mirrors."""
+
+    wheel: str
+    name: str
+    size: int
+    compressed: int
+    crc: int
+
+    @property
+    def key(self) -> str:
+        """Its content, wherever the wheel or the scratch folder lies."""
+        return f"wheel-member|{self.name}|{self.crc:08x}|{self.size}"
+
+
+@dataclass
+class WheelLayout:
+    """A scratch site-packages mirroring wheels: placeholder identity -> its member."""
+
+    site: str
+    key: str = ""
+    """The wheels' content (every member's name, CRC and size), for per-site caches."""
+    members: dict[tuple[int, int], Member] = field(default_factory=dict)
+
+
+def is_shared_object(name: str) -> bool:
+    """A member ld.so could find by name: ``*.so`` or ``*.so.<version>``."""
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(".so") or ".so." in base
+
+
+def _read_as_text(parts: list[str]) -> bool:
+    """Members the analysis reads as text: dist-info files, a package's top-level modules."""
+    if parts[0].endswith(".dist-info"):
+        return True
+    return parts[-1].endswith(".py") and len(parts) <= 2
+
+
+def placed(name: str) -> list[str] | None:
+    """Where pip puts a wheel member, as path parts (None: not installed, or unsafe)."""
+    parts = name.split("/")
+    if any(p in ("..", ".", "") for p in parts[:-1]) or name.startswith("/") or name.endswith("/"):
+        return None
+    if len(parts) > 2 and parts[0].endswith(".data"):
+        return parts[2:] if parts[1] in ("purelib", "platlib") else None
+    return parts
+
+
+def lay_out_wheels(wheels: list[str], site: str) -> WheelLayout:
+    """Mirror ``wheels`` into ``site`` (an empty folder the caller owns and removes).
+
+    Raises ``OSError`` or ``zipfile.BadZipFile`` for a wheel that cannot be read."""
+    layout = WheelLayout(site)
+    digest = hashlib.sha256()
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            for info in archive.infolist():
+                parts = placed(info.filename)
+                if parts is None or info.is_dir():
+                    continue
+                digest.update(f"{info.filename}|{info.CRC}|{info.file_size}\n".encode())
+                shared = is_shared_object(info.filename)
+                if not shared and not _read_as_text(parts):
+                    continue
+                target = os.path.join(site, *parts)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as sink:
+                    if shared:
+                        sink.truncate(info.file_size)  # sparse: a size, no data
+                    else:
+                        with archive.open(info) as source:
+                            shutil.copyfileobj(source, sink, 1 << 20)
+                status = os.stat(target)
+                layout.members[(status.st_dev, status.st_ino)] = Member(
+                    wheel, info.filename, info.file_size, info.compress_size, info.CRC
+                )
+    layout.key = digest.hexdigest()
+    return layout
+
+
+class WheelFiles(PosixFiles):
+    """:class:`PosixFiles` whose placeholders are read from their wheel members."""
+
+    def __init__(self, layout: WheelLayout, store: FactsStore | None = None) -> None:
+        super().__init__(store)
+        self.layout = layout
+        self._archives: dict[str, zipfile.ZipFile] = {}
+        self._materialised: set[str] = set()
+
+    def member(self, path: str) -> Member | None:
+        return self.layout.members.get(self.identity(path))
+
+    def fingerprint(self, path: str) -> str:
+        member = self.member(path)
+        return member.key if member is not None else super().fingerprint(path)
+
+    def facts(self, path: str) -> LoadFacts:
+        member = self.member(path)
+        if member is None:
+            return super().facts(path)
+        key = self.identity(path)
+        found = self._facts.get(key)
+        if found is not None:
+            return found
+        if self._store is not None:
+            found = self._store.facts(member.key)
+        if found is None:
+            image = self._image(member, path, symbols=True)
+            found = load_facts(image.facts)
+            if image.symbols is not None:
+                self._symbols[key] = symbol_table(image.symbols)
+            if self._store is not None:
+                self._store.store_facts(member.key, found)
+        self._facts[key] = found
+        return found
+
+    def symbols(self, path: str) -> SymbolTable:
+        member = self.member(path)
+        if member is None:
+            return super().symbols(path)
+        key = self.identity(path)
+        found = self._symbols.get(key)
+        if found is None:
+            image = self._image(member, path, symbols=True)
+            assert image.symbols is not None
+            found = self._symbols[key] = symbol_table(image.symbols)
+        return found
+
+    def whole(self, path: str) -> str:
+        self._materialise(path)
+        return path
+
+    def close(self) -> None:
+        for archive in self._archives.values():
+            archive.close()
+        self._archives.clear()
+
+    def _archive(self, wheel: str) -> zipfile.ZipFile:
+        found = self._archives.get(wheel)
+        if found is None:
+            found = self._archives[wheel] = zipfile.ZipFile(wheel)
+        return found
+
+    def _image(self, member: Member, path: str, *, symbols: bool) -> ElfImage:
+        """The member read from its stream, keeping only what its tables live in; the whole
+        member when a table lies elsewhere (within its budget either way)."""
+        self.reads += 1
+        budget = inflate_budget(member.compressed)
+        try:
+            try:
+                with self._archive(member.wheel).open(member.name) as stream:
+                    return read_elf_stream(stream, member.size, symbols=symbols, budget=budget)
+            except NotKept:
+                if member.size > budget:
+                    raise ElfUnreadable(over_budget(member.size, member.size, budget)) from None
+                data = self._archive(member.wheel).read(member.name)
+                return read_elf_bytes(data, symbols=symbols)
+        except ElfUnreadable:
+            raise
+        except ElfReadError as error:
+            raise glibc_head_words(self._head(member), error) from None
+        except _ZIP_DAMAGE as exc:
+            raise ElfReadError(f"damaged in its wheel {member.wheel}: {exc}") from None
+        except (OSError, MemoryError) as exc:
+            raise ElfUnreadable.from_error(exc) from None
+
+    def _head(self, member: Member) -> bytes:
+        try:
+            with self._archive(member.wheel).open(member.name) as stream:
+                return stream.read(64)
+        except (*_ZIP_DAMAGE, OSError):
+            return b""
+
+    def _materialise(self, path: str) -> None:
+        """Write the member's bytes into its placeholder, streamed, for a reader that maps
+        the whole file (cuDNN's dlopen names, ``.nv_fatbin``): only members asked for."""
+        member = self.member(path)
+        if member is None or path in self._materialised:
+            return
+        self._materialised.add(path)
+        try:
+            with self._archive(member.wheel).open(member.name) as source, open(path, "r+b") as sink:
+                shutil.copyfileobj(source, sink, 1 << 20)
+        except _ZIP_DAMAGE as exc:
+            raise ElfReadError(f"damaged in its wheel {member.wheel}: {exc}") from None
+        except OSError as exc:
+            raise ElfUnreadable.from_error(exc) from None
