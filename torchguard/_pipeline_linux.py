@@ -16,7 +16,6 @@ from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nv
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
-from torchguard._linux.wheel_files import WheelFiles
 from torchguard._model.cache import cache_dir
 from torchguard._model.late_loads import Stems, late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
@@ -150,12 +149,15 @@ def _plan(
 def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
     """The whole Linux analysis of ``system``; problems become findings."""
     cache = cache if cache is not None else LinuxCache(None)
-    files = WheelFiles(system.wheels, cache) if system.wheels else PosixFiles(cache)
+    if system.wheels is None:
+        return _analyze(system, cache, PosixFiles(cache))
+    from torchguard._linux.wheel_files import WheelFiles  # zipfile: only for wheels
+
+    files = WheelFiles(system.wheels, cache)
     try:
         return _analyze(system, cache, files)
     finally:
-        if isinstance(files, WheelFiles):
-            files.close()
+        files.close()
 
 
 def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Report:

@@ -13,14 +13,17 @@ import stat
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from torchguard._linux.ldcache import CacheEntry, LdCache, LdCacheError, read_ld_cache
 from torchguard._linux.maps import read_maps
 from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
 from torchguard._linux.nvidia import read_driver_version
 from torchguard._linux.process import read_environ, read_secure
-from torchguard._linux.wheel_files import WheelLayout
 from torchguard._linux.wsl import Wsl, driver_store_dlls, read_wsl
+
+if TYPE_CHECKING:  # zipfile and hashlib are imported only when a wheel is scanned
+    from torchguard._linux.wheel_files import WheelLayout
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
