@@ -1,7 +1,9 @@
 """Cold and warm ``torchguard scan`` of a real manylinux torch wheel, time and peak memory.
 
     python benchmarks/linux_wheel_scan.py [WHEEL...]
-    (default: torch 2.9.1 cp311 manylinux_2_28_x86_64, cached by tests/elf_realfiles.py)
+    (default: torch 2.9.1 cp311 manylinux_2_28_x86_64, cached by tests/elf_realfiles.py, over
+    a folder holding only its 15 NVIDIA wheels as the real-loader tier installs them, so that
+    the import replays through ``_C`` and every torch member is read)
 
 Every measurement is a fresh process, timed, its peak RSS read with wait4; medians of RUNS,
 with the baseline measured in the same run:
@@ -23,12 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-RUNS = 3
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 INFLATE = (
     "import sys, zipfile\n"
     "for path in sys.argv[1:]:\n"
@@ -41,10 +44,24 @@ INFLATE = (
 )
 
 
-def default_wheel() -> Path:
+def default_targets() -> list[str]:
+    """The torch wheel, and one wheel of its 15 NVIDIA libraries as the real-loader tier
+    installs them (stored, not deflated: built once, cached by version)."""
     from elf_realfiles import TORCH, wheel
+    from linux_realloader import CACHE, torch_site
 
-    return wheel(*TORCH)
+    nvidia = CACHE / "wheels" / "nvidia_libs-2.9.1-py3-none-manylinux2014_x86_64.whl"
+    if not nvidia.is_file():
+        site = torch_site("2.9.1")
+        partial = nvidia.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED) as archive:
+            for entry in sorted(site.iterdir()):
+                if entry.name == "nvidia" or entry.name.startswith("nvidia_"):
+                    for file in sorted(entry.rglob("*")):
+                        if file.is_file():
+                            archive.write(file, str(file.relative_to(site)))
+        partial.rename(nvidia)
+    return [str(wheel(*TORCH)), str(nvidia)]
 
 
 def measure(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
@@ -61,12 +78,13 @@ def median(runs: list[tuple[float, int]]) -> tuple[float, int]:
 
 
 def main() -> int:
-    wheels = [str(Path(arg)) for arg in sys.argv[1:]] or [str(default_wheel())]
     python = sys.executable
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    scan = [python, "-m", "torchguard", "scan", "--json", *wheels]
     inflate, cold, warm = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
+        targets = [str(Path(arg)) for arg in sys.argv[1:]] or default_targets()
+        wheels = [t for t in targets if t.endswith(".whl")]
+        scan = [python, "-m", "torchguard", "scan", "--json", *targets]
         for index in range(RUNS):  # interleaved, so machine load falls on all alike
             inflate.append(measure([python, "-c", INFLATE, *wheels], env))
             cache = {**env, "TORCHGUARD_CACHE": "on", "TORCHGUARD_CACHE_DIR": f"{tmp}/c{index}"}
@@ -75,7 +93,7 @@ def main() -> int:
     base_time, base_mem = median(inflate)
     cold_time, cold_mem = median(cold)
     warm_time, warm_mem = median(warm)
-    names = " + ".join(Path(w).name for w in wheels)
+    names = " + ".join(Path(t).name for t in targets)
     print(f"scan of {names} (medians of {RUNS} fresh processes)")
     print(f"baseline, inflating the .so members once: {base_time:.2f} s, {base_mem} MiB peak")
     print(

@@ -405,7 +405,8 @@ def test_a_driver_upgraded_without_a_reboot_is_a_libcuda_module_mismatch(
     driver_library(root / TRIPLET, "575.57.08")  # the upgrade; the old module still runs
     (finding,) = analyze_linux(system_on(tmp_path, root)).findings
     assert finding.code == "cuda-driver-mismatch" and finding.severity == "warning"
-    assert "driver 575.57.08, but the NVIDIA kernel module is 570.124.06" in finding.message
+    assert "(found through the default folders), driver 575.57.08" in finding.message
+    assert "but the NVIDIA kernel module is 570.124.06" in finding.message
     assert "CUDA error 803" in finding.message and "torch imports" in finding.message
     assert "Driver/library version mismatch" in finding.message
     assert finding.hints[0].summary.startswith("Reboot")
@@ -438,9 +439,7 @@ def test_a_newer_cuda_compat_libcuda_is_judged_only_on_a_consumer_gpu(tmp_path: 
     assert mismatch(system_on(tmp_path, root, ld_library_path=search)) == []
     named = system_on(tmp_path, root, ld_library_path=search, gpus=("NVIDIA H100 80GB HBM3",))
     assert mismatch(named) == []
-    consumer = system_on(
-        tmp_path, root, ld_library_path=search, gpus=("NVIDIA GeForce RTX 3090",)
-    )
+    consumer = system_on(tmp_path, root, ld_library_path=search, gpus=("NVIDIA GeForce RTX 3090",))
     (finding,) = mismatch(consumer)
     assert "CUDA error 804" in finding.message  # type: ignore[attr-defined]
     assert "GeForce RTX 3090" in finding.message  # type: ignore[attr-defined]

@@ -128,3 +128,11 @@ def test_a_wheel_whose_zip_is_damaged_is_a_target_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot read the wheels"):
         torchguard.scan(targets)
     assert os.path.exists(targets[1])
+
+
+def test_an_oversized_text_member_is_refused_before_it_is_written(tmp_path: Path) -> None:
+    targets = wheels(tmp_path)
+    with zipfile.ZipFile(targets[0], "a", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("torch/huge.py", b"#" * (wheel_files.TEXT_LIMIT + 1))
+    with pytest.raises(ValueError, match=r"huge\.py claims .* bytes"):
+        torchguard.scan(targets)

@@ -15,6 +15,7 @@ scratch folder, reads nothing.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -42,6 +43,9 @@ from torchguard._linux.files import (
 )
 
 _ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError)
+#: A text member the analysis reads is never this large in a real wheel (torch's
+#: ``__init__.py`` is 0.1 MB, its RECORD 2 MB): larger is refused, never written to disk.
+TEXT_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,12 @@ def lay_out_wheels(wheels: list[str], site: str) -> WheelLayout:
                 shared = is_shared_object(info.filename)
                 if not shared and not _read_as_text(parts):
                     continue
+                if not shared and info.file_size > TEXT_LIMIT:
+                    raise OSError(
+                        errno.EFBIG,
+                        f"{wheel}: {info.filename} claims {info.file_size} bytes, more than "
+                        "any wheel's metadata or module",
+                    )
                 target = os.path.join(site, *parts)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 with open(target, "wb") as sink:

@@ -168,7 +168,10 @@ def _mismatch(name: str, facts: LinuxDriverFacts) -> Finding | None:
     lib, kernel = _numbers(found), _numbers(module)
     if lib == kernel:
         return None
-    where = f"{path} (found through {facts.libcuda_via})" if facts.libcuda_via else path
+    via = {"default": "the default folders", "loaded": "already loaded"}.get(
+        facts.libcuda_via, facts.libcuda_via
+    )
+    where = f"{path} (found through {via})" if via else path
     folder = path.rsplit("/", 1)[0]
     if facts.libcuda_compat and lib > kernel:
         consumer = [g for g in facts.gpus if any(c in g.lower() for c in _CONSUMER)]
@@ -209,24 +212,24 @@ def _mismatch(name: str, facts: LinuxDriverFacts) -> Finding | None:
     )
 
 
-def _mismatch_hints(
-    facts: LinuxDriverFacts, folder: str, newer: bool
-) -> tuple[RepairHint, ...]:
-    if facts.libcuda_compat or facts.libcuda_via.startswith("LD_LIBRARY_PATH"):
-        if facts.libcuda_via.startswith("LD_LIBRARY_PATH"):
-            return (
-                RepairHint(
-                    f"Drop {folder} from LD_LIBRARY_PATH before Python starts, so that the "
-                    "driver's own libcuda (the kernel module's version) loads",
-                    ("unset LD_LIBRARY_PATH",),
-                    COMPAT_URL,
-                ),
-            )
+def _mismatch_hints(facts: LinuxDriverFacts, folder: str, newer: bool) -> tuple[RepairHint, ...]:
+    """Drop the folder that puts the foreign libcuda first, else reboot (an upgrade), else
+    remove the stray copy."""
+    if facts.libcuda_via == "LD_LIBRARY_PATH":
+        return (
+            RepairHint(
+                f"Drop {folder} from LD_LIBRARY_PATH before Python starts, so that the "
+                "driver's own libcuda (the kernel module's version) loads",
+                ("unset LD_LIBRARY_PATH",),
+                COMPAT_URL,
+            ),
+        )
+    if facts.libcuda_compat:
         return (
             RepairHint(
                 f"Take {folder} out of the loader's configuration (the /etc/ld.so.conf.d entry "
                 "that lists it; or remove the cuda-compat package), then rebuild the cache",
-                ("grep -rl " + folder + " /etc/ld.so.conf.d", "sudo ldconfig"),
+                (f"grep -rl {folder} /etc/ld.so.conf.d", "sudo ldconfig"),
                 COMPAT_URL,
             ),
         )
