@@ -330,3 +330,23 @@ def test_cudnns_late_load_lands_where_torchguard_says(
         (finding,) = late
         assert finding["code"] == "library-shadowed" and finding["severity"] == "warning"
         assert Path(str(finding["path"])).samefile(landed)
+
+
+def test_repair_commands_pin_what_the_real_torch_pins(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """The real torch 2.9.1 METADATA decides the versions: an old nvJitLink wheel is replaced
+    at torch's pin, and a torch installed with --no-deps gets every NVIDIA wheel it pins."""
+    site = scratch_site(base_site, tmp_path / "old")
+    _old_nvjitlink_wheel(site, tmp_path)
+    (finding,) = [f for f in predicted(site, {}, tg_cache)["findings"] if f["severity"] == "error"]  # type: ignore[union-attr]
+    assert finding["hints"][0]["commands"] == [
+        "python -m pip install --force-reinstall nvidia-nvjitlink-cu12==12.8.93"
+    ]
+    site = scratch_site(base_site, tmp_path / "bare")
+    _no_nvidia_wheels(site, tmp_path)
+    (finding,) = [f for f in predicted(site, {}, tg_cache)["findings"] if f["severity"] == "error"]  # type: ignore[union-attr]
+    (command,) = finding["hints"][0]["commands"]
+    assert command.startswith("python -m pip install nvidia-cublas-cu12==12.8.4.1 ")
+    assert "nvidia-cudnn-cu12==9.10.2.21" in command and "--force-reinstall" not in command
+    assert command.count("==") == 15, command  # the 15 NVIDIA wheels torch 2.9.1 pins

@@ -15,6 +15,7 @@ from torchguard._linux.files import PosixFiles
 from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
+from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
 from torchguard._model.late_loads import Stems, late_loads
@@ -174,14 +175,20 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
     ldso.start(system.executable, system.mapped)
     first_new = len(ldso.objects)
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
-    hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
+    hints = LinuxHints(
+        torch_version=version,
+        cuda=cuda,
+        conda=system.conda,
+        ld_library_path=tuple(system.ld_library_path),
+        requirements=_requirements(torch_dir, cache, _scratch(system)),
+    )
     findings = list(import_findings(replay, hints, ldso.objects))
     findings += conflicting_files(_conflicts(torch_dir, cache, _scratch(system)), hints)
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
         pinned = pinned_copies(system.site_dirs)
-        findings += shadowed(ldso.objects[first_new:], pinned, _same_file)
+        findings += shadowed(ldso.objects[first_new:], pinned, _same_file, hints=hints)
         loads = late_loads(ldso, ldso.objects, _stems_reader(files, cache))
         findings += late_load_findings(loads, pinned, _same_file, hints)
     site = os.path.dirname(os.path.abspath(torch_dir))
@@ -381,6 +388,25 @@ def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> li
             if site != _scratch(system):
                 cache.store_extensions(key, listed)
         found += [item for item in listed if files.is_file(item[1])]
+    return found
+
+
+def _requirements(
+    torch_dir: str, cache: LinuxCache, scratch: str | None = None
+) -> TorchRequirements | None:
+    """torch's pins for repair commands, read once per state of its site-packages folder (a
+    wheels' scratch folder: every run, as its key would never recur)."""
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    try:
+        key = f"{site}|{os.stat(site).st_mtime_ns}"
+    except OSError:
+        return None
+    temporary = scratch is not None and os.path.abspath(scratch) == site
+    found = None if temporary else cache.requirements(key)
+    if found is None:
+        found = torch_requirements(torch_dir)
+        if not temporary:
+            cache.store_requirements(key, found)
     return found
 
 
