@@ -137,3 +137,34 @@ def test_an_oversized_text_member_is_refused_before_it_is_written(tmp_path: Path
         archive.writestr("torch/huge.py", b"#" * (wheel_files.TEXT_LIMIT + 1))
     with pytest.raises(ValueError, match=r"huge\.py claims .* bytes"):
         torchguard.scan(targets)
+
+
+def test_a_table_outside_the_streamed_parts_is_read_from_the_written_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``NotKept``: the member is written into its placeholder and mapped (never held whole
+    in memory), and the verdict is the same."""
+    from torchguard._binary.elf import NotKept
+
+    targets = wheels(tmp_path)
+    expected = [f.code for f in torchguard.scan(targets).findings]
+
+    def not_kept(*args: object, **kwargs: object) -> object:
+        raise NotKept("a table was not kept")
+
+    written: list[str] = []
+    original = wheel_files.WheelFiles._materialise
+
+    def spy(self: wheel_files.WheelFiles, path: str) -> None:
+        original(self, path)
+        member = self.member(path)
+        assert member is not None
+        with zipfile.ZipFile(member.wheel) as archive:
+            assert Path(path).read_bytes() == archive.read(member.name)
+        written.append(member.name)
+
+    monkeypatch.setenv("TORCHGUARD_CACHE", "off")
+    monkeypatch.setattr(wheel_files, "read_elf_stream", not_kept)
+    monkeypatch.setattr(wheel_files.WheelFiles, "_materialise", spy)
+    assert [f.code for f in torchguard.scan(targets).findings] == expected
+    assert "torch/lib/libtorch_cuda.so" in written

@@ -10,7 +10,10 @@ those placeholders from the zip: ELF facts and symbols are read from the member'
 (:func:`~torchguard._binary.elf.read_elf_stream`, bounded by
 :func:`~torchguard._binary.budget.inflate_budget`), and everything is keyed by the member's
 content (its name in the wheel, CRC-32 and size), so a rescan of the same wheel, from any
-scratch folder, reads nothing.
+scratch folder, reads nothing. A member is written into its placeholder (streamed, then mapped
+like an installed file, so memory holds only the pages read) only when a reader needs more
+than the streamed parts: a table outside them (``NotKept``: torch 2.9.1's NVIDIA set has four
+such members, cuSPARSELt's 431 MiB the largest), cuDNN's ``dlopen`` names, ``.nv_fatbin``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from torchguard._binary.elf import (
     ElfReadError,
     ElfUnreadable,
     NotKept,
-    read_elf_bytes,
+    read_elf_file,
     read_elf_stream,
 )
 from torchguard._linux.files import (
@@ -208,10 +211,13 @@ class WheelFiles(PosixFiles):
                 with self._archive(member.wheel).open(member.name) as stream:
                     return read_elf_stream(stream, member.size, symbols=symbols, budget=budget)
             except NotKept:
+                # a table outside the kept parts (rare): the member is written into its
+                # placeholder, streamed, and mapped like an installed file, so memory holds
+                # only the pages the tables touch, never the whole member
                 if member.size > budget:
                     raise ElfUnreadable(over_budget(member.size, member.size, budget)) from None
-                data = self._archive(member.wheel).read(member.name)
-                return read_elf_bytes(data, symbols=symbols)
+                self._materialise(path)
+                return read_elf_file(path, symbols=symbols)
         except ElfUnreadable:
             raise
         except ElfReadError as error:
