@@ -13,8 +13,9 @@ with the baseline measured in the same run:
   symbol bound);
 - warm: the same scan again with that cache filled: facts and binding verdicts of wheel
   members are keyed by the members' content, so no member should be inflated.
-Targets: cold scan <= 1.5x the inflate + 0.3 s, peak memory <= 0.5x the inflate's; warm scan
-<= 0.25x the inflate. Exits 1 when a target is missed.
+Targets: cold scan <= 1.5x the inflate + 0.3 s; warm scan <= 0.25x the inflate; peak memory
+<= 0.5x the largest shared object (what holding one member whole would cost). Exits 1 when a
+target is missed.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def main() -> int:
             cache = {**env, "TORCHGUARD_CACHE": "on", "TORCHGUARD_CACHE_DIR": f"{tmp}/c{index}"}
             cold.append(measure(scan, cache))
             warm.append(measure(scan, cache))
+    largest = 0
+    for path in wheels:
+        with zipfile.ZipFile(path) as archive:
+            sizes = [i.file_size for i in archive.infolist() if ".so" in i.filename]
+            largest = max([largest, *sizes])
     base_time, base_mem = median(inflate)
     cold_time, cold_mem = median(cold)
     warm_time, warm_mem = median(warm)
@@ -98,7 +104,8 @@ def main() -> int:
     print(f"baseline, inflating the .so members once: {base_time:.2f} s, {base_mem} MiB peak")
     print(
         f"cold scan: {cold_time:.2f} s, {cold_mem} MiB peak; ratios: time "
-        f"{cold_time / base_time:.2f}, memory {cold_mem / base_mem:.2f}"
+        f"{cold_time / base_time:.2f}, memory {cold_mem / (largest >> 20):.2f} of the largest "
+        f"shared object ({largest >> 20} MiB)"
     )
     print(
         f"warm scan: {warm_time:.2f} s, {warm_mem} MiB peak; ratios: time "
@@ -106,7 +113,7 @@ def main() -> int:
     )
     ok = (
         cold_time <= 1.5 * base_time + 0.3
-        and cold_mem <= 0.5 * max(base_mem, 1)
+        and max(cold_mem, warm_mem) <= 0.5 * (largest >> 20)
         and warm_time <= 0.25 * base_time
     )
     print("targets met" if ok else "targets MISSED")

@@ -168,3 +168,54 @@ def test_a_table_outside_the_streamed_parts_is_read_from_the_written_member(
     monkeypatch.setattr(wheel_files.WheelFiles, "_materialise", spy)
     assert [f.code for f in torchguard.scan(targets).findings] == expected
     assert "torch/lib/libtorch_cuda.so" in written
+
+
+def _head(segments: list[tuple[int, int, int, int]], shoff: int, shnum: int) -> bytes:
+    """An ELF64 header and program headers (type, flags, offset, filesz), padded to 64 KiB."""
+    import struct
+
+    header = b"\x7fELF\x02\x01\x01" + bytes(9)
+    header += struct.pack(
+        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, shoff, 0, 64, 56, len(segments), 64, shnum, 0
+    )
+    for kind, flags, offset, size in segments:
+        header += struct.pack("<IIQQQQQQ", kind, flags, offset, offset, offset, size, size, 4096)
+    return header + bytes((1 << 16) - len(header))
+
+
+MIB = 1 << 20
+
+
+def test_streaming_keeps_the_tables_of_classic_and_patchelf_layouts() -> None:
+    """Measured on torch 2.9.1's NVIDIA set: cuDNN's and NVSHMEM's tables share the code
+    segment that starts the file, cuSPARSELt's moved .dynstr lies in a segment just before
+    .dynamic, cuFile's section headers lie between the two; all are kept."""
+    from torchguard._binary.elf import _kept_ranges
+
+    def kept(ranges: list[tuple[int, int]], start: int, stop: int) -> bool:
+        return any(a <= start and stop <= b for a, b in ranges)
+
+    size = 300 * MIB
+    classic = _head(
+        [(1, 5, 0, 100 * MIB), (1, 6, 200 * MIB, 99 * MIB), (2, 6, 250 * MIB, 600)], 299 * MIB, 30
+    )
+    ranges = _kept_ranges(classic, size)
+    assert kept(ranges, 0, 32 * MIB) and kept(ranges, 250 * MIB, size)
+    assert not kept(ranges, 40 * MIB, 41 * MIB)  # the code itself is never kept
+    assert kept(_kept_ranges(classic, size, budget=10 * MIB), 0, 1 << 16)  # over budget: head
+    assert not kept(_kept_ranges(classic, size, budget=10 * MIB), 0, 32 * MIB)
+
+    moved = _head(
+        [
+            (1, 4, 0, 33 * MIB),
+            (1, 5, 33 * MIB, 50 * MIB),
+            (1, 6, 240 * MIB, 20 * MIB),
+            (2, 6, 259 * MIB, 600),
+        ],
+        230 * MIB,
+        40,
+    )
+    ranges = _kept_ranges(moved, size)
+    assert kept(ranges, 0, 33 * MIB) and kept(ranges, 240 * MIB, size)  # the moved .dynstr
+    assert kept(ranges, 230 * MIB - (1 << 16), 230 * MIB + 40 * 64)  # section headers, names
+    assert not kept(ranges, 50 * MIB, 51 * MIB)

@@ -123,7 +123,7 @@ def read_elf_stream(
         raise ElfReadError(f"truncated: the data ends at {len(head)} of {size} bytes")
     if size <= len(head):
         return _read(head, symbols)
-    ranges = _kept_ranges(head, size)
+    ranges = _kept_ranges(head, size, budget)
     kept = sum(stop - start for start, stop in ranges)
     if budget is not None and kept > budget:
         raise ElfUnreadable(over_budget(kept, size, budget))
@@ -143,10 +143,21 @@ def read_elf_stream(
         buffer.close()
 
 
-def _kept_ranges(head: bytes, size: int) -> list[tuple[int, int]]:
+#: Where one read-and-execute segment starts the file (no ``-z separate-code``), the dynamic
+#: tables lie inside it, before ``.text``: this much of its start is kept (cuDNN's
+#: ``libcudnn_graph.so.9`` keeps its version needs at 0.3 MiB, NVSHMEM's soname at 0.1 MiB).
+_SHARED_HEAD = 32 << 20
+#: How far before ``.dynamic`` the start of its segment may lie and still be kept.
+_SEGMENT_SLACK = 64 << 20
+#: ``.shstrtab`` (the section names) precedes the section header table: this much before it.
+_NAMES_WINDOW = 1 << 16
+
+
+def _kept_ranges(head: bytes, size: int, budget: int | None = None) -> list[tuple[int, int]]:
     """What a streaming read keeps; the whole file when the head does not tell."""
     try:
-        segments = Layout(head, whole=False).segments
+        layout = Layout(head, whole=False)
+        segments = layout.segments
     except ElfReadError:
         return [(0, size)]  # program headers past the head, or damage the full parse judges
     code = [
@@ -157,9 +168,26 @@ def _kept_ranges(head: bytes, size: int) -> list[tuple[int, int]]:
     dynamic = [s.offset for s in segments if s.type == constants.PT_DYNAMIC]
     first_code = max(min(code, default=size), len(head))
     tail = min(dynamic, default=size)
+    # patchelf puts a moved .dynstr (and .gnu.hash) in a new segment just before .dynamic
+    # (cuSPARSELt's 26 MB of names): the start of the segment holding it, when near
+    holding = [
+        s.offset
+        for s in segments
+        if s.type == constants.PT_LOAD and s.offset <= tail < s.offset + s.filesz
+    ]
+    if holding and first_code <= holding[0] and tail - holding[0] <= _SEGMENT_SLACK:
+        tail = holding[0]
     if tail <= first_code:
         return [(0, size)]
-    return [(0, min(first_code, size)), (tail, size)]
+    ranges = [(0, first_code), (tail, size)]
+    table = layout.shnum * layout.shentsize
+    if layout.shoff and first_code < layout.shoff < tail and layout.shoff + table <= size:
+        ranges.append((max(first_code, layout.shoff - _NAMES_WINDOW), layout.shoff + table))
+    if 0 in code:
+        shared = [(0, min(max(first_code, _SHARED_HEAD), tail)), *ranges[1:]]
+        if budget is None or sum(b - a for a, b in shared) <= budget:
+            ranges = shared
+    return ranges
 
 
 def elf_header(head: bytes) -> tuple[int, bool, int] | None:
