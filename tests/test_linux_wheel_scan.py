@@ -219,3 +219,30 @@ def test_streaming_keeps_the_tables_of_classic_and_patchelf_layouts() -> None:
     assert kept(ranges, 0, 33 * MIB) and kept(ranges, 240 * MIB, size)  # the moved .dynstr
     assert kept(ranges, 230 * MIB - (1 << 16), 230 * MIB + 40 * 64)  # section headers, names
     assert not kept(ranges, 50 * MIB, 51 * MIB)
+
+
+def test_what_follows_the_dynamic_section_is_not_kept_unless_it_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GPU code after ``.dynamic`` (cuFFT's 260 MiB) is streamed past, not kept: only the
+    tables ``.dynamic`` points to and the section headers are."""
+    import io
+
+    from elf_builder import build_elf
+
+    import torchguard._binary.elf as elf
+
+    data = build_elf(["libc.so.6"], code=b"\x90" * 300_000) + b"\xcc" * (4 * MIB)
+    last: list[list[tuple[int, int]]] = []
+    original = elf.keep_ranges
+
+    def spy(stream: object, buffer: object, position: int, end: int, ranges: object) -> int:
+        last.append(list(ranges))  # type: ignore[call-overload]
+        return original(stream, buffer, position, end, ranges)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(elf, "keep_ranges", spy)
+    streamed = elf.read_elf_stream(io.BytesIO(data), len(data), symbols=True)
+    assert streamed == elf.read_elf_bytes(data, symbols=True)
+    final = last[-1]
+    assert sum(b - a for a, b in final) < 400_000  # not the 4 MiB after the file's tables
+    assert not any(a <= len(data) - MIB < b for a, b in final)

@@ -135,12 +135,70 @@ def read_elf_stream(
         raise ElfUnreadable.from_error(exc) from None
     try:
         buffer[: len(head)] = head
-        reached = keep_ranges(stream, buffer, len(head), size, ranges)
+        reached = len(head)
+        dynamic_end = _dynamic_end(head, ranges, size)
+        if dynamic_end is not None:  # read to the end of .dynamic, then keep only what it names
+            reached = keep_ranges(stream, buffer, reached, dynamic_end, ranges)
+            if reached == dynamic_end:
+                ranges = _after_dynamic(buffer, ranges, dynamic_end, size)
+        reached = keep_ranges(stream, buffer, reached, size, ranges)
         if reached < size:
             raise ElfReadError(f"truncated: the data ends at {reached} of {size} bytes")
         return _read(buffer, symbols, ranges)
     finally:
         buffer.close()
+
+
+#: The tables ``.dynamic`` points to (their offsets decide what of the rest is kept).
+_TABLE_TAGS = (
+    constants.DT_STRTAB,
+    constants.DT_SYMTAB,
+    constants.DT_VERSYM,
+    constants.DT_VERNEED,
+    constants.DT_VERDEF,
+    constants.DT_GNU_HASH,
+    constants.DT_HASH,
+)
+
+
+def _dynamic_end(head: bytes, ranges: list[tuple[int, int]], size: int) -> int | None:
+    """Where ``.dynamic`` ends, when the last kept range runs from before it to the end of
+    the file (so what lies after it may be dropped once it is read); else None."""
+    try:
+        segments = Layout(head, whole=False).segments
+    except ElfReadError:
+        return None
+    found = [s for s in segments if s.type == constants.PT_DYNAMIC and s.filesz]
+    if not found or len(ranges) < 2 or ranges[-1][1] != size:
+        return None
+    end = found[0].offset + found[0].filesz
+    return end if ranges[-1][0] <= found[0].offset and end < size else None
+
+
+def _after_dynamic(
+    buffer: mmap.mmap, ranges: list[tuple[int, int]], dynamic_end: int, size: int
+) -> list[tuple[int, int]]:
+    """``ranges`` with the part after ``.dynamic`` cut to what is read from there: the tables
+    it points to that lie beyond it (patchelf's moved ``.dynstr``) and the section headers
+    with the names before them. cuFFT's 266 MiB then keeps its tables, not its GPU code."""
+    start = ranges[-1][0]
+    try:
+        layout = Layout(buffer, [*ranges[:-1], (start, dynamic_end)], whole=False)
+        dynamic = Dynamic(layout)
+        extents = [
+            layout.extent(dynamic.tags[tag], "a dynamic table")
+            for tag in _TABLE_TAGS
+            if tag in dynamic.tags
+        ]
+    except (ElfReadError, NotKept):
+        return ranges  # damage, or a table the full parse will judge: keep as planned
+    kept = [*ranges[:-1], (start, dynamic_end)]
+    # each table that lies beyond, to the end of its segment's bytes (its size is not known)
+    kept += [(offset, end) for offset, end in extents if offset >= dynamic_end]
+    table = layout.shnum * layout.shentsize
+    if layout.shoff >= dynamic_end and layout.shoff + table <= size:
+        kept.append((max(dynamic_end, layout.shoff - _NAMES_WINDOW), layout.shoff + table))
+    return kept
 
 
 #: Where one read-and-execute segment starts the file (no ``-z separate-code``), the dynamic
