@@ -34,11 +34,13 @@ from torchguard._rules.linux_loads import (
     LinuxHints,
     conflicting_files,
     cpu_build_on_gpu,
+    ignored_preload_findings,
     import_findings,
     late_load_findings,
     load_error_finding,
     package_mismatch,
     shadowed,
+    unread_findings,
 )
 from torchguard._vocab import Analysis, Code, Step
 from torchguard._windows.gpus import compute_capability
@@ -57,6 +59,12 @@ def environment(system: LinuxSystem) -> Environment:
         default_dirs=system.default_dirs,
         machine=system.machine,
         assume_python_symbols=system.executable is None,
+        preload=system.preload,
+        preload_file=system.preload_file,
+        lib=system.dst_lib,
+        cpu=system.cpu,
+        glibc=system.glibc,
+        machine_name={62: "x86_64", 183: "aarch64"}.get(system.machine, "x86_64"),
     )
 
 
@@ -165,6 +173,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
     hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
     findings = list(import_findings(replay, hints, ldso.objects))
+    findings += ignored_preload_findings(ldso.ignored_preloads)
     findings += conflicting_files(_conflicts(torch_dir, cache), hints)
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
@@ -182,6 +191,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
             loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
             if loaded.error is not None:
                 findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
+    findings += unread_findings(ldso.objects)
     findings.sort(key=Finding.sort_key)
     if isinstance(system.cache, CacheView):
         cache.store_lookups(system.cache.key, system.cache.memo)
@@ -339,7 +349,9 @@ def _conflicts(torch_dir: str, cache: LinuxCache) -> dict[str, tuple[tuple[str, 
     }
 
 
-def _outcome(replay: LinuxImport) -> ImportOutcome:
+def _outcome(replay: LinuxImport) -> ImportOutcome | None:
+    if replay.error is not None and replay.error.doubt:
+        return None  # not judged: what is missing may be supplied after all
     if replay.ok:
         return ImportOutcome(True)
     name = replay.not_found or (replay.error.obj.rsplit("/", 1)[-1] if replay.error else None)

@@ -12,9 +12,22 @@ import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from torchguard._binary.elf import ElfFacts, ElfReadError, ElfSymbols, read_elf_file
+from torchguard._binary.elf import ElfFacts, ElfReadError, ElfSymbols, ElfUnreadable, read_elf_file
+from torchguard._linux.verify import verify_file
 
-_EHDR64 = 64
+
+class ElfRejected(ElfReadError):
+    """glibc's own checks refuse the file: a proof that loading it fails (glibc's words)."""
+
+
+class ElfNotUnderstood(ElfReadError):
+    """torchguard's reader refuses a file that glibc's own checks accept: glibc may map it,
+    so nothing is proven; ``foreign`` when it is of another ELF class or machine (a search
+    skips it)."""
+
+    def __init__(self, message: str, foreign: bool = False) -> None:
+        super().__init__(message)
+        self.foreign = foreign
 
 
 @dataclass(frozen=True)
@@ -81,18 +94,20 @@ def symbol_table(symbols: ElfSymbols) -> SymbolTable:
     return SymbolTable({k: frozenset(v) for k, v in defined.items()}, frozenset(default), undefined)
 
 
-def glibc_words(path: str, error: ElfReadError) -> ElfReadError:
-    """The error ld.so's ``open_verify`` gives for this file, where it has one."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(_EHDR64)
-    except OSError:
+def glibc_words(
+    path: str, error: ElfReadError, elf_class: int = 2, machine: int = 62
+) -> ElfReadError:
+    """What glibc makes of a file torchguard's reader refused: :class:`ElfRejected` with
+    glibc's own message when its checks refuse it too, else :class:`ElfNotUnderstood`
+    (or the :class:`ElfUnreadable` it is when the file cannot be read now)."""
+    if isinstance(error, ElfUnreadable):
         return error
-    if len(head) < _EHDR64:
-        return ElfReadError("file too short")
-    if head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
-        return ElfReadError("invalid ELF header")
-    return error
+    verdict = verify_file(path, elf_class, machine)
+    if verdict is None:
+        return ElfUnreadable(f"{error} (and it could not be opened again)")
+    if verdict.reject and not verdict.foreign:
+        return ElfRejected(verdict.reject)
+    return ElfNotUnderstood(f"torchguard's ELF reader refuses it: {error}", verdict.foreign)
 
 
 class FactsStore(Protocol):
@@ -127,6 +142,14 @@ class PosixFiles:
     def is_file(self, path: str) -> bool:
         info = self._stat(path)
         return info is not None and (info.st_mode & 0o170000) == 0o100000
+
+    def is_dir(self, path: str) -> bool:
+        info = self._stat(path)
+        return info is not None and (info.st_mode & 0o170000) == 0o040000
+
+    def setuid(self, path: str) -> bool:
+        info = self._stat(path)
+        return info is not None and bool(info.st_mode & 0o4000)
 
     def readable(self, path: str) -> bool:
         found = self._readable.get(path)

@@ -10,17 +10,27 @@ A candidate of another ELF class or machine is skipped; a damaged one ends the l
 ``RTLD_NOW`` (what Python always uses) every version need and every non-weak symbol is bound at
 load time against the global scope then the root's breadth-first closure; a failed ``dlopen``
 leaves the process as it was.
+
+Also modelled: ``LD_PRELOAD`` and ``/etc/ld.so.preload`` (loaded first, in the global scope;
+an entry that cannot be loaded is reported and skipped, as ld.so does), the dynamic string
+tokens ``$ORIGIN``/``$LIB``/``$PLATFORM`` with glibc's ``is_dst`` rules, the
+``glibc-hwcaps`` (and, before glibc 2.37, legacy) subdirectories of every search directory,
+and what cannot be known: a file that cannot be read, or that only torchguard's reader
+refuses, is carried unread (glibc may well map it), and an object mapped before the analysis
+outside the executable's closure may or may not be in the global scope. A failure that
+either of them might undo is reported with a ``doubt``: a warning, never a proof.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from torchguard._binary.elf import ElfReadError
+from torchguard._linux.files import ElfNotUnderstood, ElfRejected, SymbolTable
 from torchguard._linux.files import LoadFacts as ElfFacts
-from torchguard._linux.files import SymbolTable
+from torchguard._linux.hwcaps import Cpu, subdir_tops, subdirs
 
 MISSING = "missing"
 CORRUPT = "corrupt"
@@ -33,6 +43,12 @@ class ElfFiles(Protocol):
 
     def is_file(self, path: str) -> bool: ...
 
+    def is_dir(self, path: str) -> bool: ...
+
+    def setuid(self, path: str) -> bool:
+        """The file has its set-user-ID bit (secure mode preloads only such files)."""
+        ...
+
     def readable(self, path: str) -> bool:
         """Whether the process may open ``path``: glibc moves on to the next candidate of a
         search when ``open`` fails with EACCES, as when the file is missing."""
@@ -44,7 +60,8 @@ class ElfFiles(Protocol):
 
     def facts(self, path: str) -> ElfFacts:
         """The dynamic facts of ``path`` (symbols may be left out); raises
-        :class:`ElfReadError` for a damaged file."""
+        :class:`ElfRejected` for a file glibc refuses, :class:`ElfNotUnderstood` for one only
+        torchguard's reader refuses, ``ElfUnreadable`` when it cannot be read now."""
         ...
 
     def symbols(self, path: str) -> SymbolTable:
@@ -84,6 +101,19 @@ class Environment:
     elf_class: int = 2
     assume_python_symbols: bool = False
     """No interpreter to bind against (offline): ``Py*``/``_Py*`` references are satisfied."""
+    preload: tuple[str, ...] = ()
+    """``LD_PRELOAD`` entries, as ld.so split them (spaces and colons)."""
+    preload_file: tuple[str, ...] = ()
+    """``/etc/ld.so.preload`` entries (honoured in secure mode too)."""
+    lib: str = "lib64"
+    """``$LIB``: glibc's configured library directory (``lib/x86_64-linux-gnu`` on Debian)."""
+    cpu: Callable[[], Cpu] | None = None
+    """The CPU's x86-64 level and ``$PLATFORM``, asked for only when a search directory has
+    a hwcaps subdirectory or an entry names ``$PLATFORM`` (live it reads ``/proc/cpuinfo``).
+    None: a baseline x86-64 (no hwcaps subdirectory is tried)."""
+    glibc: tuple[int, int] | None = None
+    """glibc's version (which hwcaps subdirectories exist); None: unknown, taken as 2.37+."""
+    machine_name: str = "x86_64"
 
 
 @dataclass(eq=False)
@@ -96,6 +126,13 @@ class SharedObject:
     loader: SharedObject | None
     via: str
     deps: list[SharedObject] = field(default_factory=list)
+    unread: str = ""
+    """Why its facts are unknown (it could not be read, or only torchguard's reader refuses
+    it); empty when read. An unread object is taken as glibc would map it, with no needs."""
+    scope_unknown: bool = False
+    """Mapped before the analysis outside the executable's closure and ``LD_PRELOAD``: it may
+    have been opened with ``RTLD_GLOBAL`` (nothing in ``/proc`` says), so its definitions
+    may or may not serve later loads."""
 
     @property
     def soname(self) -> str:
@@ -121,6 +158,9 @@ class LoadError:
     symbols: tuple[str, ...] = ()
     provider_via: str = ""
     """How ``provider`` was found (``LD_LIBRARY_PATH``, ``RUNPATH of ...``, ``path`` ...)."""
+    doubt: str = ""
+    """Why this failure is not certain (an unread object or one of unknown scope might
+    supply what is missing); empty for a proof."""
 
     def message(self) -> str:
         if self.kind == MISSING:
@@ -149,6 +189,22 @@ class LateLoad:
 
 
 @dataclass(frozen=True)
+class IgnoredPreload:
+    """A preload entry ld.so reports and skips: ``ERROR: ld.so: object '<entry>' from
+    <source> cannot be preloaded (<reason>): ignored.``"""
+
+    entry: str
+    source: str
+    reason: str
+
+    def message(self) -> str:
+        return (
+            f"ERROR: ld.so: object '{self.entry}' from {self.source} cannot be preloaded "
+            f"({self.reason}): ignored."
+        )
+
+
+@dataclass(frozen=True)
 class DlopenResult:
     ok: bool
     root: SharedObject | None = None
@@ -156,12 +212,48 @@ class DlopenResult:
     new: tuple[SharedObject, ...] = ()
 
 
-def _expand(entry: str, origin: str) -> str:
+def _dst(text: str, start: int, name: str) -> int:
+    """glibc's ``is_dst``: the length of ``name`` (braces included) at ``text[start:]``, 0 if
+    it is not there as a whole token (``$ORIGINAL`` is no ``$ORIGIN``)."""
+    if text.startswith("{", start):
+        return len(name) + 2 if text.startswith(name + "}", start + 1) else 0
+    if not text.startswith(name, start):
+        return 0
+    following = text[start + len(name) : start + len(name) + 1]
+    return 0 if following and (following.isalnum() or following == "_") else len(name)
+
+
+def expand(
+    entry: str, origin: str, secure: bool, lib: str, platform: Callable[[], str]
+) -> str | None:
+    """``entry`` with glibc's dynamic string tokens replaced (``_dl_dst_substitute``); None
+    when the entry cannot be used (``$ORIGIN`` in secure mode anywhere but at its start).
+    An unknown token stays as written (a literal ``$``), as glibc leaves it."""
     if "$" not in entry:
         return entry
-    for token in ("${ORIGIN}", "$ORIGIN"):
-        entry = entry.replace(token, origin)
-    return entry
+    out: list[str] = []
+    index = 0
+    while index < len(entry):
+        char = entry[index]
+        if char != "$":
+            out.append(char)
+            index += 1
+            continue
+        index += 1
+        length = _dst(entry, index, "ORIGIN")
+        if length:
+            whole = index == 1 and entry[index + length : index + length + 1] in ("", "/")
+            if secure and not whole:
+                return None
+            out.append(origin)
+        elif (length := _dst(entry, index, "PLATFORM")) != 0:
+            out.append(platform())
+        elif (length := _dst(entry, index, "LIB")) != 0:
+            out.append(lib)
+        else:
+            out.append("$")
+        index += length
+    return "".join(out)
 
 
 def _dirname(path: str) -> str:
@@ -182,30 +274,116 @@ class Ldso:
         self._by_identity: dict[Hashable, SharedObject] = {}
         self._dirs: dict[int, list[tuple[str, str]]] = {}
         self._names: dict[str, SharedObject] = {}
+        self._hwcaps: dict[str, list[str]] = {}
+        self._subdir_names: tuple[str, ...] | None = None
+        self.ignored_preloads: list[IgnoredPreload] = []
+        self.preloaded: list[SharedObject] = []
+        self._cpu: Cpu | None = None
+        self._tops = subdir_tops(env.glibc, env.machine_name) if env.cpu is not None else ()
+
+    def cpu(self) -> Cpu:
+        if self._cpu is None:
+            self._cpu = self.env.cpu() if self.env.cpu is not None else Cpu(1, "x86_64")
+        return self._cpu
+
+    def _platform(self) -> str:
+        return self.cpu().platform
+
+    def expand(self, entry: str, origin: str) -> str | None:
+        """``entry`` with ``$ORIGIN``/``$LIB``/``$PLATFORM`` replaced (None: unusable)."""
+        return expand(entry, origin, self.env.secure, self.env.lib, self._platform)
+
+    def _expand_all(
+        self, entries: Sequence[str], origin: str, via: str
+    ) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        for entry in entries:
+            expanded = self.expand(entry, origin)
+            if expanded is not None:
+                found.append((expanded, via))
+        return found
 
     # -- process start -----------------------------------------------------------------
     def start(self, executable: str | None, mapped: Sequence[str] = ()) -> None:
-        """The interpreter and what is already mapped (``/proc/self/maps``), loaded as-is.
+        """The interpreter and what is already mapped (``/proc/self/maps``), loaded as-is,
+        then the preloads (already mapped live; loaded here offline).
 
-        The global scope is the executable and its NEEDED closure, as at start-up."""
+        The global scope is the executable, the preloaded objects, then their NEEDED closure
+        breadth first, as at start-up. Anything else mapped has a scope nobody can see."""
         for path in ([executable] if executable else []) + list(mapped):
             if self.files.is_file(path) and self.files.identity(path) not in self._by_identity:
                 try:
                     facts = self.files.facts(path)
-                except ElfReadError:
+                except ElfReadError as err:  # mapped, so glibc took it: its facts unknown
+                    self._add_unread(path, path, None, "loaded", str(err))
                     continue
                 self._add(path, facts, {path}, None, "loaded")
-        if executable is None or not self.objects:
-            return
-        self.main = self.objects[0]
-        order = [self.main]
+        if executable is not None and self.objects:
+            self.main = self.objects[0]
+        before = len(self.objects)
+        self._preload()
+        order = ([self.main] if self.main is not None else []) + [
+            o for o in self.preloaded if o is not self.main
+        ]
         for obj in order:
-            for name in obj.facts.needed:
-                dep = self._reuse(name)
-                if dep is not None and dep not in order:
-                    order.append(dep)
-                    obj.deps.append(dep)
+            if self.objects.index(obj) < before:  # the preload step found its own deps
+                for name in obj.facts.needed:
+                    dep = self._reuse(name)
+                    if dep is not None and dep not in obj.deps:
+                        obj.deps.append(dep)
+            order += [d for d in obj.deps if d not in order]
         self.global_scope = order
+        if self.main is not None:
+            for obj in self.objects[:before]:
+                obj.scope_unknown = obj not in order
+
+    def _preload(self) -> None:
+        """``LD_PRELOAD`` then ``/etc/ld.so.preload``, as ld.so's ``do_preload`` treats them."""
+        entries = [(e, "LD_PRELOAD") for e in self.env.preload]
+        entries += [(e, "/etc/ld.so.preload") for e in self.env.preload_file]
+        for entry, source in entries:
+            secure = self.env.secure and source == "LD_PRELOAD"
+            if secure and "/" in entry:
+                continue  # not a valid name for a set-user-ID program: skipped silently
+            obj = self._preload_one(entry, secure)
+            if isinstance(obj, str):
+                self.ignored_preloads.append(IgnoredPreload(entry, source, obj))
+            elif obj not in self.preloaded:
+                self.preloaded.append(obj)
+
+    def _preload_one(self, entry: str, secure: bool) -> SharedObject | str:
+        if secure:  # only set-user-ID files from the trusted directories
+            found = next(
+                (
+                    p
+                    for p, _via in self._candidates(entry, None)
+                    if _via in ("ld.so.cache", "default")
+                    and self._openable(p)
+                    and self.files.setuid(p)
+                ),
+                None,
+            )
+            if found is None:
+                return "cannot open shared object file"
+            entry = found
+        first = len(self.objects)
+        trail: list[str] = []
+        root = self._map(entry, self.main, trail)
+        if isinstance(root, LoadError):
+            return "cannot open shared object file" if root.kind == MISSING else root.missing
+        order = [root]
+        for obj in order:
+            if self.objects.index(obj) < first:
+                continue
+            for needed in obj.facts.needed:
+                dep = self._map(needed, obj, [])
+                if isinstance(dep, LoadError):
+                    continue  # ld.so would stop the process; nothing more is known here
+                if dep not in obj.deps:
+                    obj.deps.append(dep)
+                if dep not in order:
+                    order.append(dep)
+        return root
 
     def _add(
         self, path: str, facts: ElfFacts, names: set[str], loader: SharedObject | None, via: str
@@ -239,6 +417,7 @@ class Ldso:
 
     def _search_dirs(self, requester: SharedObject | None) -> list[tuple[str, str]]:
         dirs: list[tuple[str, str]] = []
+        env = self.env
         facts = requester.facts if requester else None
         if facts is None or facts.runpath is None:
             seen: set[int] = set()
@@ -247,26 +426,37 @@ class Ldso:
                 seen.add(id(chain))
                 if chain.facts.runpath is None and chain.facts.rpath:
                     origin = _dirname(chain.path)
-                    dirs += [
-                        (_expand(d, origin), f"RPATH of {chain.soname}") for d in chain.facts.rpath
-                    ]
+                    dirs += self._expand_all(chain.facts.rpath, origin, f"RPATH of {chain.soname}")
                 chain = chain.loader
             main = self.main
             if main is not None and id(main) not in seen and main.facts.runpath is None:
                 origin = _dirname(main.path)
-                dirs += [
-                    (_expand(d, origin), "RPATH of the interpreter") for d in main.facts.rpath or ()
-                ]
-        if not self.env.secure:  # ld.so(8): $ORIGIN there is the program's folder
+                dirs += self._expand_all(main.facts.rpath or (), origin, "RPATH of the interpreter")
+        if not env.secure:  # ld.so(8): $ORIGIN there is the program's folder
             origin = _dirname(self.main.path) if self.main is not None else "."
-            dirs += [(_expand(d, origin), "LD_LIBRARY_PATH") for d in self.env.ld_library_path]
+            dirs += self._expand_all(env.ld_library_path, origin, "LD_LIBRARY_PATH")
         if facts is not None and facts.runpath:
             origin = _dirname(requester.path) if requester else "."
-            dirs += [
-                (_expand(d, origin), f"RUNPATH of {requester.soname if requester else ''}")
-                for d in facts.runpath
-            ]
+            via = f"RUNPATH of {requester.soname if requester else ''}"
+            dirs += self._expand_all(facts.runpath, origin, via)
         return dirs
+
+    def _subdirs(self, folder: str) -> list[str]:
+        """``folder``'s hwcaps subdirectories ld.so tries before it, best first."""
+        found = self._hwcaps.get(folder)
+        if found is None:
+            tops = [t for t in self._tops if self.files.is_dir(f"{folder}/{t}")]
+            found = []
+            if tops:
+                if self._subdir_names is None:
+                    self._subdir_names = subdirs(self.cpu(), self.env.glibc, self.env.machine_name)
+                found = [
+                    sub
+                    for sub in self._subdir_names
+                    if sub.split("/", 1)[0] in tops and self.files.is_dir(f"{folder}/{sub}")
+                ]
+            self._hwcaps[folder] = found
+        return found
 
     def locate(self, name: str) -> str | None:
         """The first file a ``dlopen(name)`` from the executable would try that exists: what
@@ -307,14 +497,23 @@ class Ldso:
     ) -> list[tuple[str, str]]:
         if "/" in name:
             origin = _dirname(requester.path) if requester else "."
-            return [(_expand(name, origin), "path")]
+            path = self.expand(name, origin)
+            return [] if path is None else [(path, "path")]
         dirs = self.search_dirs(requester) if cached else self._search_dirs(requester)
-        found = [(f"{d.rstrip('/')}/{name}", via) for d, via in dirs]
         nodeflib = requester is not None and requester.facts.nodeflib
         if not nodeflib:
-            found += [(path, "ld.so.cache") for path in self.env.cache.get(name, ())]
-            found += [(f"{d.rstrip('/')}/{name}", "default") for d in self.env.default_dirs]
-        return found
+            dirs = [*dirs, *((d, "default") for d in self.env.default_dirs)]
+        found: list[tuple[str, str]] = []
+        cache = [] if nodeflib else [(p, "ld.so.cache") for p in self.env.cache.get(name, ())]
+        for folder, via in dirs:
+            if via == "default" and cache:
+                found += cache  # the cache comes before the default directories
+                cache = []
+            folder = folder.rstrip("/") or "/"
+            for sub in self._subdirs(folder):
+                found.append((f"{folder}/{sub}/{name}", via))
+            found.append((f"{folder.rstrip('/')}/{name}", via))
+        return found + cache
 
     def _map(
         self, name: str, requester: SharedObject | None, trail: list[str]
@@ -334,12 +533,31 @@ class Ldso:
                 return same
             try:
                 facts = self.files.facts(path)
-            except ElfReadError as err:
+            except ElfRejected as err:  # glibc's own checks refuse it: the load fails
                 return LoadError(CORRUPT, path, str(err), trail=tuple(trail))
+            except ElfNotUnderstood as err:
+                if err.foreign:
+                    continue
+                return self._add_unread(path, name, requester, via, str(err))
+            except ElfReadError as err:  # cannot be read now: glibc may map it fine
+                return self._add_unread(path, name, requester, via, str(err))
             if facts.elf_class != self.env.elf_class or facts.machine != self.env.machine:
                 continue  # ld.so skips a candidate built for another machine
             return self._add(path, facts, {name}, requester, via)
         return LoadError(MISSING, requester.path if requester else name, name, trail=tuple(trail))
+
+    def _add_unread(
+        self, path: str, name: str, requester: SharedObject | None, via: str, why: str
+    ) -> SharedObject:
+        facts = ElfFacts(self.env.elf_class, self.env.machine, None, (), None, None, False)
+        obj = self._add(path, facts, {name}, requester, via)
+        obj.unread = why
+        return obj
+
+    @property
+    def unread(self) -> list[SharedObject]:
+        """The loaded objects whose facts are unknown."""
+        return [o for o in self.objects if o.unread]
 
     # -- dlopen ------------------------------------------------------------------------------
     def dlopen(self, name: str, *, global_: bool = False) -> DlopenResult:
@@ -367,7 +585,7 @@ class Ldso:
         parents: dict[int, SharedObject] = {}
         if self.objects.index(root) < first_new:  # already loaded: nothing to map or bind
             if global_:
-                self.global_scope += [o for o in _closure(root) if o not in self.global_scope]
+                self._promote(_closure(root))
             return DlopenResult(True, root=root)
         for obj in order:
             if self.objects.index(obj) < first_new:
@@ -397,13 +615,21 @@ class Ldso:
             if error is not None:
                 return DlopenResult(False, error=_with_chain(error, _chain(obj, parents)))
         if global_:
-            self.global_scope += [o for o in local if o not in self.global_scope]
+            self._promote(local)
         return DlopenResult(True, root=root, new=tuple(new))
 
+    def _promote(self, objects: list[SharedObject]) -> None:
+        for obj in objects:
+            obj.scope_unknown = False
+            if obj not in self.global_scope:
+                self.global_scope.append(obj)
+
     def _check_versions(self, obj: SharedObject) -> LoadError | None:
+        if obj.unread:
+            return None
         for filename, needs in obj.facts.verneed.items():
             provider = next((d for d in obj.deps if filename in d.names), None)
-            if provider is None or provider.facts.verdef is None:
+            if provider is None or provider.unread or provider.facts.verdef is None:
                 continue  # glibc only warns when the provider defines no versions
             for version, weak in needs:
                 if not weak and version not in provider.facts.verdef:
@@ -416,23 +642,51 @@ class Ldso:
                     )
         return None
 
+    def _table(self, obj: SharedObject) -> SymbolTable | None:
+        """``obj``'s symbols; None (and ``obj`` marked unread) when they cannot be read."""
+        if obj.unread:
+            return None
+        try:
+            return self.files.symbols(obj.path)
+        except ElfReadError as err:
+            obj.unread = f"its symbol table could not be read: {err}"
+            return None
+
     def _bind(self, obj: SharedObject, scope: list[SharedObject]) -> LoadError | None:
+        if obj.unread:
+            return None
         prints = [self.files.fingerprint(o.path) for o in [obj, *scope]]
         key = "\n".join([str(self.env.assume_python_symbols), *prints])
         if self.verdicts.bound(key):
             return None
         files_of = {v: f for f, needs in obj.facts.verneed.items() for v, _ in needs}
-        tables = {id(o): self.files.symbols(o.path) for o in scope}
+        own = self._table(obj)
+        if own is None:
+            return None
+        tables = {id(o): t for o in scope if (t := self._table(o)) is not None}
         missing: list[tuple[str, str]] = []
-        for symbol, version in self.files.symbols(obj.path).undefined:
+        for symbol, version in own.undefined:
             if self.env.assume_python_symbols and symbol.startswith(("Py", "_Py")):
                 continue
             filename = files_of.get(version)
-            if not any(_defines(o, tables[id(o)], symbol, version, filename) for o in scope):
+            if not any(
+                _defines(o, tables[id(o)], symbol, version, filename)
+                for o in scope
+                if id(o) in tables
+            ):
                 missing.append((symbol, version))
         if not missing:
             self.verdicts.remember(key)
             return None
+        doubt = ""
+        unread = [o for o in scope if o.unread]
+        if unread:
+            doubt = (
+                f"{_base(unread[0].path)} could not be read ({unread[0].unread}), and it may "
+                "define what is missing"
+            )
+        else:
+            missing, doubt = self._unknown_scope(missing, files_of)
         symbol, version = missing[0]
         owner = next((o for o in scope if files_of.get(version) in o.names), None)
         return LoadError(
@@ -443,7 +697,39 @@ class Ldso:
             provider=owner.path if owner else None,
             provider_via=owner.via if owner else "",
             symbols=tuple(f"{s}@{v}" if v else s for s, v in missing[:5]),
+            doubt=doubt,
         )
+
+    def _unknown_scope(
+        self, missing: list[tuple[str, str]], files_of: Mapping[str, str]
+    ) -> tuple[list[tuple[str, str]], str]:
+        """The missing symbols no object of unknown scope defines (a proof), else all of them
+        and why they may still bind (one such object defines each)."""
+        maybe = [o for o in self.objects if o.scope_unknown and o not in self.global_scope]
+        if not maybe:
+            return missing, ""
+        tables = [(o, t) for o in maybe if (t := self._table(o)) is not None]
+        proven: list[tuple[str, str]] = []
+        supplier: SharedObject | None = None
+        for symbol, version in missing:
+            filename = files_of.get(version)
+            found = next(
+                (o for o, t in tables if _defines(o, t, symbol, version, filename)), None
+            )
+            if found is None:
+                proven.append((symbol, version))
+            elif supplier is None:
+                supplier = found
+        if proven or supplier is None:
+            return proven or missing, ""
+        return missing, (
+            f"{_base(supplier.path)}, already loaded by the process, defines it: if it was "
+            "opened with RTLD_GLOBAL (nothing in /proc says), the symbol binds there"
+        )
+
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
 
 
 def _defines(
