@@ -165,7 +165,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     cache = cache if cache is not None else LinuxCache(None)
     if isinstance(system.cache, CacheView):
         system.cache.memo.update(cache.lookups(system.cache.key))
-    files = PosixFiles(cache)
+    files = PosixFiles(cache, 2, system.machine)
     plan = _plan(torch_dir, version, cuda, files, cache)
     ldso = Ldso(files, environment(system), cache)
     ldso.start(system.executable, system.mapped)

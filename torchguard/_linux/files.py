@@ -122,7 +122,11 @@ class PosixFiles:
     """Paths joined as given (``..`` resolved by the kernel, never by ``normpath``), each
     file's facts read once per analysis; ``store`` serves them across runs by fingerprint."""
 
-    def __init__(self, store: FactsStore | None = None) -> None:
+    def __init__(
+        self, store: FactsStore | None = None, elf_class: int = 2, machine: int = 62
+    ) -> None:
+        self._class = elf_class
+        self._machine = machine
         self._facts: dict[tuple[int, int], LoadFacts] = {}
         self._symbols: dict[tuple[int, int], SymbolTable] = {}
         self._stats: dict[str, os.stat_result | None] = {}
@@ -174,7 +178,10 @@ class PosixFiles:
             try:
                 found = load_facts(read_elf_file(path).facts)
             except ElfReadError as error:
-                raise glibc_words(path, error) from None
+                raise glibc_words(path, error, self._class, self._machine) from None
+            verdict = verify_file(path, found.elf_class, found.machine)
+            if verdict is not None and verdict.reject:  # read, yet glibc's checks refuse it
+                raise ElfRejected(verdict.reject)
             if self._store is not None:
                 self._store.store_facts(fingerprint, found)
         self._facts[key] = found

@@ -8,7 +8,8 @@ and glibc's words (measured against the real loader on damaged copies of a libra
 - fewer bytes than an ELF header: ``file too short``;
 - a bad magic, class byte, encoding, ident version, OS ABI or nonzero padding: ``invalid ELF
   header`` and its kin; another ELF class or machine: the candidate is skipped in a search;
-- an ``e_type`` other than ``ET_DYN``/``ET_EXEC``, an odd ``e_phentsize``, program headers
+- an ``e_type`` other than ``ET_DYN``/``ET_EXEC`` (an executable itself is not judged here: it
+  is what the interpreter is), an odd ``e_phentsize``, program headers
   past the end of the file (``cannot read file data``), no loadable segment, no dynamic
   section, a segment alignment glibc refuses;
 - a loadable segment with pages wholly past the end of the file: ld.so maps it, and the first
@@ -75,8 +76,6 @@ def verify(head: bytes, size: int, elf_class: int = 2, machine: int = 62) -> Ver
         return Verdict("cannot read file data")
     if phoff + phnum * phentsize > len(head):
         return Verdict()  # not given enough to judge the segments: nothing proven
-    if e_type == _ET_EXEC:
-        return Verdict("cannot dynamically load executable")
     return _segments(head, size, wide, phoff, phnum, phentsize)
 
 
