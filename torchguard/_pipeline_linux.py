@@ -15,6 +15,7 @@ from torchguard._linux.files import PosixFiles
 from torchguard._linux.nvidia import boot_id, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
+from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
 from torchguard._model.late_loads import Stems, late_loads
@@ -171,7 +172,13 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     ldso.start(system.executable, system.mapped)
     first_new = len(ldso.objects)
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
-    hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
+    hints = LinuxHints(
+        torch_version=version,
+        cuda=cuda,
+        conda=system.conda,
+        ld_library_path=tuple(system.ld_library_path),
+        requirements=_requirements(torch_dir, cache),
+    )
     findings = list(import_findings(replay, hints, ldso.objects))
     findings += ignored_preload_findings(ldso.ignored_preloads)
     findings += conflicting_files(_conflicts(torch_dir, cache), hints)
@@ -179,7 +186,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
         pinned = pinned_copies(system.site_dirs)
-        findings += shadowed(ldso.objects[first_new:], pinned, _same_file)
+        findings += shadowed(ldso.objects[first_new:], pinned, _same_file, hints=hints)
         loads = late_loads(ldso, ldso.objects, _stems_reader(files, cache))
         findings += late_load_findings(loads, pinned, _same_file, hints)
     site = os.path.dirname(os.path.abspath(torch_dir))
@@ -326,6 +333,20 @@ def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> li
             ]
             cache.store_extensions(key, listed)
         found += [item for item in listed if files.is_file(item[1])]
+    return found
+
+
+def _requirements(torch_dir: str, cache: LinuxCache) -> TorchRequirements | None:
+    """torch's pins for repair commands, read once per state of its site-packages folder."""
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    try:
+        key = f"{site}|{os.stat(site).st_mtime_ns}"
+    except OSError:
+        return None
+    found = cache.requirements(key)
+    if found is None:
+        found = torch_requirements(torch_dir)
+        cache.store_requirements(key, found)
     return found
 
 
