@@ -543,7 +543,8 @@ class Ldso:
                 return self._add_unread(path, name, requester, via, str(err))
             if facts.elf_class != self.env.elf_class and "/" in name:
                 bits = 32 if facts.elf_class == 1 else 64  # no search: open_verify's error
-                return LoadError(CORRUPT, path, f"wrong ELF class: ELFCLASS{bits}", trail=tuple(trail))
+                why = f"wrong ELF class: ELFCLASS{bits}"
+                return LoadError(CORRUPT, path, why, trail=tuple(trail))
             if facts.elf_class != self.env.elf_class or facts.machine != self.env.machine:
                 continue  # ld.so skips a candidate built for another machine
             return self._add(path, facts, {name}, requester, via)
