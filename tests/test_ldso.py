@@ -435,3 +435,30 @@ def test_a_doubtful_failure_is_a_warning_and_unread_objects_are_named(tmp_path: 
     (ignored,) = ignored_preload_findings([IgnoredPreload("/a.so", "LD_PRELOAD", "why")])
     assert (ignored.code, ignored.severity) == ("missing-dll", "warning")
     assert "cannot be preloaded (why): ignored." in ignored.message
+
+
+def test_segments_past_the_end_are_a_sigbus_only_beyond_the_last_page() -> None:
+    """ld.so maps segments whole; only a page wholly past the end of the file faults (a
+    partly present last page reads as zeros)."""
+    import struct
+
+    from torchguard._linux.verify import SIGBUS, verify
+
+    def image(filesz: int, machine: int = 62) -> bytes:
+        ident = b"\x7fELF\x02\x01\x01" + bytes(9)
+        header = struct.pack("<HHIQQQIHHHHHH", 3, machine, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
+        load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, filesz, filesz, 0x1000)
+        dynamic = struct.pack("<IIQQQQQQ", 2, 6, 0x100, 0x100, 0x100, 0x40, 0x40, 8)
+        return ident + header + load + dynamic
+
+    assert verify(image(0x2100), 0x2001).reject == ""  # the third page is partly there
+    assert verify(image(0x2100), 0x2000).reject == SIGBUS
+    assert verify(image(0x2100, machine=183), 0x2000, machine=183).reject == ""  # 64 KiB pages?
+    no_dynamic = bytearray(image(0x100))
+    no_dynamic[64 + 56 : 64 + 60] = b"\x04\x00\x00\x00"  # PT_NOTE instead
+    assert verify(bytes(no_dynamic), 0x1000).reject == "object file has no dynamic section"
+    misaligned = bytearray(image(0x100))
+    misaligned[64 + 16 : 64 + 24] = (0x800).to_bytes(8, "little")  # p_vaddr
+    assert verify(bytes(misaligned), 0x1000).reject == (
+        "ELF load command address/offset not page-aligned"
+    )
