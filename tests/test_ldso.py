@@ -462,3 +462,35 @@ def test_segments_past_the_end_are_a_sigbus_only_beyond_the_last_page() -> None:
     assert verify(bytes(misaligned), 0x1000).reject == (
         "ELF load command address/offset not page-aligned"
     )
+
+
+def test_which_folders_have_hwcaps_subfolders_is_kept_by_folder_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Warm, each search folder costs one stat, not one per possible subfolder; adding a
+    subfolder changes the folder's mtime and is seen."""
+    from torchguard._linux.hwcaps import Cpu
+    from torchguard._model.linux_cache import LinuxCache
+
+    write_so(tmp_path / "lib", "libd.so")
+    write_so(tmp_path, "libu.so", needed=["libd.so"], runpath="$ORIGIN/lib")
+    store = LinuxCache(None)
+    env = Environment(default_dirs=(), cpu=lambda: Cpu(3, "x86_64"), glibc=(2, 36))
+    looked: list[str] = []
+    is_dir = PosixFiles.is_dir
+
+    def counting(self: PosixFiles, path: str) -> bool:
+        looked.append(path)
+        return is_dir(self, path)
+
+    monkeypatch.setattr(PosixFiles, "is_dir", counting)
+    assert Ldso(PosixFiles(), env, store).dlopen(str(tmp_path / "libu.so")).ok
+    assert len(looked) == 5  # glibc-hwcaps, tls, x86_64, haswell, xeon_phi
+    looked.clear()
+    assert Ldso(PosixFiles(), env, store).dlopen(str(tmp_path / "libu.so")).ok
+    assert looked == []
+    write_so(tmp_path / "lib" / "glibc-hwcaps" / "x86-64-v3", "libd.so")
+    os.utime(tmp_path / "lib", ns=(1, 1))  # a new mtime, whatever the clock's resolution
+    ld = Ldso(PosixFiles(), env, store)
+    assert ld.dlopen(str(tmp_path / "libu.so")).ok
+    assert ld.loaded("libd.so").path.endswith("glibc-hwcaps/x86-64-v3/libd.so")  # type: ignore[union-attr]

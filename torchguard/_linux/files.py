@@ -151,6 +151,12 @@ class PosixFiles:
         info = self._stat(path)
         return info is not None and (info.st_mode & 0o170000) == 0o040000
 
+    def dir_state(self, path: str) -> str | None:
+        info = self._stat(path)
+        if info is None or (info.st_mode & 0o170000) != 0o040000:
+            return None
+        return f"{info.st_dev}|{info.st_ino}|{info.st_mtime_ns}"
+
     def setuid(self, path: str) -> bool:
         info = self._stat(path)
         return info is not None and bool(info.st_mode & 0o4000)

@@ -45,6 +45,11 @@ class ElfFiles(Protocol):
 
     def is_dir(self, path: str) -> bool: ...
 
+    def dir_state(self, path: str) -> str | None:
+        """A key that changes when entries are added to or removed from the folder (its
+        inode and mtime); None when it is no folder."""
+        ...
+
     def setuid(self, path: str) -> bool:
         """The file has its set-user-ID bit (secure mode preloads only such files)."""
         ...
@@ -74,11 +79,16 @@ class ElfFiles(Protocol):
 
 
 class Verdicts(Protocol):
-    """Binding verdicts kept across runs: a warm analysis reads no symbol table."""
+    """Binding verdicts kept across runs: a warm analysis reads no symbol table. Also which
+    hwcaps subfolders a search folder has, by the folder's state: one ``stat`` per folder."""
 
     def bound(self, key: str) -> bool: ...
 
     def remember(self, key: str) -> None: ...
+
+    def subdir_tops(self, key: str) -> tuple[str, ...] | None: ...
+
+    def store_subdir_tops(self, key: str, tops: tuple[str, ...]) -> None: ...
 
 
 class _NoVerdicts:
@@ -86,6 +96,12 @@ class _NoVerdicts:
         return False
 
     def remember(self, key: str) -> None:
+        return None
+
+    def subdir_tops(self, key: str) -> tuple[str, ...] | None:
+        return None
+
+    def store_subdir_tops(self, key: str, tops: tuple[str, ...]) -> None:
         return None
 
 
@@ -441,11 +457,26 @@ class Ldso:
             dirs += self._expand_all(facts.runpath, origin, via)
         return dirs
 
+    def _present_tops(self, folder: str) -> tuple[str, ...]:
+        """Which of the hwcaps subfolder names ``folder`` has, kept by the folder's state
+        (adding or removing an entry changes its mtime)."""
+        if not self._tops:
+            return ()
+        state = self.files.dir_state(folder)
+        if state is None:
+            return ()
+        key = f"{folder}|{state}|{','.join(self._tops)}"
+        known = self.verdicts.subdir_tops(key)
+        if known is None:
+            known = tuple(t for t in self._tops if self.files.is_dir(f"{folder}/{t}"))
+            self.verdicts.store_subdir_tops(key, known)
+        return known
+
     def _subdirs(self, folder: str) -> list[str]:
         """``folder``'s hwcaps subdirectories ld.so tries before it, best first."""
         found = self._hwcaps.get(folder)
         if found is None:
-            tops = [t for t in self._tops if self.files.is_dir(f"{folder}/{t}")]
+            tops = self._present_tops(folder)
             found = []
             if tops:
                 if self._subdir_names is None:
