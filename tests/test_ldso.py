@@ -494,3 +494,20 @@ def test_which_folders_have_hwcaps_subfolders_is_kept_by_folder_state(
     ld = Ldso(PosixFiles(), env, store)
     assert ld.dlopen(str(tmp_path / "libu.so")).ok
     assert ld.loaded("libd.so").path.endswith("glibc-hwcaps/x86-64-v3/libd.so")  # type: ignore[union-attr]
+
+
+def test_live_preloads_are_the_mapped_objects_ld_so_put_there_at_start(tmp_path: Path) -> None:
+    """Live, ld.so already did the preloading: an entry is the mapped object it became, and
+    one that is not mapped was skipped at start (a file that appeared later is not loaded)."""
+    write_so(tmp_path, "python3")
+    mapped = write_so(tmp_path / "pre", "libp.so", defines=["shared_thing"])
+    later = write_so(tmp_path / "pre", "liblater.so")
+    ld = model(preload=(str(mapped), str(later), "/gone/libx.so"))
+    ld.start(str(tmp_path / "python3"), (str(mapped),), live=True)
+    assert [o.path for o in ld.preloaded] == [str(mapped)]
+    assert not ld.preloaded[0].scope_unknown and ld.preloaded[0] in ld.global_scope
+    assert [(p.entry, p.reason) for p in ld.ignored_preloads] == [
+        (str(later), "not loaded when the process started"),
+        ("/gone/libx.so", "cannot open shared object file"),
+    ]
+    assert len(ld.objects) == 2

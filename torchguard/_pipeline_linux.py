@@ -169,7 +169,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     files = PosixFiles(cache, 2, system.machine)
     plan = _plan(torch_dir, version, cuda, files, cache)
     ldso = Ldso(files, environment(system), cache)
-    ldso.start(system.executable, system.mapped)
+    ldso.start(system.executable, system.mapped, live=system.live)
     first_new = len(ldso.objects)
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
     hints = LinuxHints(

@@ -320,9 +320,12 @@ class Ldso:
         return found
 
     # -- process start -----------------------------------------------------------------
-    def start(self, executable: str | None, mapped: Sequence[str] = ()) -> None:
+    def start(
+        self, executable: str | None, mapped: Sequence[str] = (), live: bool = False
+    ) -> None:
         """The interpreter and what is already mapped (``/proc/self/maps``), loaded as-is,
-        then the preloads (already mapped live; loaded here offline).
+        then the preloads: loaded here, or (``live``) found among the mapped objects, where
+        ld.so put them at process start (an entry that is not there was skipped then).
 
         The global scope is the executable, the preloaded objects, then their NEEDED closure
         breadth first, as at start-up. Anything else mapped has a scope nobody can see."""
@@ -337,7 +340,7 @@ class Ldso:
         if executable is not None and self.objects:
             self.main = self.objects[0]
         before = len(self.objects)
-        self._preload()
+        self._preload(live)
         order = ([self.main] if self.main is not None else []) + [
             o for o in self.preloaded if o is not self.main
         ]
@@ -353,7 +356,7 @@ class Ldso:
             for obj in self.objects[:before]:
                 obj.scope_unknown = obj not in order
 
-    def _preload(self) -> None:
+    def _preload(self, live: bool) -> None:
         """``LD_PRELOAD`` then ``/etc/ld.so.preload``, as ld.so's ``do_preload`` treats them."""
         entries = [(e, "LD_PRELOAD") for e in self.env.preload]
         entries += [(e, "/etc/ld.so.preload") for e in self.env.preload_file]
@@ -361,11 +364,34 @@ class Ldso:
             secure = self.env.secure and source == "LD_PRELOAD"
             if secure and "/" in entry:
                 continue  # not a valid name for a set-user-ID program: skipped silently
-            obj = self._preload_one(entry, secure)
+            obj = self._preloaded(entry) if live else self._preload_one(entry, secure)
             if isinstance(obj, str):
                 self.ignored_preloads.append(IgnoredPreload(entry, source, obj))
             elif obj not in self.preloaded:
                 self.preloaded.append(obj)
+
+    def _preloaded(self, entry: str) -> SharedObject | str:
+        """The mapped object a live process's preload ``entry`` became, or why there is none."""
+        if "/" not in entry:
+            found = self._reuse(entry)
+            if found is not None:
+                return found
+        for path, _via in self._candidates(entry, self.main):
+            if not self._openable(path):
+                continue
+            found = self._by_identity.get(self.files.identity(path))
+            if found is not None:
+                return found
+            try:
+                facts = self.files.facts(path)
+            except ElfRejected as err:
+                return str(err)
+            except ElfReadError:
+                return "not loaded when the process started"
+            if facts.elf_class != self.env.elf_class:
+                return f"wrong ELF class: ELFCLASS{32 if facts.elf_class == 1 else 64}"
+            return "not loaded when the process started"
+        return "cannot open shared object file"
 
     def _preload_one(self, entry: str, secure: bool) -> SharedObject | str:
         if secure:  # only set-user-ID files from the trusted directories
