@@ -248,27 +248,26 @@ def expand(
     if "$" not in entry:
         return entry
     out: list[str] = []
-    index = 0
-    while index < len(entry):
-        char = entry[index]
-        if char != "$":
-            out.append(char)
-            index += 1
-            continue
-        index += 1
-        length = _dst(entry, index, "ORIGIN")
+    done = 0
+    index = entry.find("$")
+    while index >= 0:
+        out.append(entry[done:index])
+        at = index + 1
+        length = _dst(entry, at, "ORIGIN")
         if length:
-            whole = index == 1 and entry[index + length : index + length + 1] in ("", "/")
+            whole = index == 0 and entry[at + length : at + length + 1] in ("", "/")
             if secure and not whole:
                 return None
             out.append(origin)
-        elif (length := _dst(entry, index, "PLATFORM")) != 0:
+        elif (length := _dst(entry, at, "PLATFORM")) != 0:
             out.append(platform())
-        elif (length := _dst(entry, index, "LIB")) != 0:
+        elif (length := _dst(entry, at, "LIB")) != 0:
             out.append(lib)
         else:
             out.append("$")
-        index += length
+        done = at + length
+        index = entry.find("$", done)
+    out.append(entry[done:])
     return "".join(out)
 
 
@@ -295,6 +294,9 @@ class Ldso:
         self.ignored_preloads: list[IgnoredPreload] = []
         self.preloaded: list[SharedObject] = []
         self._cpu: Cpu | None = None
+        self._expanded: dict[tuple[str, str], str | None] = {}
+        self._prefixes: dict[tuple[int, bool], list[tuple[str, str]]] = {}
+        self._in_folder: dict[str, list[str]] = {}
         self._tops = subdir_tops(env.glibc, env.machine_name) if env.cpu is not None else ()
 
     def cpu(self) -> Cpu:
@@ -307,7 +309,13 @@ class Ldso:
 
     def expand(self, entry: str, origin: str) -> str | None:
         """``entry`` with ``$ORIGIN``/``$LIB``/``$PLATFORM`` replaced (None: unusable)."""
-        return expand(entry, origin, self.env.secure, self.env.lib, self._platform)
+        key = (entry, origin)
+        if key in self._expanded:
+            return self._expanded[key]
+        found = self._expanded[key] = expand(
+            entry, origin, self.env.secure, self.env.lib, self._platform
+        )
+        return found
 
     def _expand_all(
         self, entries: Sequence[str], origin: str, via: str
@@ -556,21 +564,46 @@ class Ldso:
             origin = _dirname(requester.path) if requester else "."
             path = self.expand(name, origin)
             return [] if path is None else [(path, "path")]
-        dirs = self.search_dirs(requester) if cached else self._search_dirs(requester)
         nodeflib = requester is not None and requester.facts.nodeflib
+        key = (id(requester), cached)
+        prefixes = self._prefixes.get(key) if cached else None
+        if prefixes is None:
+            dirs = self.search_dirs(requester) if cached else self._search_dirs(requester)
+            prefixes = self._folder_prefixes(dirs, nodeflib)
+            if cached:
+                self._prefixes[key] = prefixes
+        found: list[tuple[str, str]] = []
+        cache = () if nodeflib else self.env.cache.get(name, ())
+        for prefix, via in prefixes:
+            if via == "default" and cache:
+                found += [(p, "ld.so.cache") for p in cache]  # before the default folders
+                cache = ()
+            found.append((prefix + name, via))
+        return found + [(p, "ld.so.cache") for p in cache]
+
+    def _folder_prefixes(
+        self, dirs: list[tuple[str, str]], nodeflib: bool
+    ) -> list[tuple[str, str]]:
+        """Each search folder as the prefixes ld.so tries in it: its hwcaps subfolders, then
+        itself; the default folders last (the cache goes before them)."""
         if not nodeflib:
             dirs = [*dirs, *((d, "default") for d in self.env.default_dirs)]
-        found: list[tuple[str, str]] = []
-        cache = [] if nodeflib else [(p, "ld.so.cache") for p in self.env.cache.get(name, ())]
+        prefixes: list[tuple[str, str]] = []
         for folder, via in dirs:
-            if via == "default" and cache:
-                found += cache  # the cache comes before the default directories
-                cache = []
-            folder = folder.rstrip("/") or "/"
-            for sub in self._subdirs(folder):
-                found.append((f"{folder}/{sub}/{name}", via))
-            found.append((f"{folder.rstrip('/')}/{name}", via))
-        return found + cache
+            found = self._in_folder.get(folder)
+            if found is None:
+                found = self._in_folder[folder] = self._folder_paths(folder)
+            prefixes += [(prefix, via) for prefix in found]
+        return prefixes
+
+    def _folder_paths(self, folder: str) -> list[str]:
+        """The prefixes tried in ``folder``; none when it is no folder (glibc marks such a
+        search folder nonexistent and skips it: one ``stat`` instead of one per name)."""
+        folder = folder.rstrip("/") or "/"
+        if self.files.dir_state(folder) is None:
+            return []
+        found = [f"{folder}/{sub}/" for sub in self._subdirs(folder)]
+        return [*found, f"{folder.rstrip('/')}/"]
 
     def _map(
         self, name: str, requester: SharedObject | None, trail: list[str]
@@ -634,6 +667,7 @@ class Ldso:
             for obj in self.objects:
                 obj.names = names[id(obj)]
             self._dirs.clear()
+            self._prefixes.clear()
         return result
 
     def _open(self, name: str, first_new: int, global_: bool) -> DlopenResult:
