@@ -511,3 +511,30 @@ def test_live_preloads_are_the_mapped_objects_ld_so_put_there_at_start(tmp_path:
         ("/gone/libx.so", "cannot open shared object file"),
     ]
     assert len(ld.objects) == 2
+
+
+def test_a_name_found_nowhere_is_a_doubt_while_a_mapped_object_could_not_be_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchguard._binary.elf import ElfUnreadable
+
+    write_so(tmp_path, "python3")
+    mapped = write_so(tmp_path / "m", "libmystery.so.1")
+    write_so(tmp_path, "libu.so", needed=["libmystery.so.1"])
+    facts = PosixFiles.facts
+
+    def flaky(self: PosixFiles, path: str) -> object:
+        if path == str(mapped):
+            raise ElfUnreadable("[Errno 5] Input/output error")
+        return facts(self, path)
+
+    monkeypatch.setattr(PosixFiles, "facts", flaky)
+    ld = model()
+    ld.start(str(tmp_path / "python3"), (str(mapped),))
+    error = ld.dlopen(str(tmp_path / "libu.so")).error
+    assert error is not None and error.kind == MISSING
+    assert error.doubt.startswith("libmystery.so.1 is loaded but could not be read")
+    proof = model()
+    proof.start(str(tmp_path / "python3"))
+    missing = proof.dlopen(str(tmp_path / "libu.so")).error
+    assert missing is not None and missing.kind == MISSING and not missing.doubt

@@ -198,7 +198,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
             loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
             if loaded.error is not None:
                 findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
-    findings += unread_findings(ldso.objects)
+    findings += unread_findings(_used(ldso.objects[first_new:]))
     findings.sort(key=Finding.sort_key)
     if isinstance(system.cache, CacheView):
         cache.store_lookups(system.cache.key, system.cache.memo)
@@ -216,6 +216,15 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         modules=tuple(_modules(ldso.objects[first_new:torch_end])),
         timings={"total": time.perf_counter() - start},
     )
+
+
+def _used(objects: list[SharedObject]) -> list[SharedObject]:
+    """``objects`` (what the replay loaded) and what they use, breadth first: an unreadable
+    library another package mapped that torch never touches is none of its business."""
+    order = list(objects)
+    for obj in order:
+        order += [dep for dep in obj.deps if dep not in order]
+    return order
 
 
 def _driver_shown(system: LinuxSystem) -> str | None:

@@ -674,7 +674,7 @@ class Ldso:
         trail: list[str] = []
         root = self._map(name, self.main, trail)
         if isinstance(root, LoadError):
-            return DlopenResult(False, error=root)
+            return DlopenResult(False, error=self._missing_doubt(root))
         root.loader = root.loader if root.loader is not None else self.main
         order = [root]
         parents: dict[int, SharedObject] = {}
@@ -692,7 +692,7 @@ class Ldso:
                 dep = self._map(needed, obj, trail)
                 if isinstance(dep, LoadError):
                     chain = _chain(obj, parents)
-                    return DlopenResult(False, error=_with_chain(dep, chain))
+                    return DlopenResult(False, error=_with_chain(self._missing_doubt(dep), chain))
                 if dep not in obj.deps:
                     obj.deps.append(dep)
                 if dep not in order:
@@ -718,6 +718,20 @@ class Ldso:
             obj.scope_unknown = False
             if obj not in self.global_scope:
                 self.global_scope.append(obj)
+
+    def _missing_doubt(self, error: LoadError) -> LoadError:
+        """A name found nowhere may still be the soname of a mapped object torchguard could
+        not read (its soname unknown): then it is no proof."""
+        if error.kind != MISSING:
+            return error
+        unknown = next((o for o in self.objects if o.unread and o.via == "loaded"), None)
+        if unknown is None:
+            return error
+        why = (
+            f"{_base(unknown.path)} is loaded but could not be read ({unknown.unread}); its "
+            f"soname may be {error.missing}"
+        )
+        return replace(error, doubt=why)
 
     def _check_versions(self, obj: SharedObject) -> LoadError | None:
         if obj.unread:
