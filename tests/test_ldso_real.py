@@ -151,6 +151,8 @@ def _damaged(tmp_path: Path, how: str) -> Path:
         data[16] = 1
     elif how == "no magic":
         data[0] = 0
+    elif how == "32-bit class byte":
+        data[4] = 1
     elif how == "section table garbage":
         data[40:48] = (len(data) * 4).to_bytes(8, "little")  # e_shoff past the end
     target = tmp_path / "lib" / "libdep.so"
@@ -171,6 +173,7 @@ def _damaged(tmp_path: Path, how: str) -> Path:
         "e_type",
         "no magic",
         "section table garbage",
+        "32-bit class byte",
     ],
 )
 def test_a_damaged_dependency_fails_exactly_when_glibc_refuses_it(tmp_path: Path, how: str) -> None:
@@ -370,3 +373,13 @@ def test_the_maps_reader_sees_an_earlier_global_load(tmp_path: Path) -> None:
 
     ctypes.CDLL(str(provider))
     assert str(provider) in {m.path for m in read_maps()}
+
+
+def test_a_file_of_the_other_class_opened_by_path_fails_in_glibcs_words(tmp_path: Path) -> None:
+    """No search, so no other candidate: ``wrong ELF class: ELFCLASS32``."""
+    good = build(tmp_path / "src", "libdep.so", DEP)
+    data = bytearray(good.read_bytes())
+    data[4] = 1
+    target = tmp_path / "libc32.so"
+    target.write_bytes(bytes(data))
+    agree(model().dlopen(str(target)), real(target))

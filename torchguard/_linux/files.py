@@ -25,9 +25,11 @@ class ElfNotUnderstood(ElfReadError):
     so nothing is proven; ``foreign`` when it is of another ELF class or machine (a search
     skips it)."""
 
-    def __init__(self, message: str, foreign: bool = False) -> None:
+    def __init__(self, message: str, foreign: bool = False, glibc: str = "") -> None:
         super().__init__(message)
         self.foreign = foreign
+        self.glibc = glibc
+        """glibc's words for a foreign file opened by path (``wrong ELF class: ...``)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,9 @@ def glibc_words(
         return ElfUnreadable(f"{error} (and it could not be opened again)")
     if verdict.reject and not verdict.foreign:
         return ElfRejected(verdict.reject)
-    return ElfNotUnderstood(f"torchguard's ELF reader refuses it: {error}", verdict.foreign)
+    return ElfNotUnderstood(
+        f"torchguard's ELF reader refuses it: {error}", verdict.foreign, verdict.reject
+    )
 
 
 class FactsStore(Protocol):
@@ -185,9 +189,9 @@ class PosixFiles:
                 found = load_facts(read_elf_file(path).facts)
             except ElfReadError as error:
                 raise glibc_words(path, error, self._class, self._machine) from None
-            verdict = verify_file(path, found.elf_class, found.machine)
-            if verdict is not None and verdict.reject:  # read, yet glibc's checks refuse it
-                raise ElfRejected(verdict.reject)
+            verdict = verify_file(path, self._class, self._machine)
+            if verdict is not None and verdict.reject and not verdict.foreign:
+                raise ElfRejected(verdict.reject)  # read, yet glibc's checks refuse it
             if self._store is not None:
                 self._store.store_facts(fingerprint, found)
         self._facts[key] = found

@@ -613,6 +613,7 @@ class Ldso:
             existing = self._reuse(name)
             if existing is not None:
                 return existing
+        other_class = ""
         for path, via in self._candidates(name, requester):
             if not self._openable(path):
                 continue
@@ -627,17 +628,20 @@ class Ldso:
                 return LoadError(CORRUPT, path, str(err), trail=tuple(trail))
             except ElfNotUnderstood as err:
                 if err.foreign:
+                    other_class = other_class or err.glibc
                     continue
                 return self._add_unread(path, name, requester, via, str(err))
             except ElfReadError as err:  # cannot be read now: glibc may map it fine
                 return self._add_unread(path, name, requester, via, str(err))
-            if facts.elf_class != self.env.elf_class and "/" in name:
-                bits = 32 if facts.elf_class == 1 else 64  # no search: open_verify's error
-                why = f"wrong ELF class: ELFCLASS{bits}"
-                return LoadError(CORRUPT, path, why, trail=tuple(trail))
-            if facts.elf_class != self.env.elf_class or facts.machine != self.env.machine:
+            if facts.elf_class != self.env.elf_class:
+                bits = 32 if facts.elf_class == 1 else 64
+                other_class = other_class or f"wrong ELF class: ELFCLASS{bits}"
+                continue
+            if facts.machine != self.env.machine:
                 continue  # ld.so skips a candidate built for another machine
             return self._add(path, facts, {name}, requester, via)
+        if other_class:  # glibc names the class it skipped rather than "cannot open"
+            return LoadError(CORRUPT, name, other_class, trail=tuple(trail))
         return LoadError(MISSING, requester.path if requester else name, name, trail=tuple(trail))
 
     def _add_unread(
