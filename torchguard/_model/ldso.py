@@ -247,6 +247,8 @@ def expand(
     An unknown token stays as written (a literal ``$``), as glibc leaves it."""
     if "$" not in entry:
         return entry
+    if entry.startswith("$ORIGIN") and entry[7:8] in ("", "/") and "$" not in entry[7:]:
+        return origin + entry[7:]  # the usual shape, valid in secure mode too
     out: list[str] = []
     done = 0
     index = entry.find("$")
@@ -297,6 +299,7 @@ class Ldso:
         self._expanded: dict[tuple[str, str], str | None] = {}
         self._prefixes: dict[tuple[int, bool], list[tuple[str, str]]] = {}
         self._in_folder: dict[str, list[str]] = {}
+        self._by_dirs: dict[tuple[tuple[tuple[str, str], ...], bool], list[tuple[str, str]]] = {}
         self._tops = subdir_tops(env.glibc, env.machine_name) if env.cpu is not None else ()
 
     def cpu(self) -> Cpu:
@@ -586,6 +589,10 @@ class Ldso:
     ) -> list[tuple[str, str]]:
         """Each search folder as the prefixes ld.so tries in it: its hwcaps subfolders, then
         itself; the default folders last (the cache goes before them)."""
+        key = (tuple(dirs), nodeflib)
+        known = self._by_dirs.get(key)
+        if known is not None:  # libraries sharing one RPATH (torch's) share the prefixes
+            return known
         if not nodeflib:
             dirs = [*dirs, *((d, "default") for d in self.env.default_dirs)]
         prefixes: list[tuple[str, str]] = []
@@ -594,6 +601,7 @@ class Ldso:
             if found is None:
                 found = self._in_folder[folder] = self._folder_paths(folder)
             prefixes += [(prefix, via) for prefix in found]
+        self._by_dirs[key] = prefixes
         return prefixes
 
     def _folder_paths(self, folder: str) -> list[str]:
