@@ -553,6 +553,10 @@ class Ldso:
             trail.append(path)
             try:
                 facts = self.files.facts(path)
+            except ElfNotUnderstood as err:
+                if err.foreign:
+                    continue  # another class or machine: the search goes on
+                return LateLoad(name, requester.path, path, via, tuple(trail), facts=None)
             except ElfReadError:
                 return LateLoad(name, requester.path, path, via, tuple(trail), facts=None)
             if facts.elf_class != self.env.elf_class or facts.machine != self.env.machine:
