@@ -22,6 +22,7 @@ import errno
 import hashlib
 import os
 import shutil
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -36,14 +37,16 @@ from torchguard._binary.elf import (
     read_elf_stream,
 )
 from torchguard._linux.files import (
+    ElfRejected,
     FactsStore,
     LoadFacts,
     PosixFiles,
     SymbolTable,
-    glibc_head_words,
     load_facts,
     symbol_table,
+    verdict_words,
 )
+from torchguard._linux.verify import Verdict, verify
 
 _ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError)
 #: A text member the analysis reads is never this large in a real wheel (torch's
@@ -141,8 +144,14 @@ def lay_out_wheels(wheels: list[str], site: str) -> WheelLayout:
 class WheelFiles(PosixFiles):
     """:class:`PosixFiles` whose placeholders are read from their wheel members."""
 
-    def __init__(self, layout: WheelLayout, store: FactsStore | None = None) -> None:
-        super().__init__(store)
+    def __init__(
+        self,
+        layout: WheelLayout,
+        store: FactsStore | None = None,
+        elf_class: int = 2,
+        machine: int = 62,
+    ) -> None:
+        super().__init__(store, elf_class, machine)
         self.layout = layout
         self._archives: dict[str, zipfile.ZipFile] = {}
         self._materialised: set[str] = set()
@@ -167,6 +176,9 @@ class WheelFiles(PosixFiles):
         if found is None:
             image = self._image(member, path, symbols=True)
             found = load_facts(image.facts)
+            verdict = self._verdict(member)
+            if verdict is not None and verdict.reject and not verdict.foreign:
+                raise ElfRejected(verdict.reject)  # read, yet glibc's checks refuse it
             if image.symbols is not None:
                 self._symbols[key] = symbol_table(image.symbols)
             if self._store is not None:
@@ -221,18 +233,28 @@ class WheelFiles(PosixFiles):
         except ElfUnreadable:
             raise
         except ElfReadError as error:
-            raise glibc_head_words(self._head(member), error) from None
+            raise verdict_words(self._verdict(member), error) from None
         except _ZIP_DAMAGE as exc:
             raise ElfReadError(f"damaged in its wheel {member.wheel}: {exc}") from None
         except (OSError, MemoryError) as exc:
             raise ElfUnreadable.from_error(exc) from None
 
-    def _head(self, member: Member) -> bytes:
+    def _verdict(self, member: Member) -> Verdict | None:
+        """glibc's own checks of the member (its header and program headers), as
+        ``verify_file`` makes them of a file; None when it cannot be read now."""
         try:
             with self._archive(member.wheel).open(member.name) as stream:
-                return stream.read(64)
+                head = stream.read(min(member.size, 1 << 16))
         except (*_ZIP_DAMAGE, OSError):
-            return b""
+            return None
+        if len(head) >= 64 and head[:4] == b"\x7fELF" and head[4] == 2:
+            phoff = struct.unpack_from("<Q", head, 32)[0]
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            end = phoff + phentsize * phnum
+            if phoff >= 64 and end > len(head):
+                return None  # program headers past the first 64 KiB: not judged
+            head = head[:end] if phoff >= 64 else head[:64]
+        return verify(head, member.size, self._class, self._machine)
 
     def _materialise(self, path: str) -> None:
         """Write the member's bytes into its placeholder, streamed, for a reader that maps

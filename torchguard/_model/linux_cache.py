@@ -83,8 +83,12 @@ class LinuxCache:
             "stems": {},
             "versions": {},
             "requirements": {},
+            "subdirs": {},
         }
         self._dirty = False
+        self.transient: str | None = None
+        """A folder that exists for this run only (a wheels' scratch folder): nothing keyed
+        by its path is stored, as no later run would look it up."""
         self._load()
 
     def _load(self) -> None:
@@ -208,6 +212,17 @@ class LinuxCache:
     def store_fatbin(self, fingerprint: str, sass: frozenset[int], ptx: frozenset[int]) -> None:
         self._put("fatbin", fingerprint, [sorted(sass), sorted(ptx)])
 
+    def subdir_tops(self, key: str) -> tuple[str, ...] | None:
+        """The hwcaps subfolders (``glibc-hwcaps``, ``tls`` ...) a folder had in the state
+        ``key`` names (its path, inode and mtime); None when not looked at in that state."""
+        found = self._data["subdirs"].get(key)
+        if not isinstance(found, list) or not all(isinstance(t, str) for t in found):
+            return None
+        return tuple(found)
+
+    def store_subdir_tops(self, key: str, tops: tuple[str, ...]) -> None:
+        self._put("subdirs", key, list(tops))
+
     def nvidia_pci(self, boot: str) -> bool | None:
         """Whether an NVIDIA GPU was on the PCI bus in boot ``boot`` (None: not looked)."""
         found = self._data["pci"].get(boot)
@@ -238,6 +253,8 @@ class LinuxCache:
         self._put("versions", fingerprint, list(version))
 
     def _put(self, section: str, key: str, value: Any) -> None:
+        if self.transient is not None and self.transient in key:
+            return
         table = self._data[section]
         if table.get(key) == value:
             return
