@@ -246,3 +246,11 @@ def test_what_follows_the_dynamic_section_is_not_kept_unless_it_names_it(
     final = last[-1]
     assert sum(b - a for a, b in final) < 400_000  # not the 4 MiB after the file's tables
     assert not any(a <= len(data) - MIB < b for a, b in final)
+
+
+def test_members_outside_the_site_are_not_placed() -> None:
+    assert wheel_files.placed("torch/lib/libc10.so") == ["torch", "lib", "libc10.so"]
+    assert wheel_files.placed("x.data/platlib/nvidia/lib/a.so") == ["nvidia", "lib", "a.so"]
+    assert wheel_files.placed("x.data/scripts/tool") is None
+    for hostile in ("../evil.so", "torch/../../evil.so", "/etc/evil.so", "torch/..", "torch/"):
+        assert wheel_files.placed(hostile) is None

@@ -96,7 +96,7 @@ def _read_as_text(parts: list[str]) -> bool:
 def placed(name: str) -> list[str] | None:
     """Where pip puts a wheel member, as path parts (None: not installed, or unsafe)."""
     parts = name.split("/")
-    if any(p in ("..", ".", "") for p in parts[:-1]) or name.startswith("/") or name.endswith("/"):
+    if any(p in ("..", ".", "") for p in parts) or name.startswith("/"):
         return None
     if len(parts) > 2 and parts[0].endswith(".data"):
         return parts[2:] if parts[1] in ("purelib", "platlib") else None
