@@ -18,6 +18,7 @@ from test_linux_import import torch_site
 import torchguard
 from torchguard._linux.nvidia import nvidia_on_pci
 from torchguard._linux.system import LinuxSystem, offline_linux
+from torchguard._linux.wsl import driver_store_dlls
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._pipeline_linux import analyze_linux
 from torchguard._rules.cuda_builds import (
@@ -195,7 +196,8 @@ def test_wsl_host_driver_is_read_from_the_driver_store_and_judged_by_windows(
     dll = host_driver(root, "nv_dispi.inf_amd64_31dab972145ae5a9", (31, 0, 15, 5161))
     wsl_lib = str(root / "usr/lib/wsl/lib")
     system = system_on(tmp_path, root, ld_library_path=(wsl_lib,))
-    assert system.host_driver_dlls == ((str(dll),),)
+    assert system.host_driver_store == str(root / STORE)
+    assert driver_store_dlls(str(root / STORE)) == ((str(dll),),)
     (finding,) = analyze_linux(system).findings
     assert finding.code == "cuda-driver-too-old" and finding.severity == "warning"
     # 31.0.15.5161 is NVIDIA 551.61; CUDA 12.8's Windows minimum is 570.65 (Linux: 570.26)
@@ -226,7 +228,8 @@ def test_wsl_host_driver_of_several_folders_the_newest_counts(tmp_path: Path) ->
     (root / STORE / "iigd_dch.inf_amd64_ccc" / "nvcuda64.dll").write_bytes(b"MZ")
     wsl_lib = str(root / "usr/lib/wsl/lib")
     system = system_on(tmp_path, root, ld_library_path=(wsl_lib,))
-    assert len(system.host_driver_dlls) == 2
+    assert system.host_driver_store is not None
+    assert len(driver_store_dlls(system.host_driver_store)) == 2
     assert codes(system) == []
 
 
@@ -242,6 +245,7 @@ def test_wsl_host_driver_unreadable_or_unversioned_is_not_judged(tmp_path: Path)
 def test_wsl_host_driver_is_read_once_per_file_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from torchguard import _pipeline_linux as pipeline
     from torchguard._binary.pe import image
 
     root = wsl_root(tmp_path)
@@ -255,6 +259,7 @@ def test_wsl_host_driver_is_read_once_per_file_state(
         raise AssertionError("DLL read on a warm run")
 
     monkeypatch.setattr(image, "read_pe", no_read)
+    monkeypatch.setattr(pipeline, "driver_store_dlls", no_read)  # nor the store listed again
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-too-old"]
 
 

@@ -17,6 +17,7 @@ from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
+from torchguard._linux.wsl import driver_store_dlls
 from torchguard._model.cache import cache_dir
 from torchguard._model.late_loads import Stems, late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
@@ -266,8 +267,8 @@ def _gpu_findings(
     driver = _driver_numbers(system.driver)
     source = system.driver_source
     host = None
-    if driver is None and system.host_driver_dlls:
-        host = _host_driver(system.host_driver_dlls, files, cache)
+    if driver is None and system.host_driver_store is not None:
+        host = _host_driver(_driver_store_dlls(system.host_driver_store, cache), files, cache)
         if host is not None:
             driver = host[0]
             source = f"the Windows host's driver, FileVersion of {host[1]}"
@@ -297,6 +298,20 @@ def _gpu_findings(
         archs = _torch_archs(torch_dir, files, cache)
         found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
     return found
+
+
+def _driver_store_dlls(store: str, cache: LinuxCache) -> tuple[tuple[str, ...], ...]:
+    """:func:`driver_store_dlls`, listed once per state of the store folder (a driver
+    installed or removed on Windows changes it): a warm run costs one ``stat``."""
+    try:
+        key = f"{store}|{os.stat(store).st_mtime_ns}"
+    except OSError:
+        return ()
+    known = cache.driver_store(key)
+    if known is None:
+        known = driver_store_dlls(store)
+        cache.store_driver_store(key, known)
+    return known
 
 
 def _host_driver(

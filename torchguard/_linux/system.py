@@ -21,7 +21,7 @@ from torchguard._linux.maps import read_maps
 from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
 from torchguard._linux.nvidia import read_driver_version
 from torchguard._linux.process import read_environ, read_preload_file, read_secure, split_preload
-from torchguard._linux.wsl import Wsl, driver_store_dlls, read_wsl
+from torchguard._linux.wsl import Wsl, driver_store, read_wsl
 
 if TYPE_CHECKING:  # zipfile and hashlib are imported only when a wheel is scanned
     from torchguard._linux.wheel_files import WheelLayout
@@ -61,10 +61,10 @@ class LinuxSystem:
     described offline (a named NVIDIA GPU, ``--cuda``)."""
     wsl_libcuda: str | None = None
     """Under WSL2, the host driver's ``libcuda.so.1`` in ``/usr/lib/wsl/lib`` (None: absent)."""
-    host_driver_dlls: tuple[tuple[str, ...], ...] = ()
-    """Under WSL2, the Windows driver's DLLs in each NVIDIA folder of the host's driver store
-    (``/usr/lib/wsl/drivers/nv*.inf_amd64_*/nvcuda64.dll`` ...), best first: their FileVersion
-    is the host driver's version (read by the pipeline, cached by file state)."""
+    host_driver_store: str | None = None
+    """Under WSL2 with the host's ``libcuda.so.1``, where the host's driver store is mounted
+    (``/usr/lib/wsl/drivers``): the FileVersion of its NVIDIA DLLs is the host driver's version
+    (listed and read by the pipeline, both cached by state)."""
     driver_cuda: tuple[int, int] | None = None
     """Offline ``--cuda X.Y``: the newest CUDA the driver supports (its version unknown)."""
     pci_root: str | None = None
@@ -243,7 +243,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         driver_source=NVIDIA_VERSION if driver else "",
         driver_present=driver is not None or libcuda is not None,
         wsl_libcuda=libcuda,
-        host_driver_dlls=driver_store_dlls("/") if libcuda is not None else (),
+        host_driver_store=driver_store("/") if libcuda is not None else None,
         pci_root="/",
         preload=split_preload(environ.get("LD_PRELOAD")),
         preload_file=read_preload_file(),
@@ -342,7 +342,7 @@ def offline_linux(
             or any("nvidia" in g.lower() for g in gpus)
         ),
         wsl_libcuda=libcuda,
-        host_driver_dlls=driver_store_dlls(sysroot) if libcuda is not None else (),
+        host_driver_store=driver_store(sysroot) if libcuda is not None else None,
         wheels=wheels,
         preload=preload,
         preload_file=read_preload_file(os.path.join(sysroot, "etc/ld.so.preload")),

@@ -77,13 +77,18 @@ def read_wsl(root: str = "/") -> Wsl | None:
     return detect_wsl(proc_version, entries, lib_dir)
 
 
-def driver_store_dlls(root: str = "/") -> tuple[tuple[str, ...], ...]:
-    """For each NVIDIA folder of the host's driver store (it holds ``libcuda.so.1.1``), the
+def driver_store(root: str = "/") -> str:
+    """Where WSL2 mounts the host's driver store, under ``root``."""
+    return os.path.join(root, DRIVERS_DIR.lstrip("/"))
+
+
+def driver_store_dlls(drivers: str) -> tuple[tuple[str, ...], ...]:
+    """For each NVIDIA folder of the host's driver store ``drivers`` (:func:`driver_store`;
+    the folder holding ``libcuda.so.1.1``), the
     paths of its :data:`DRIVER_DLLS` that exist, best first; () when there is none.
 
     Windows may keep an older driver's folder after an upgrade: every NVIDIA folder is
     listed, and the caller decides (the newest is the one a warning may trust)."""
-    drivers = os.path.join(root, DRIVERS_DIR.lstrip("/"))
     try:
         folders = sorted(os.listdir(drivers))
     except OSError:

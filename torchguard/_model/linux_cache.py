@@ -82,6 +82,7 @@ class LinuxCache:
             "pci": {},
             "stems": {},
             "versions": {},
+            "stores": {},
             "requirements": {},
             "subdirs": {},
         }
@@ -251,6 +252,18 @@ class LinuxCache:
 
     def store_file_version(self, fingerprint: str, version: tuple[int, ...]) -> None:
         self._put("versions", fingerprint, list(version))
+
+    def driver_store(self, key: str) -> tuple[tuple[str, ...], ...] | None:
+        """The NVIDIA DLLs of a WSL2 host's driver store in one state (None: not listed)."""
+        found = self._data["stores"].get(key)
+        if not isinstance(found, list) or not all(
+            isinstance(f, list) and all(isinstance(p, str) for p in f) for f in found
+        ):
+            return None
+        return tuple(tuple(f) for f in found)
+
+    def store_driver_store(self, key: str, folders: tuple[tuple[str, ...], ...]) -> None:
+        self._put("stores", key, [list(f) for f in folders])
 
     def _put(self, section: str, key: str, value: Any) -> None:
         if self.transient is not None and self.transient in key:
