@@ -254,3 +254,65 @@ def test_members_outside_the_site_are_not_placed() -> None:
     assert wheel_files.placed("x.data/scripts/tool") is None
     for hostile in ("../evil.so", "torch/../../evil.so", "/etc/evil.so", "torch/..", "torch/"):
         assert wheel_files.placed(hostile) is None
+
+
+class Trickle:
+    """A stream that hands out at most 7 bytes a read, as a slow inflate might."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def read(self, size: int = -1) -> bytes:
+        size = 7 if size < 0 else min(size, 7)
+        chunk = self.data[self.at : self.at + size]
+        self.at += len(chunk)
+        return chunk
+
+
+def test_a_fatbin_streams_to_the_same_architectures() -> None:
+    from test_fatbin import container, entry
+
+    from torchguard._binary.fatbin import FatbinError, parse_fatbin, parse_fatbin_stream
+
+    blob = (
+        container(entry(2, 80, b"x" * 13), entry(2, 86, b"y" * 8), entry(1, 90, b"ptx"))
+        + b"\0" * 8
+        + container(entry(2, 100, b"z" * 5, header=112), entry(1, 120, b"p", header=80))
+        + b"\0" * 64
+    )
+    assert parse_fatbin_stream(Trickle(blob), len(blob)) == parse_fatbin(blob)
+    with pytest.raises(FatbinError):
+        parse_fatbin_stream(Trickle(blob[:100]), len(blob))
+    broken = bytearray(blob)
+    broken[8:16] = (1 << 40).to_bytes(8, "little")  # a container larger than the section
+    with pytest.raises(FatbinError, match="runs past the section"):
+        parse_fatbin_stream(Trickle(bytes(broken)), len(broken))
+
+
+def test_a_wheel_gpu_scan_reads_the_fatbin_from_the_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--gpu`` with a wheel: the kernels are read from the member as it inflates (never
+    written out), and the verdict is the installed tree's."""
+    from test_fatbin import entry
+    from test_linux_gpu import root_with_driver, with_kernels
+
+    site = torch_site(tmp_path)
+    with_kernels(site, entry(2, 80, b"a" * 16), entry(2, 90, b"c" * 16))
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    targets = [
+        _wheel(site, folder / TORCH_WHEEL, "torch"),
+        _wheel(site, folder / NVIDIA_WHEEL, "nvidia"),
+    ]
+    root = root_with_driver(tmp_path, "580.82.07")
+    gpu = ["NVIDIA GeForce RTX 5090"]
+    installed = torchguard.scan([site], sysroot=root, gpus=gpu)
+
+    def no_write(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a member written out for its fatbin")
+
+    monkeypatch.setattr(wheel_files.WheelFiles, "_materialise", no_write)
+    streamed = torchguard.scan(targets, sysroot=root, gpus=gpu)
+    assert [f.code for f in streamed.findings] == ["gpu-arch-unsupported"]
+    assert [f.message for f in streamed.findings] == [f.message for f in installed.findings]

@@ -396,7 +396,7 @@ def _torch_archs(torch_dir: str, files: PosixFiles, cache: LinuxCache) -> Fatbin
     known = cache.fatbin(fingerprint)
     if known is None:
         try:
-            read = read_fatbin_archs(files.whole(path))
+            read = files.fatbin(path, read_fatbin_archs)
         except (ElfReadError, FatbinError):
             return None
         known = (read.sass, read.ptx) if read else (frozenset(), frozenset())

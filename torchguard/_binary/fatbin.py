@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from torchguard._binary.stream import CHUNK, Readable, read_exactly
+
 MAGIC = 0xBA55ED50
 _MAGIC_BYTES = struct.pack("<I", MAGIC)
 _HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries
@@ -92,6 +94,77 @@ def _parse(view: memoryview) -> FatbinArchs:
     return FatbinArchs(frozenset(sass), frozenset(ptx), containers, entries)
 
 
+def parse_fatbin_stream(stream: Readable, size: int) -> FatbinArchs:
+    """:func:`parse_fatbin` of the next ``size`` bytes of a forward-only stream (a wheel
+    member's ``.nv_fatbin``): only the headers are kept, payloads are read past, so a 915 MiB
+    section costs a few MiB of memory."""
+    reader = _Forward(stream, size)
+    sass: set[int] = set()
+    ptx: set[int] = set()
+    containers = entries = 0
+    while reader.left >= _HEADER.size:
+        head = reader.take(4)
+        if head != _MAGIC_BYTES:
+            if head != bytes(4):
+                break
+            skipped = 4  # zero padding between containers, 4-aligned as they are
+            while reader.left >= _HEADER.size and skipped < _MAX_GAP:
+                head = reader.take(4)
+                if head != bytes(4):
+                    break
+                skipped += 4
+            if head != _MAGIC_BYTES:
+                break
+        position = reader.position - 4
+        _magic, _version, header_size, body = _HEADER.unpack(head + reader.take(12))
+        if header_size < _HEADER.size or header_size - _HEADER.size + body > reader.left:
+            raise FatbinError(f"fatbin container at {position:#x} runs past the section")
+        reader.skip(header_size - _HEADER.size)
+        containers += 1
+        end = reader.position + body
+        while end - reader.position >= 32:
+            at = reader.position
+            raw = reader.take(32)
+            kind, _unknown, entry_header, payload = _ENTRY.unpack_from(raw)
+            if entry_header < 32 or at + entry_header + payload > end:
+                raise FatbinError(f"fatbin entry at {at:#x} runs past its container")
+            (arch,) = struct.unpack_from("<I", raw, _ARCH_OFFSET)
+            if kind == _KIND_ELF:
+                sass.add(arch)
+            elif kind == _KIND_PTX:
+                ptx.add(arch)
+            entries += 1
+            reader.skip(entry_header - 32 + payload)
+        reader.skip(end - reader.position)
+    return FatbinArchs(frozenset(sass), frozenset(ptx), containers, entries)
+
+
+class _Forward:
+    """A stream read forward within ``size`` bytes; a short stream is a damaged section."""
+
+    def __init__(self, stream: Readable, size: int) -> None:
+        self.stream = stream
+        self.position = 0
+        self.size = size
+
+    @property
+    def left(self) -> int:
+        return self.size - self.position
+
+    def take(self, count: int) -> bytes:
+        data = read_exactly(self.stream, count)
+        if len(data) < count:
+            raise FatbinError(f"the section ends at {self.position + len(data)} of {self.size}")
+        self.position += count
+        return data
+
+    def skip(self, count: int) -> None:
+        while count > 0:
+            step = min(count, CHUNK)
+            self.take(step)
+            count -= step
+
+
 def nv_fatb_span(head: bytes) -> tuple[int, int] | None:
     """(file offset, size) of the ``.nv_fatb`` section from a PE's first bytes; None if absent."""
     from torchguard._binary.pe.sections import SectionTableError, section_table
@@ -138,4 +211,11 @@ def _skip_zeros(view: memoryview, start: int, limit: int) -> int | None:
     return None
 
 
-__all__ = ["FatbinArchs", "FatbinError", "nv_fatb_span", "parse_fatbin", "read_dll_archs"]
+__all__ = [
+    "FatbinArchs",
+    "FatbinError",
+    "nv_fatb_span",
+    "parse_fatbin",
+    "parse_fatbin_stream",
+    "read_dll_archs",
+]

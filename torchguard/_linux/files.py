@@ -9,11 +9,15 @@ glibc's own words where glibc has them ("file too short", "invalid ELF header").
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from torchguard._binary.elf import ElfFacts, ElfReadError, ElfSymbols, ElfUnreadable, read_elf_file
 from torchguard._linux.verify import Verdict, verify_file
+
+if TYPE_CHECKING:
+    from torchguard._binary.fatbin import FatbinArchs
 
 
 class ElfRejected(ElfReadError):
@@ -210,6 +214,11 @@ class PosixFiles:
             assert image.symbols is not None
             found = self._symbols[key] = symbol_table(image.symbols)
         return found
+
+    def fatbin(self, path: str, read: Callable[[str], FatbinArchs | None]) -> FatbinArchs | None:
+        """The architectures in the file's ``.nv_fatbin`` through ``read`` (a mapped-file
+        reader; ``WheelFiles`` streams the member instead)."""
+        return read(self.whole(path))
 
     def whole(self, path: str) -> str:
         """``path``, ready for a reader that maps the whole file (its ``.rodata`` or

@@ -13,7 +13,7 @@ content (its name in the wheel, CRC-32 and size), so a rescan of the same wheel,
 scratch folder, reads nothing. A member is written into its placeholder (streamed, then mapped
 like an installed file, so memory holds only the pages read) only when a reader needs more
 than the streamed parts: a table outside them (``NotKept``; no member of torch 2.9.1 or of
-its 15 NVIDIA wheels), cuDNN's ``dlopen`` names, ``.nv_fatbin``.
+its 15 NVIDIA wheels) and cuDNN's ``dlopen`` names. ``.nv_fatbin`` is parsed from the stream.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import shutil
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from torchguard._binary.budget import inflate_budget, over_budget
@@ -36,6 +37,8 @@ from torchguard._binary.elf import (
     read_elf_file,
     read_elf_stream,
 )
+from torchguard._binary.fatbin import FatbinArchs, parse_fatbin_stream
+from torchguard._binary.stream import CHUNK
 from torchguard._linux.files import (
     ElfRejected,
     FactsStore,
@@ -201,6 +204,30 @@ class WheelFiles(PosixFiles):
     def whole(self, path: str) -> str:
         self._materialise(path)
         return path
+
+    def fatbin(self, path: str, read: Callable[[str], FatbinArchs | None]) -> FatbinArchs | None:
+        """``.nv_fatbin`` read from the member's stream, headers only (never written out:
+        torch 2.9.1's is 915 MiB); ``read`` serves a file that is no member."""
+        member = self.member(path)
+        if member is None:
+            return read(path)
+        span = self._image(member, path, symbols=False).facts.fatbin
+        if span is None:
+            return None
+        offset, size = span
+        try:
+            with self._archive(member.wheel).open(member.name) as stream:
+                skipped = 0
+                while skipped < offset:  # read past what precedes the section, 1 MiB at a time
+                    chunk = stream.read(min(CHUNK, offset - skipped))
+                    if not chunk:
+                        raise ElfReadError(f"truncated: the data ends at {skipped} of {offset}")
+                    skipped += len(chunk)
+                return parse_fatbin_stream(stream, size)
+        except _ZIP_DAMAGE as exc:
+            raise ElfReadError(f"damaged in its wheel {member.wheel}: {exc}") from None
+        except OSError as exc:
+            raise ElfUnreadable.from_error(exc) from None
 
     def close(self) -> None:
         for archive in self._archives.values():
