@@ -432,22 +432,6 @@ def test_torch_214_preload_skips_a_library_it_cannot_find_and_goes_on(tmp_path: 
     assert finding.code == "missing-symbol" and "__nvJitLinkCreate_12_8" in finding.message
 
 
-def test_cuda_13_hints_name_the_wheels_nvidia_publishes_for_it() -> None:
-    """CUDA 13's toolkit libraries come from unsuffixed projects (``nvidia-nvjitlink-cu13``
-    is an empty placeholder); cuDNN, NCCL, cuSPARSELt and NVSHMEM keep ``-cu13``."""
-    from torchguard._rules.linux_loads import nvidia_wheel
-
-    assert nvidia_wheel("libnvJitLink.so.13", "13") == "nvidia-nvjitlink"
-    assert nvidia_wheel("libcudart.so.13", "13") == "nvidia-cuda-runtime"
-    assert nvidia_wheel("libcusparse.so.12", "13") == "nvidia-cusparse"
-    assert nvidia_wheel("libcudnn.so.9", "13") == "nvidia-cudnn-cu13"
-    assert nvidia_wheel("libnccl.so.2", "13") == "nvidia-nccl-cu13"
-    assert nvidia_wheel("libcusparseLt.so.0", "13") == "nvidia-cusparselt-cu13"
-    assert nvidia_wheel("libnvJitLink.so.12", "12") == "nvidia-nvjitlink-cu12"
-    assert nvidia_wheel("libnvJitLink.so.13", None) == "nvidia-nvjitlink"
-    assert nvidia_wheel("libnvJitLink.so.12", None) == "nvidia-nvjitlink-cu12"
-
-
 def _listed_sorted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Directory order is the filesystem's: make it alphabetical (``cu13`` < ``cusparse``)."""
     import glob as glob_module

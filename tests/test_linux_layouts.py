@@ -4,7 +4,8 @@ CUDA 13 wheels (the toolkit's libraries all in ``nvidia/cu13/lib``) and torch 2.
 Both are installed once per session from wheel files already on the machine, into a temporary
 folder removed at the end (no cache space). Each scenario is judged three ways: the real
 ``python -c "import torch"`` (glibc's ld.so), torchguard's ``diagnose()`` live in the same
-layout and environment, and ``scan`` of the folder offline. For an import that works, the
+layout and environment, with ``ensure()``, ``doctor --json`` and the offline ``scan`` of the
+folder. For an import that works, the
 NVIDIA libraries the real process maps must be the copies torchguard says load.
 """
 
@@ -29,6 +30,7 @@ from linux_realloader import (
     Verdict,
     agree,
     farm_folder,
+    front_doors_agree,
     predicted,
     real_import,
     real_run,
@@ -36,8 +38,6 @@ from linux_realloader import (
     scratch_site,
     session_site,
 )
-
-import torchguard
 
 pytestmark = [
     pytest.mark.linux,
@@ -83,18 +83,6 @@ def tg_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("tg-cache")
 
 
-def _offline(site: Path, extra: Mapping[str, str], cache: Path) -> dict[str, object]:
-    """``scan DIR`` of the scratch site, with the same ``LD_LIBRARY_PATH`` assumed."""
-    path = extra.get("LD_LIBRARY_PATH", "")
-    os.environ["TORCHGUARD_CACHE_DIR"] = str(cache)
-    try:
-        report = torchguard.scan([site], ld_library_path=[p for p in path.split(":") if p])
-    finally:
-        del os.environ["TORCHGUARD_CACHE_DIR"]
-    scanned: dict[str, object] = report.to_dict()
-    return scanned
-
-
 def _mapped(site: Path, extra: Mapping[str, str], cache: Path) -> set[str]:
     """The shared objects the real process maps once ``import torch`` is done."""
     done = real_run(site, extra, cache, _MAPPED)
@@ -124,11 +112,12 @@ def _judge(site: Path, extra: dict[str, str], cache: Path, name: str) -> tuple[V
     works, the NVIDIA copies torchguard loads are the ones the real process maps."""
     real = real_import(site, extra, cache)
     live = predicted(site, extra, cache)
-    offline = _offline(site, extra, cache)
     print(f"\n{name}: real={'ok' if real.ok else real.line!r} live={live['import_torch']}")
     assert agree(real, live), (real, live["findings"])
-    assert agree(real, offline), (real, offline["findings"])
+    assert front_doors_agree(real, live) == [], real  # ensure(), doctor, scan DIR
     if real.ok:
+        offline = live["scan"]
+        assert isinstance(offline, dict)
         assert _errors(live) == [] and _errors(offline) == []
         modules = live["modules"]
         assert isinstance(modules, list)
@@ -369,7 +358,8 @@ def test_a_cuda_torchvision_on_the_cpu_build_is_named_with_its_package(
     library = str(site / "torchvision" / "_C*.so")
     loaded = real_import(site, {}, cache, _LOAD_AS_TORCHVISION.format(library))
     live = predicted(site, {}, cache)
-    offline = _offline(site, {}, cache)
+    offline = live["scan"]
+    assert isinstance(offline, dict)
     print(f"\ntorchvision {version}: import={real.line!r} load={loaded.line!r}")
     assert agree(real_import(site, {}, cache), live)  # import torch is unaffected
     assert not real.ok and not loaded.ok

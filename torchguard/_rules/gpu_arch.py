@@ -156,8 +156,6 @@ def _cached_archs(raw: object) -> FatbinArchs | None:
         return None
 
 
-
-
 def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[RepairHint, ...]:
     installed = find_driver(context)
     driver = installed.driver if installed else None
