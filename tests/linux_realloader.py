@@ -123,6 +123,8 @@ CU13 = Layout(
         "nvidia-cusparselt-cu13==0.8.1",
         "nvidia-nccl-cu13==2.30.7",
         "nvidia-nvshmem-cu13==3.4.5",
+        "numpy==2.3.5",  # torchvision's
+        "pillow==12.3.0",
         *_PURE,
     ),
 )
@@ -281,14 +283,11 @@ def real_import(
     site: Path, extra: Mapping[str, str], cache: Path, code: str = "import torch"
 ) -> Verdict:
     """What the real ``python -c "import torch"`` (or ``code``) does in this layout."""
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=_env(site, extra, cache),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=str(site.parent),
-    )
+    return verdict(real_run(site, extra, cache, code))
+
+
+def verdict(done: subprocess.CompletedProcess[str]) -> Verdict:
+    """The outcome of a child run and the error line Python printed last."""
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.split(":", 1)[0].endswith(("Error", "Exception"))]
     last = errors[-1] if errors else (lines[-1] if lines else f"exit status {done.returncode}")

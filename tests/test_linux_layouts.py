@@ -37,6 +37,7 @@ from linux_realloader import (
     replace_file,
     scratch_site,
     session_site,
+    verdict,
 )
 
 pytestmark = [
@@ -83,11 +84,11 @@ def tg_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("tg-cache")
 
 
-def _mapped(site: Path, extra: Mapping[str, str], cache: Path) -> set[str]:
-    """The shared objects the real process maps once ``import torch`` is done."""
+def _real(site: Path, extra: Mapping[str, str], cache: Path) -> tuple[Verdict, set[str]]:
+    """The real ``import torch``, and the shared objects the process maps once it is done."""
     done = real_run(site, extra, cache, _MAPPED)
-    assert done.returncode == 0, done.stderr
-    return {line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("MAPPED")}
+    lines = done.stdout.splitlines()
+    return verdict(done), {line.split(" ", 1)[1] for line in lines if line.startswith("MAPPED")}
 
 
 def _native(paths: set[str], extra: Mapping[str, str] | None = None) -> set[str]:
@@ -107,10 +108,13 @@ def _errors(report: Mapping[str, object]) -> list[dict[str, object]]:
     return [f for f in findings if f["severity"] == "error"]
 
 
-def _judge(site: Path, extra: dict[str, str], cache: Path, name: str) -> tuple[Verdict, dict]:  # type: ignore[type-arg]
-    """Real import, live ``diagnose()`` and offline ``scan`` must agree; for an import that
-    works, the NVIDIA copies torchguard loads are the ones the real process maps."""
-    real = real_import(site, extra, cache)
+def _judge(
+    site: Path, extra: dict[str, str], cache: Path, name: str
+) -> tuple[Verdict, dict[str, object], set[str]]:
+    """Real import, live ``diagnose()``, ``ensure()``, ``doctor`` and offline ``scan`` must
+    agree; for an import that works, the torch and NVIDIA copies torchguard loads are the
+    ones the real process maps. Returns the real verdict, the live report and the mapped set."""
+    real, mapped = _real(site, extra, cache)
     live = predicted(site, extra, cache)
     print(f"\n{name}: real={'ok' if real.ok else real.line!r} live={live['import_torch']}")
     assert agree(real, live), (real, live["findings"])
@@ -122,8 +126,8 @@ def _judge(site: Path, extra: dict[str, str], cache: Path, name: str) -> tuple[V
         modules = live["modules"]
         assert isinstance(modules, list)
         model = _native({str(m["path"]) for m in modules}, extra)
-        assert model == _native(_mapped(site, extra, cache), extra)
-    return real, live
+        assert model == _native(mapped, extra)
+    return real, live, mapped
 
 
 def _gpu_less() -> bool:
@@ -172,7 +176,7 @@ def test_cuda13_layout_is_predicted_as_the_real_loader_does(
 ) -> None:
     site = scratch_site(cu13_site, tmp_path)
     extra = CU13_SCENARIOS[name](site, tmp_path)
-    real, live = _judge(site, extra, tg_cache, name)
+    real, live, _ = _judge(site, extra, tg_cache, name)
     if name == "healthy" and _gpu_less():
         assert live["findings"] == []
     if name == "cuDNN wheel missing":
@@ -209,12 +213,11 @@ def test_cuda12_wheels_left_beside_cuda13_are_preloaded_first(
     site = scratch_site(cu13_site, tmp_path)
     added = _leave_cu12_wheels(site)
     assert "cusparse" in added and "curand" in added
-    _judge(site, {}, tg_cache, "CUDA 12 wheels left beside CUDA 13")
-    live = predicted(site, {}, tg_cache)
+    _, live, mapped_all = _judge(site, {}, tg_cache, "CUDA 12 wheels left beside CUDA 13")
     findings = live["findings"]
     assert isinstance(findings, list)
     shadows = [f for f in findings if f["code"] == "library-shadowed"]
-    mapped = _native(_mapped(site, {}, tg_cache))
+    mapped = _native(mapped_all)
     cu13 = {p.name for p in (site / "nvidia" / "cu13" / "lib").iterdir()}
     leftovers = {
         p for p in mapped if "/nvidia/cu13/" not in p and os.path.basename(p) in cu13
@@ -243,7 +246,7 @@ def test_nccl_for_cuda_12_installed_over_cuda_13s(
     os.symlink(CU12_SITE / "nvidia" / "nccl" / "lib" / "libnccl.so.2", library)
     for dist_info in CU12_SITE.glob("nvidia_nccl_cu12-*.dist-info"):
         os.symlink(dist_info, site / dist_info.name)
-    real, live = _judge(site, {}, tg_cache, "nccl-cu12 over nccl-cu13")
+    real, live, _ = _judge(site, {}, tg_cache, "nccl-cu12 over nccl-cu13")
     assert not real.ok and "undefined symbol: nccl" in real.line, real
     (error,) = _errors(live)
     assert error["code"] == "missing-symbol"
@@ -315,7 +318,7 @@ def test_cpu_only_layout_is_predicted_as_the_real_loader_does(
 ) -> None:
     site = scratch_site(cpu_site, tmp_path)
     extra = CPU_SCENARIOS[name](site, tmp_path)
-    real, live = _judge(site, extra, tg_cache, name)
+    real, live, _ = _judge(site, extra, tg_cache, name)
     findings = live["findings"]
     assert isinstance(findings, list)
     if name == "healthy":
@@ -339,18 +342,36 @@ _LOAD_AS_TORCHVISION = (
 )
 
 
-@pytest.mark.parametrize("version", ["0.28.0", "0.29.0"])
-def test_a_cuda_torchvision_on_the_cpu_build_is_named_with_its_package(
-    version: str, cpu_site: Path, tg_cache: Path, tmp_path: Path
+TORCHVISIONS = [
+    # (layout, torchvision, pinned torch differs, what loading its _C fails on: None = loads)
+    ("cu13", "0.29.1", False, None),
+    ("cu13", "0.28.0", True, "undefined symbol: _ZN3c10"),
+    ("cpu", "0.28.0", False, "libc10_cuda.so: cannot open shared object file"),
+    ("cpu", "0.29.0", True, "libc10_cuda.so: cannot open shared object file"),
+]
+
+
+@pytest.mark.parametrize(("layout", "version", "mismatch", "failure"), TORCHVISIONS)
+def test_torchvision_built_for_another_torch_is_named_with_its_package(
+    layout: str,
+    version: str,
+    mismatch: bool,
+    failure: str | None,
+    request: pytest.FixtureRequest,
+    tg_cache: Path,
+    tmp_path: Path,
 ) -> None:
-    """PyPI's torchvision 0.28.0 (for torch 2.13.0) and 0.29.0 (for 2.14.0) are CUDA 13
-    builds: their ``_C.so`` NEEDs ``libc10_cuda.so``. ``import torchvision`` swallows that
-    load error and fails later (``operator torchvision::nms does not exist``); torchguard
-    names the load error, with the package, and ``import torch`` itself still works."""
+    """PyPI's torchvision wheels are CUDA 13 builds, each pinned to one torch: 0.29.1 (for
+    2.14.1) loads into torch 2.14.1+cu130; 0.28.0 (for 2.13.0) does not bind there
+    (``undefined symbol: _ZN3c10...``); on the CPU-only 2.13.0 both 0.28.0 and 0.29.0 lack
+    ``libc10_cuda.so``. ``import torchvision`` swallows the load error and fails later
+    (``operator torchvision::nms does not exist``); loading its ``_C`` as it does shows the
+    loader's error, which torchguard names with the package. ``import torch`` still works."""
     wheels = [p for folder in LOCAL_WHEELS for p in folder.glob(f"torchvision-{version}-*.whl")]
     if not wheels:
         pytest.skip(f"torchvision {version} is not among the local wheels")
-    site = scratch_site(cpu_site, tmp_path)
+    base: Path = request.getfixturevalue(f"{layout}_site")
+    site = scratch_site(base, tmp_path)
     with zipfile.ZipFile(wheels[0]) as archive:
         archive.extractall(site)
     cache = tg_cache
@@ -360,15 +381,22 @@ def test_a_cuda_torchvision_on_the_cpu_build_is_named_with_its_package(
     live = predicted(site, {}, cache)
     offline = live["scan"]
     assert isinstance(offline, dict)
-    print(f"\ntorchvision {version}: import={real.line!r} load={loaded.line!r}")
-    assert agree(real_import(site, {}, cache), live)  # import torch is unaffected
+    print(f"\n{layout} torchvision {version}: import={real.line!r} load={loaded.line!r}")
+    # import torch works and every front door says so; doctor exits 1 for the package's error
+    wrong = front_doors_agree(Verdict(True, ""), live)
+    assert wrong == ([] if failure is None else ["doctor exited 1"]), wrong
+    findings = live["findings"]
+    assert isinstance(findings, list)
+    codes = [f["package"] for f in findings if f["code"] == "package-mismatch"]
+    assert codes == (["torchvision"] if mismatch else [])
+    if failure is None:
+        assert real.ok and loaded.ok, (real, loaded)
+        assert not _errors(live) and not _errors(offline)
+        return
     assert not real.ok and not loaded.ok
+    assert loaded.line.startswith("OSError: ") and failure in loaded.line  # after import torch
     for report in (live, offline):
         errors = [f for f in _errors(report) if f["package"] == "torchvision"]
         assert errors, report["findings"]
         message = loaded.line.split(": ", 1)[1]
         assert any(message in str(e["message"]) for e in errors), (message, errors)
-    findings = live["findings"]
-    assert isinstance(findings, list)
-    mismatch = [f for f in findings if f["code"] == "package-mismatch"]
-    assert [f["package"] for f in mismatch] == ([] if version == "0.28.0" else ["torchvision"])
