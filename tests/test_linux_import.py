@@ -477,3 +477,32 @@ def test_a_cuda_12_wheel_torchs_preload_takes_first_is_named_with_the_wheel_to_u
     assert warning.code == "library-shadowed" and warning.path == str(leftover)
     assert "nvidia/<library>/lib before nvidia/cu<major>/lib" in warning.message
     assert warning.hints[0].commands == ("python -m pip uninstall -y nvidia-cusparse-cu12",)
+
+
+def test_an_unversioned_c_symbol_names_the_library_of_its_api_family(tmp_path: Path) -> None:
+    """NCCL's symbols carry no version node: an older libnccl.so.2 (nvidia-nccl-cu12 written
+    over nccl-cu13's file) lacking ``ncclCommResume`` is named as the copy that loads, with
+    the NCCL wheel to reinstall, not "reinstall torch"."""
+    site = torch_site(tmp_path)
+    nccl = site / "nvidia" / "nccl" / "lib"
+    api = ["ncclCommInitRank", "ncclAllReduce", "ncclGetVersion", "ncclCommDestroy"]
+    library = write_so(nccl, "libnccl.so.2", defines=api)
+    rpath = "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:"
+    rpath += "$ORIGIN/../../nvidia/nccl/lib:$ORIGIN"
+    write_so(
+        site / "torch" / "lib",
+        "libtorch_cuda.so",
+        needed=["libcusparse.so.12", "libcudart.so.12", "libnccl.so.2"],
+        rpath=rpath,
+        undefined=["cudaMalloc", "ncclAllReduce", "ncclCommResume"],
+    )
+    cudart = site / "nvidia" / "cuda_runtime" / "lib"  # one nccl* name: not NCCL's library
+    write_so(cudart, "libcudart.so.12", defines=["cudaMalloc", "ncclShim"])
+    (finding,) = analyze(site).errors
+    assert finding.code == "missing-symbol" and finding.missing == "libnccl.so.2"
+    assert "(the copy of libnccl.so.2 that loads is " in finding.message
+    assert finding.message.endswith("/nvidia/nccl/lib/libnccl.so.2)")
+    assert library.exists()
+    assert finding.hints[0].commands == (
+        "python -m pip install --force-reinstall nvidia-nccl-cu12",
+    )

@@ -249,7 +249,12 @@ def test_nccl_for_cuda_12_installed_over_cuda_13s(
     real, live, _ = _judge(site, {}, tg_cache, "nccl-cu12 over nccl-cu13")
     assert not real.ok and "undefined symbol: nccl" in real.line, real
     (error,) = _errors(live)
-    assert error["code"] == "missing-symbol"
+    assert error["code"] == "missing-symbol" and error["missing"] == "libnccl.so.2"
+    hints = error["hints"]
+    assert isinstance(hints, list)  # the NCCL wheel torch pins, not "reinstall torch"
+    assert hints[0]["commands"] == [
+        "python -m pip install --force-reinstall nvidia-nccl-cu13==2.30.7"
+    ]
     findings = live["findings"]
     assert isinstance(findings, list)
     (conflict,) = [f for f in findings if f["code"] == "conflicting-files"]

@@ -14,6 +14,7 @@ leaves the process as it was.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -435,6 +436,8 @@ class Ldso:
             return None
         symbol, version = missing[0]
         owner = next((o for o in scope if files_of.get(version) in o.names), None)
+        if owner is None and not version:
+            owner = self._family_provider(obj, symbol)
         return LoadError(
             SYMBOL,
             obj.path,
@@ -444,6 +447,27 @@ class Ldso:
             provider_via=owner.via if owner else "",
             symbols=tuple(f"{s}@{v}" if v else s for s, v in missing[:5]),
         )
+
+    def _family_provider(self, obj: SharedObject, symbol: str) -> SharedObject | None:
+        """For an unversioned C symbol (``ncclCommResume``), the direct dependency that
+        exports its API family (most ``nccl*`` symbols): the library the caller was linked
+        against, named in the message and the hint. Only read on a failure."""
+        family = _FAMILY.match(symbol)
+        if family is None:
+            return None
+        best: tuple[int, SharedObject | None] = (0, None)
+        for dep in obj.deps:
+            count = sum(
+                1
+                for name in self.files.symbols(dep.path).defined
+                if name.startswith(family.group())
+            )
+            if count > best[0]:
+                best = (count, dep)
+        return best[1] if best[0] >= 3 else None
+
+
+_FAMILY = re.compile(r"[a-z]{4,}")
 
 
 def _defines(
