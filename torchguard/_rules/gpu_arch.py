@@ -156,6 +156,8 @@ def _cached_archs(raw: object) -> FatbinArchs | None:
         return None
 
 
+
+
 def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[RepairHint, ...]:
     installed = find_driver(context)
     driver = installed.driver if installed else None
