@@ -20,7 +20,6 @@ file name; every fact comes from cached PE facts, so a warm analysis reads no fi
 
 from __future__ import annotations
 
-import hashlib
 import ntpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,6 @@ from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
 from torchguard._model.binaries import Binaries
 from torchguard._model.bindings import Gap
 from torchguard._model.ecosystem import binaries as dist_binaries
-from torchguard._model.ecosystem import lists_binaries
 from torchguard._model.loader import LoaderModel
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, WinTree, join, path_key
@@ -170,11 +168,10 @@ def candidate_files(
     for dist in dists:
         if dist.name == "torch":
             continue
-        text = dist.distribution.read_text("RECORD") or ""
-        if not lists_binaries(text):
-            continue  # most distributions: no binary, so nothing to hash, look up or list
-        digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
-        key = f"{dist.name}|{path_key(dist.site_dir)}|{digest}"
+        summary = dist.distribution.summary()
+        if summary.digest is None:
+            continue  # most distributions: no binary, so nothing to look up or list
+        key = f"{dist.name}|{path_key(dist.site_dir)}|{summary.digest}"
         if cache is not None:
             briefs = _from_cache(cache.get_derived(_KIND, key), binaries)
             if briefs is not None:
@@ -193,18 +190,7 @@ def candidate_files(
 
 def _data_binaries(dist: InstalledDist) -> list[str]:
     """DLLs a wheel installs outside site-packages (``../../Library/bin/...``), where they are."""
-    text = dist.distribution.read_text("RECORD")
-    if not text or "../" not in text:
-        return []
-    found: list[str] = []
-    for line in text.splitlines():
-        if "../" not in line or ".dll" not in line.lower():
-            continue
-        relative = line.rsplit(",", 2)[0].strip('"')
-        if ".." not in relative.split("/") or not relative.lower().endswith(".dll"):
-            continue
-        found.append(dist.located(relative))
-    return found
+    return [dist.located(relative) for relative in dist.distribution.summary().data_dlls]
 
 
 def _unread(binaries: Binaries, path: str) -> bool:

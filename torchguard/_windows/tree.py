@@ -13,6 +13,7 @@ import errno
 import hashlib
 import ntpath
 import os
+import time
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -143,6 +144,25 @@ class MemberStream:
         self.close()
 
 
+#: Seconds after a change within which a file or folder is not trusted to stay as it is: a
+#: second change in the same tick of a coarse clock (FAT keeps 2 s) would go unseen, and an
+#: installer may still be writing it.
+RACY = 2.0
+
+
+def host_state(path: str) -> str | None:
+    """What changes when the host file or folder ``path`` is replaced or rewritten, or (a
+    folder) gains, loses or renames an entry: its size, times and file id. None when it
+    cannot be stat-ed or changed less than :data:`RACY` seconds ago."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if time.time() - info.st_mtime < RACY:
+        return None
+    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}"
+
+
 #: The one answer to "is this the same file?": a Windows path normalised (``..`` and slashes
 #: resolved) and case-folded, as NTFS compares names. Every module asks :func:`path_key`.
 PathKey = NewType("PathKey", str)
@@ -180,6 +200,7 @@ class WinTree:
     _archives: dict[str, zipfile.ZipFile] = field(default_factory=dict)
     _listdir_cache: dict[str, dict[str, tuple[str, Entry]]] = field(default_factory=dict)
     _unlistable: set[str] = field(default_factory=set)
+    _subdirs_cache: dict[str, list[str]] = field(default_factory=dict)
 
     # -- building ---------------------------------------------------------------------------
     def mount_host_dir(self, path: str, host_dir: str) -> None:
@@ -187,12 +208,14 @@ class WinTree:
         self._host_mounts.append((path_key(path), os.path.abspath(host_dir)))
         self._listing_cache.clear()
         self._listdir_cache.clear()
+        self._subdirs_cache.clear()
 
     def add_file(self, path: str, entry: Entry) -> None:
         """Place one file at the Windows path ``path``; later additions win."""
         directory, name = ntpath.split(ntpath.normpath(path))
         self._files.setdefault(path_key(directory), {})[name.lower()] = (name, entry)
         self._listdir_cache.pop(path_key(directory), None)
+        self._subdirs_cache.clear()
 
     def add_files(self, directory: str, entries: list[tuple[str, Entry]]) -> None:
         """Place many files in one folder (a wheel's members); later additions win."""
@@ -200,6 +223,7 @@ class WinTree:
         for name, entry in entries:
             folder[name.lower()] = (name, entry)
         self._listdir_cache.clear()
+        self._subdirs_cache.clear()
 
     def archive(self, archive: str) -> zipfile.ZipFile:
         """The open zip file for ``archive``, opened once (closed by :meth:`close`)."""
@@ -233,7 +257,14 @@ class WinTree:
         return found
 
     def subdirs(self, path: str) -> list[str]:
-        """Names of the directories directly in ``path``."""
+        """Names of the directories directly in ``path`` (cached, as :meth:`listdir`)."""
+        cache_key = path_key(path)
+        cached = self._subdirs_cache.get(cache_key)
+        if cached is None:
+            cached = self._subdirs_cache[cache_key] = self._list_subdirs(path)
+        return list(cached)
+
+    def _list_subdirs(self, path: str) -> list[str]:
         names: dict[str, str] = {}
         for host in self._host_dirs(path):
             for lower, (name, is_dir) in (self._host_listing(host) or {}).items():
@@ -267,6 +298,38 @@ class WinTree:
         directory, name = ntpath.split(ntpath.normpath(path))
         found = self.lookup(directory, name)
         return found[1] if found else None
+
+    def folder_state(self, path: str) -> str | None:
+        """What changes when an entry is added to, removed from or renamed in the folder
+        ``path``: the :func:`host_state` of each host folder behind it. None when part of it
+        is held in memory (a wheel's members), when no host folder is behind it, or when one
+        cannot be trusted now."""
+        wanted = path_key(path).rstrip("\\")
+        prefix = wanted + "\\"
+        if any(d == wanted or d.startswith(prefix) for d in self._files):
+            return None
+        states: list[str] = []
+        for host in self._host_dirs(path):
+            state = host_state(host)
+            if state is None:
+                return None
+            states.append(state)
+        return "|".join(states) if states else None
+
+    def folder_identity(self, path: str) -> str:
+        """Which folder ``path`` is on the host: the host folders behind it (an offline scan's
+        site-packages is the same Windows path whatever folders are mounted there)."""
+        hosts = [os.path.normcase(os.path.abspath(host)) for host in self._host_dirs(path)]
+        return "|".join([path_key(path), *hosts])
+
+    def file_state(self, path: str) -> str | None:
+        """The :func:`host_state` of the host file behind ``path``, without listing its folder;
+        None for a file held in memory or in a wheel, or one that cannot be trusted now."""
+        directory, name = ntpath.split(ntpath.normpath(path))
+        if name.lower() in self._files.get(path_key(directory), {}):
+            return None
+        hosts = self._host_dirs(directory)
+        return host_state(os.path.join(hosts[-1], name)) if hosts else None
 
     def is_dir(self, path: str) -> bool:
         if any(os.path.isdir(host) for host in self._host_dirs(path)):
