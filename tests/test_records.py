@@ -1,0 +1,210 @@
+"""RECORD summaries remembered across runs: a warm run reads no RECORD, and every install,
+removal or reinstall (and a damaged cache) gives what a cold run gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import KERNEL, FakeTorch, companion, system32, write_tree
+from pe_builder import build_pe
+
+import torchguard
+from torchguard._model.cache import FILE_NAME
+from torchguard._model.records import KIND
+from torchguard._report.report import Report
+from torchguard._windows.tree import WinTree
+
+TORCH = ("c10.dll", "torch_cpu.dll")
+PURE = 30
+
+
+def extension(name: str, version: str, *broken: str) -> dict[str, bytes]:
+    """A torch extension: ``_C.pyd`` linking torch, plus a ``.pyd`` per name in ``broken``
+    that also imports a DLL nobody ships."""
+    module = name.replace("-", "_")
+    files = {
+        f"{module}/__init__.py": b"",
+        f"{module}/_C.pyd": build_pe([*TORCH, *KERNEL]),
+    }
+    for stem in broken:
+        files[f"{module}/{stem}.pyd"] = build_pe([*TORCH, "missing_helper.dll", *KERNEL])
+    return companion(name, version, files, {})
+
+
+def age(*paths: Path, seconds: float = 3600.0, below: bool = True) -> None:
+    """Date ``paths`` (and everything below a folder, unless not ``below``) ``seconds`` ago:
+    installed long before."""
+    when = time.time() - seconds
+    for path in paths:
+        for item in [*(path.rglob("*") if below and path.is_dir() else ()), path]:
+            os.utime(item, (when, when))
+
+
+@pytest.fixture
+def site(tmp_path: Path, fake_torch: FakeTorch) -> Path:
+    """torch, one healthy extension and many pure-Python distributions, installed long ago."""
+    root = fake_torch.write(tmp_path / "site")
+    write_tree(root, extension("torch-ext", "1.0"))
+    for index in range(PURE):
+        write_tree(root, companion(f"pure{index}", "1.0", {f"pure{index}/a.py": b"x = 1\n"}, {}))
+    age(root)
+    return root
+
+
+def scan(site: Path) -> Report:
+    s32 = system32(site.parent / "s32", ("msvcp140.dll", "vcruntime140_1.dll"))
+    return torchguard.scan([site], system32=[s32], clean_windows=True)
+
+
+def cold(site: Path, monkeypatch: pytest.MonkeyPatch) -> Report:
+    with monkeypatch.context() as patch:
+        patch.setenv("TORCHGUARD_CACHE", "off")
+        return scan(site)
+
+
+def same(warm: Report, fresh: Report) -> None:
+    assert [f.to_dict() for f in warm.findings] == [f.to_dict() for f in fresh.findings]
+    assert [p.to_dict() for p in warm.packages] == [p.to_dict() for p in fresh.packages]
+    assert warm.import_torch == fresh.import_torch
+
+
+@pytest.fixture
+def records(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ``.dist-info`` folders whose RECORD is read from now on."""
+    seen: list[str] = []
+    real = WinTree.read_text
+
+    def reading(tree: WinTree, path: str) -> str | None:
+        if path.endswith("\\RECORD"):
+            seen.append(path.split("\\")[-2])
+        return real(tree, path)
+
+    monkeypatch.setattr(WinTree, "read_text", reading)
+    return seen
+
+
+def others(records: list[str]) -> list[str]:
+    """The RECORDs read but torch's (a finding's rules read torch's to name its files)."""
+    return [name for name in records if not name.startswith("torch-")]
+
+
+def packages(report: Report) -> dict[str, str]:
+    return {p.name: p.status for p in report.packages}
+
+
+def test_a_warm_run_reads_no_record(site: Path, records: list[str]) -> None:
+    first = scan(site)
+    assert len(records) >= PURE + 1
+    assert packages(first) == {"torch-ext": "ok"}
+    records.clear()
+    warm = scan(site)
+    assert records == []
+    assert packages(warm) == {"torch-ext": "ok"}
+    same(warm, first)
+
+
+def test_an_installed_extension_is_seen_and_only_its_record_read(
+    site: Path, records: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scan(site)
+    write_tree(site, extension("new-ext", "2.0", "_ops"))  # pip install new-ext
+    age(site / "new_ext", site / "new_ext-2.0.dist-info", seconds=1800)
+    age(site, seconds=1800, below=False)
+    records.clear()
+    warm = scan(site)
+    assert others(records) == ["new_ext-2.0.dist-info"]
+    assert packages(warm) == {"new-ext": "fails", "torch-ext": "ok"}
+    assert [f.package for f in warm.errors] == ["new-ext"]
+    same(warm, cold(site, monkeypatch))
+
+
+def test_a_removed_extension_is_gone(
+    tmp_path: Path, fake_torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_torch.write(tmp_path / "site")
+    write_tree(root, extension("torch-ext", "1.0", "_ops"))
+    age(root)
+    assert packages(scan(root)) == {"torch-ext": "fails"}
+    shutil.rmtree(root / "torch_ext-1.0.dist-info")  # pip uninstall torch-ext
+    shutil.rmtree(root / "torch_ext")
+    age(root, seconds=1800, below=False)
+    warm = scan(root)
+    assert packages(warm) == {} and warm.ok
+    same(warm, cold(root, monkeypatch))
+
+
+def test_a_reinstall_that_rewrites_the_record_is_seen(
+    site: Path, records: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip removes the old ``.dist-info`` and writes a new one: the same name, a new RECORD."""
+    scan(site)
+    shutil.rmtree(site / "torch_ext-1.0.dist-info")
+    write_tree(site, extension("torch-ext", "1.0", "_ops"))  # a rebuild with one more binary
+    age(site / "torch_ext", site / "torch_ext-1.0.dist-info", seconds=1800)
+    age(site, seconds=1800, below=False)
+    records.clear()
+    warm = scan(site)
+    assert others(records) == ["torch_ext-1.0.dist-info"]
+    assert packages(warm) == {"torch-ext": "fails"}
+    same(warm, cold(site, monkeypatch))
+
+
+def test_a_record_written_moments_ago_is_read_again(
+    tmp_path: Path, fake_torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installer may still be writing: a RECORD (or folder) changed within the last two
+    seconds is not remembered, so a RECORD finished after a run is read by the next one."""
+    root = fake_torch.write(tmp_path / "site")
+    write_tree(root, extension("torch-ext", "1.0"))
+    assert packages(scan(root)) == {"torch-ext": "ok"}
+    assert packages(scan(root)) == {"torch-ext": "ok"}
+    write_tree(root, extension("torch-ext", "1.0", "_ops"))  # RECORD rewritten in place
+    warm = scan(root)
+    assert packages(warm) == {"torch-ext": "fails"}
+    same(warm, cold(root, monkeypatch))
+
+
+def _entry(document: dict[str, Any]) -> str:
+    (key,) = [k for k in document["derived"] if k.startswith(f"{KIND}|")]
+    return key
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "not a dict",
+        {"state": None},
+        {"dists": {"torch_ext-1.0.dist-info": 7}},
+        {"dists": {"torch_ext-1.0.dist-info": ["state", "not a list", [], "x"]}},
+        {"dists": {"torch_ext-1.0.dist-info": [1, [], [], "x"]}},
+        {"dists": {"torch_ext-1.0.dist-info": []}},
+        {"dists": {"torch_ext-1.0.dist-info": ["state", [3], [], "x"]}},
+    ],
+)
+def test_a_damaged_cache_entry_is_read_again(
+    site: Path, monkeypatch: pytest.MonkeyPatch, damage: object
+) -> None:
+    write_tree(site, extension("torch-ext", "1.0", "_ops"))  # its RECORD lists a broken pyd
+    age(site)
+    scan(site)
+    cache = Path(os.environ["TORCHGUARD_CACHE_DIR"], FILE_NAME)
+    document = json.loads(cache.read_text())
+    key = _entry(document)
+    entry = document["derived"][key]
+    if isinstance(damage, dict):
+        entry = {**entry, **damage}
+        if "dists" in damage:  # keep the real state: only the distribution's entry is bad
+            entry["dists"] = {**document["derived"][key]["dists"], **damage["dists"]}
+    else:
+        entry = damage
+    document["derived"][key] = entry
+    cache.write_text(json.dumps(document))
+    warm = scan(site)
+    assert packages(warm) == {"torch-ext": "fails"}
+    same(warm, cold(site, monkeypatch))
