@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fakes import KERNEL, FakeTorch, companion, system32, write_tree
-from pe_builder import build_pe
+from pe_builder import DEFAULT_SYMBOL, build_pe
 
 import torchguard
 from torchguard._model.cache import FILE_NAME
@@ -208,3 +208,117 @@ def test_a_damaged_cache_entry_is_read_again(
     warm = scan(site)
     assert packages(warm) == {"torch-ext": "fails"}
     same(warm, cold(site, monkeypatch))
+
+
+# -- a conda environment's Library\bin ---------------------------------------------------------
+KMP = build_pe(
+    list(KERNEL),
+    exports=[DEFAULT_SYMBOL, "__kmpc_fork_call", "omp_get_max_threads"],
+    strings=[b"__KMP_REGISTERED_LIB_"],
+)
+
+
+def conda_env(tmp_path: Path, fake_torch: FakeTorch) -> tuple[Path, Path]:
+    """torch (with its own libiomp5md.dll) in a conda environment whose Library\\bin holds
+    many ordinary DLLs; the environment's prefix and its Library\\bin, installed long ago."""
+    fake_torch.extra["torch/lib/libiomp5md.dll"] = KMP
+    root = fake_torch.write(tmp_path / "site")
+    prefix = tmp_path / "prefix"
+    files = {
+        "python311.dll": build_pe(list(KERNEL)),
+        "vcruntime140.dll": build_pe(["KERNEL32.dll"]),
+        "vcruntime140_1.dll": build_pe(["KERNEL32.dll"]),
+        "msvcp140.dll": build_pe(["KERNEL32.dll"]),
+    }
+    files.update({f"Library/bin/plain{i}.dll": build_pe(list(KERNEL)) for i in range(20)})
+    write_tree(prefix, files)
+    age(root, prefix)
+    return root, prefix / "Library" / "bin"
+
+
+def conda_scan(root: Path, prefix: Path, runtime_dir: Path, *, cached: bool = True) -> Report:
+    import dataclasses
+
+    from torchguard._model.cache import user_cache
+    from torchguard._pipeline import analyze
+    from torchguard._windows.system import offline_windows
+
+    found = offline_windows([str(root)], system32_dirs=[str(runtime_dir)], python_dir=str(prefix))
+    found.interpreter = dataclasses.replace(found.interpreter, is_conda=True)  # type: ignore[misc]
+    try:
+        return analyze(found, cache=user_cache() if cached else None)
+    finally:
+        found.close()
+
+
+@pytest.fixture
+def stats(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the files in a Library\\bin whose identity (size, time, id) is taken."""
+    from torchguard._model import binaries
+
+    seen: list[str] = []
+    real = binaries.host_key
+
+    def counting(path: str) -> str | None:
+        if os.sep + "Library" + os.sep in path:
+            seen.append(os.path.basename(path))
+        return real(path)
+
+    monkeypatch.setattr(binaries, "host_key", counting)
+    return seen
+
+
+def test_a_warm_run_takes_no_conda_library_bin_file_apart(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, stats: list[str]
+) -> None:
+    root, library_bin = conda_env(tmp_path, fake_torch)
+    first = conda_scan(root, library_bin.parents[1], runtime_dir)
+    assert len(stats) >= 20
+    stats.clear()
+    warm = conda_scan(root, library_bin.parents[1], runtime_dir)
+    assert stats == []
+    same(warm, first)
+
+
+def test_a_conda_install_and_removal_in_library_bin_are_seen(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """conda install llvm-openmp and a package using it: a second runtime starts (a certain
+    OMP: Error #15); conda remove: it is gone. Each warm run says what a cold one says."""
+    root, library_bin = conda_env(tmp_path, fake_torch)
+    prefix = library_bin.parents[1]
+    assert conda_scan(root, prefix, runtime_dir).findings == ()
+    conda_scan(root, prefix, runtime_dir)
+    (library_bin / "libomp.dll").write_bytes(KMP)
+    (library_bin / "faiss.dll").write_bytes(build_pe(["libomp.dll", *KERNEL]))
+    age(library_bin / "libomp.dll", library_bin / "faiss.dll", seconds=1800)
+    age(library_bin, seconds=1800, below=False)
+    installed = conda_scan(root, prefix, runtime_dir)
+    assert [f.code for f in installed.findings] == ["openmp-conflict"]
+    same(installed, conda_scan(root, prefix, runtime_dir, cached=False))
+    (library_bin / "libomp.dll").unlink()
+    (library_bin / "faiss.dll").unlink()
+    age(library_bin, seconds=900, below=False)
+    removed = conda_scan(root, prefix, runtime_dir)
+    assert removed.findings == ()
+    same(removed, conda_scan(root, prefix, runtime_dir, cached=False))
+
+
+def test_a_runtime_pasted_over_in_place_is_seen(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """Copying a DLL over another keeps Library\\bin's own state; a runtime is still checked
+    against its file on every run."""
+    root, library_bin = conda_env(tmp_path, fake_torch)
+    prefix = library_bin.parents[1]
+    (library_bin / "libomp.dll").write_bytes(KMP)
+    (library_bin / "faiss.dll").write_bytes(build_pe(["libomp.dll", *KERNEL]))
+    age(library_bin)
+    assert [f.code for f in conda_scan(root, prefix, runtime_dir).findings] == ["openmp-conflict"]
+    conda_scan(root, prefix, runtime_dir)
+    (library_bin / "libomp.dll").write_bytes(build_pe(list(KERNEL), exports=["omp_stub"]))
+    age(library_bin / "libomp.dll", seconds=1800)
+    age(library_bin, below=False)  # the folder's state as it was
+    replaced = conda_scan(root, prefix, runtime_dir)
+    assert replaced.findings == ()
+    same(replaced, conda_scan(root, prefix, runtime_dir, cached=False))

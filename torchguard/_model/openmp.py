@@ -21,7 +21,7 @@ file name; every fact comes from cached PE facts, so a warm analysis reads no fi
 from __future__ import annotations
 
 import ntpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable
@@ -49,6 +49,8 @@ STARTED = "started"
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 #: The cache's name for a distribution's OpenMP summary.
 _KIND = "openmp-dist"
+#: The cache's name for the briefs of a conda environment's ``Library\\bin``.
+_CONDA_KIND = "openmp-conda-bin"
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,9 @@ class Candidates:
     holds every file's SHA-256). Another environment with the same wheel has the same RECORD."""
     cached: list[Brief] = field(default_factory=list)
     """Briefs of the distributions whose summary the cache holds (their files not listed)."""
+    conda_key: str | None = None
+    """The cache key to keep the conda ``Library\\bin`` briefs under (listed this run): its
+    folder and that folder's state, which changes whenever conda adds or removes a file."""
 
 
 def candidate_files(
@@ -181,11 +186,31 @@ def candidate_files(
         for path in listed:
             add(path, dist.name)
         digests[dist.name] = key
+    conda_key = None
     if conda_bin is not None:
-        for _key, (name, _entry) in tree.listdir(conda_bin).items():
-            if name.lower().endswith(".dll"):
-                add(join(conda_bin, name), None)
-    return Candidates(torch_files, list(seen.values()), dist_of, digests, cached)
+        state = tree.folder_state(conda_bin)
+        conda_key = f"{tree.folder_identity(conda_bin)}|{state}" if state is not None else None
+        briefs = (
+            _from_cache(cache.get_derived(_CONDA_KIND, conda_key), binaries, _marked)
+            if cache is not None and conda_key is not None
+            else None
+        )
+        if briefs is not None:  # a file a distribution lists is that distribution's
+            taken = {*seen, *(b.path.lower() for b in cached)}
+            cached.extend(b for b in briefs if b.path.lower() not in taken)
+            conda_key = None
+        else:
+            for _key, (name, _entry) in tree.listdir(conda_bin).items():
+                if name.lower().endswith(".dll"):
+                    add(join(conda_bin, name), None)
+    return Candidates(torch_files, list(seen.values()), dist_of, digests, cached, conda_key)
+
+
+def _marked(brief: Brief) -> bool:
+    """Whether a cached conda brief is checked against its file on every run: the OpenMP
+    runtimes and users. The rest of ``Library\\bin`` (hundreds of DLLs) is trusted while the
+    folder is unchanged: conda replaces a file by removing and linking it anew."""
+    return bool(brief.openmp)
 
 
 def _data_binaries(dist: InstalledDist) -> list[str]:
@@ -297,8 +322,12 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     briefs: list[Brief] = list(files.cached)
     for dist, paths in groups.items():
         found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
-        if dist is not None and cache is not None and not any(_unread(binaries, p) for p in paths):
-            cache.put_derived(_KIND, files.digests[dist], [_to_cache(b) for b in found])
+        if cache is not None and not any(_unread(binaries, p) for p in paths):
+            if dist is not None:
+                cache.put_derived(_KIND, files.digests[dist], [_to_cache(b) for b in found])
+            elif files.conda_key is not None and len(found) == len(paths):
+                # Library\bin's own files, each read whole: one being written is not kept
+                cache.put_derived(_CONDA_KIND, files.conda_key, [_to_cache(b) for b in found])
         briefs.extend(found)
     return briefs
 
@@ -309,8 +338,11 @@ def _to_cache(brief: Brief) -> list[object]:
     return [brief.path, *lists, brief.identity, brief.dist, version]
 
 
-def _from_cache(raw: object, binaries: Binaries) -> list[Brief] | None:
-    """Cached briefs, or None when damaged or when one of its DLLs changed."""
+def _from_cache(
+    raw: object, binaries: Binaries, checked: Callable[[Brief], bool] | None = None
+) -> list[Brief] | None:
+    """Cached briefs, or None when damaged or when one of its DLLs changed (only those
+    ``checked`` selects are compared with their files, when given)."""
     if not isinstance(raw, list):
         return None
     briefs: list[Brief] = []
@@ -336,6 +368,8 @@ def _from_cache(raw: object, binaries: Binaries) -> list[Brief] | None:
         four = (version[0], version[1], version[2], version[3]) if version else None
         briefs.append(Brief(path, tuple(marks), tuple(imports), tuple(delay), identity, dist, four))
     for brief in briefs:  # a DLL (a runtime, or one pasted over) changed behind pip's back
+        if checked is not None and not checked(brief):
+            continue
         if brief.path.lower().endswith(".dll") and binaries.identity(brief.path) != brief.identity:
             return None
     return briefs
