@@ -168,9 +168,36 @@ def host_state(path: str) -> str | None:
 PathKey = NewType("PathKey", str)
 
 
+def normpath(path: str) -> str:
+    """``ntpath.normpath(path)``, answered without it for a path already normal.
+
+    Nearly every path an analysis handles is an absolute ``C:\\...`` path built by
+    :func:`join`, so already normal; a few substring tests (~0.3 us) then replace
+    ``ntpath.normpath``'s ~1.5 us, which every lookup of the tree paid several times.
+    """
+    if path[1:3] == ":\\" and "/" not in path:
+        rest = path[3:]
+        if not rest:
+            return path
+        if rest[0] != "\\" and rest[-1] != "\\" and "\\\\" not in rest:
+            wrapped = f"\\{rest}\\"
+            if "\\.\\" not in wrapped and "\\..\\" not in wrapped:
+                return path
+    return ntpath.normpath(path)
+
+
+def split(path: str) -> tuple[str, str]:
+    """``ntpath.split(normpath(path))``: the folder and the name of a path."""
+    normal = normpath(path)
+    head, _, name = normal.rpartition("\\")
+    if len(head) > 2 and head[1:2] == ":":  # below a drive's root: nothing more to strip
+        return head, name
+    return ntpath.split(normal)
+
+
 def path_key(path: str) -> PathKey:
     """The case-insensitive identity of a Windows path."""
-    return PathKey(ntpath.normcase(ntpath.normpath(path)))
+    return PathKey(ntpath.normcase(normpath(path)))
 
 
 def same_path(a: str, b: str) -> bool:
@@ -183,7 +210,7 @@ def is_within(path: str, folder: str) -> bool:
 
 
 def join(*parts: str) -> str:
-    return ntpath.normpath(ntpath.join(*parts))
+    return normpath(ntpath.join(*parts))
 
 
 @dataclass
@@ -212,7 +239,7 @@ class WinTree:
 
     def add_file(self, path: str, entry: Entry) -> None:
         """Place one file at the Windows path ``path``; later additions win."""
-        directory, name = ntpath.split(ntpath.normpath(path))
+        directory, name = split(path)
         self._files.setdefault(path_key(directory), {})[name.lower()] = (name, entry)
         self._listdir_cache.pop(path_key(directory), None)
         self._subdirs_cache.clear()
@@ -295,7 +322,7 @@ class WinTree:
         return None
 
     def entry(self, path: str) -> Entry | None:
-        directory, name = ntpath.split(ntpath.normpath(path))
+        directory, name = split(path)
         found = self.lookup(directory, name)
         return found[1] if found else None
 
@@ -325,7 +352,7 @@ class WinTree:
     def file_state(self, path: str) -> str | None:
         """The :func:`host_state` of the host file behind ``path``, without listing its folder;
         None for a file held in memory or in a wheel, or one that cannot be trusted now."""
-        directory, name = ntpath.split(ntpath.normpath(path))
+        directory, name = split(path)
         if name.lower() in self._files.get(path_key(directory), {}):
             return None
         hosts = self._host_dirs(directory)

@@ -1,0 +1,47 @@
+"""The tree's fast path normalisation answers exactly what ``ntpath`` answers."""
+
+from __future__ import annotations
+
+import ntpath
+import random
+
+from torchguard._windows.tree import normpath, path_key, split
+
+COMPONENTS = ("a", "B", ".", "..", "", ".x", "x.", "..y", "a b", "C:", ":", "É")
+PREFIXES = (
+    "C:\\",
+    "c:",
+    "C:",
+    "C:/",
+    "\\\\srv\\share\\",
+    "\\\\srv\\share",
+    "\\",
+    "/",
+    "//",
+    "",
+    "\\\\?\\C:\\",
+    "\\\\.\\x\\",
+)
+SEPARATORS = ("\\", "/", "\\\\", "")
+
+
+def test_normpath_and_split_agree_with_ntpath_on_any_path() -> None:
+    draw = random.Random(17)
+    for _ in range(30000):
+        parts = [draw.choice(COMPONENTS) for _ in range(draw.randint(0, 5))]
+        path = draw.choice(PREFIXES) + "".join(p + draw.choice(SEPARATORS) for p in parts)
+        if draw.random() < 0.5:
+            path = path.rstrip("\\/")
+        assert normpath(path) == ntpath.normpath(path), path
+        assert split(path) == ntpath.split(ntpath.normpath(path)), path
+        assert path_key(path) == ntpath.normcase(ntpath.normpath(path)), path
+
+
+def test_common_paths_keep_their_meaning() -> None:
+    assert normpath("C:\\Python\\Lib\\site-packages\\torch\\lib") == (
+        "C:\\Python\\Lib\\site-packages\\torch\\lib"
+    )
+    assert normpath("C:\\Python\\Lib\\..\\DLLs\\.\\x.dll") == "C:\\Python\\DLLs\\x.dll"
+    assert normpath("C:\\sklearn\\.libs\\vcomp140.dll") == "C:\\sklearn\\.libs\\vcomp140.dll"
+    assert split("C:\\x.dll") == ("C:\\", "x.dll")
+    assert path_key("C:/Python/Lib/") == "c:\\python\\lib"
