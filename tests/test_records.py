@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import KERNEL, FakeTorch, companion, system32, write_tree
+from fakes import KERNEL, FakeTorch, companion, system32, write_tree, write_wheel
 from pe_builder import DEFAULT_SYMBOL, build_pe
 
 import torchguard
@@ -58,7 +58,9 @@ def site(tmp_path: Path, fake_torch: FakeTorch) -> Path:
 
 
 def scan(site: Path) -> Report:
-    s32 = system32(site.parent / "s32", ("msvcp140.dll", "vcruntime140_1.dll"))
+    s32 = site.parent / "s32"
+    if not s32.exists():  # written once: a rewritten DLL is new facts to save
+        system32(s32, ("msvcp140.dll", "vcruntime140_1.dll"))
     return torchguard.scan([site], system32=[s32], clean_windows=True)
 
 
@@ -170,6 +172,47 @@ def test_a_record_written_moments_ago_is_read_again(
     same(warm, cold(root, monkeypatch))
 
 
+def cache_file() -> Path:
+    return Path(os.environ["TORCHGUARD_CACHE_DIR"], FILE_NAME)
+
+
+def test_a_dist_info_without_a_record_is_remembered_and_nothing_is_saved_warm(
+    site: Path, records: list[str]
+) -> None:
+    """Some installers write no RECORD: that is remembered too (by its folder's state), so a
+    warm run neither looks for it again nor rewrites the cache file."""
+    (site / "pure0-1.0.dist-info" / "RECORD").unlink()
+    age(site / "pure0-1.0.dist-info", below=False)
+    scan(site)
+    scan(site)
+    before = cache_file().stat().st_mtime_ns, cache_file().read_bytes()
+    records.clear()
+    warm = scan(site)
+    assert records == []
+    assert (cache_file().stat().st_mtime_ns, cache_file().read_bytes()) == before
+    assert packages(warm) == {"torch-ext": "ok"}
+
+
+def test_a_warm_scan_of_wheels_and_folders_saves_nothing(
+    tmp_path: Path, fake_torch: FakeTorch
+) -> None:
+    """A wheel's RECORD is held in memory, so it is not remembered (and costs no file read);
+    it must not make every run rewrite the cache file."""
+    torch = fake_torch.wheel(tmp_path)
+    ext = tmp_path / "torch_ext-1.0-cp311-cp311-win_amd64.whl"
+    write_wheel(ext, extension("torch-ext", "1.0"))
+    extra = tmp_path / "extra"
+    for index in range(3):
+        write_tree(extra, companion(f"pure{index}", "1.0", {f"pure{index}/a.py": b""}, {}))
+    age(extra)
+    targets = [torch, ext, extra]
+    torchguard.scan(targets)
+    torchguard.scan(targets)
+    before = cache_file().stat().st_mtime_ns, cache_file().read_bytes()
+    assert packages(torchguard.scan(targets)) == {"torch-ext": "ok"}
+    assert (cache_file().stat().st_mtime_ns, cache_file().read_bytes()) == before
+
+
 def _entry(document: dict[str, Any]) -> str:
     (key,) = [k for k in document["derived"] if k.startswith(f"{KIND}|")]
     return key
@@ -193,7 +236,7 @@ def test_a_damaged_cache_entry_is_read_again(
     write_tree(site, extension("torch-ext", "1.0", "_ops"))  # its RECORD lists a broken pyd
     age(site)
     scan(site)
-    cache = Path(os.environ["TORCHGUARD_CACHE_DIR"], FILE_NAME)
+    cache = cache_file()
     document = json.loads(cache.read_text())
     key = _entry(document)
     entry = document["derived"][key]

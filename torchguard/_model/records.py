@@ -21,11 +21,12 @@ changes. A damaged entry is ignored and rebuilt.
 
 from __future__ import annotations
 
+import ntpath
 from collections.abc import Sequence
 from typing import Any
 
 from torchguard._model.cache import FactsCache
-from torchguard._windows.dists import InstalledDist, RecordSummary
+from torchguard._windows.dists import InstalledDist, RecordSummary, TreeDistribution
 from torchguard._windows.tree import WinTree
 
 #: The cache's name for a site-packages folder's summaries.
@@ -54,7 +55,7 @@ def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: Facts
     known: dict[str, Any] = {}
     if isinstance(stored, dict) and isinstance(stored.get("dists"), dict):
         known = stored["dists"]
-    changed = not isinstance(stored, dict) or stored.get("state") != state or not known
+    changed = not isinstance(stored, dict) or stored.get("state") != state
     unchanged_folder = not changed and state is not None
     entries: dict[str, list[Any]] = {}
     for dist in dists:
@@ -66,19 +67,30 @@ def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: Facts
                 distribution.remember(summary)
                 entries[distribution.dist_info] = raw
                 continue
-        record_state = tree.file_state(distribution.metadata_path("RECORD"))
+        record_state = _record_state(tree, distribution)
         if record_state is not None and isinstance(raw, list) and raw[:1] == [record_state]:
             summary = _decode(raw)
             if summary is not None:
                 distribution.remember(summary)
                 entries[distribution.dist_info] = raw
                 continue
-        changed = True
         summary = distribution.summary()  # read now; its state was taken first
         if record_state is not None:
             entries[distribution.dist_info] = _encode(record_state, summary)
-    if changed:
+            changed = True
+    if changed:  # a distribution whose state cannot be kept is read on every run, not saved
         cache.put_derived(KIND, identity, {"state": state, "dists": entries})
+
+
+def _record_state(tree: WinTree, distribution: TreeDistribution) -> str | None:
+    """The state of its RECORD; for a ``.dist-info`` without one (some installers write
+    none), the folder's; None when it cannot be kept (in memory, or changed just now)."""
+    path = distribution.metadata_path("RECORD")
+    state = tree.file_state(path)
+    if state is not None or tree.entry(path) is not None:
+        return state
+    folder = tree.folder_state(ntpath.dirname(path))
+    return f"none|{folder}" if folder is not None else None
 
 
 def _encode(state: str, summary: RecordSummary) -> list[Any]:
