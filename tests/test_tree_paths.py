@@ -1,4 +1,5 @@
-"""The tree's fast path normalisation answers exactly what ``ntpath`` answers."""
+"""The tree's fast path normalisation, and distribution names, answer exactly what ``ntpath``
+and ``packaging`` answer."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ SEPARATORS = ("\\", "/", "\\\\", "")
 
 def test_normpath_and_split_agree_with_ntpath_on_any_path() -> None:
     draw = random.Random(17)
-    for _ in range(30000):
+    for _ in range(8000):
         parts = [draw.choice(COMPONENTS) for _ in range(draw.randint(0, 5))]
         path = draw.choice(PREFIXES) + "".join(p + draw.choice(SEPARATORS) for p in parts)
         if draw.random() < 0.5:
@@ -45,3 +46,15 @@ def test_common_paths_keep_their_meaning() -> None:
     assert normpath("C:\\sklearn\\.libs\\vcomp140.dll") == "C:\\sklearn\\.libs\\vcomp140.dll"
     assert split("C:\\x.dll") == ("C:\\", "x.dll")
     assert path_key("C:/Python/Lib/") == "c:\\python\\lib"
+
+
+def test_canonical_names_are_packagings() -> None:
+    """Every analysis names every distribution, without importing packaging: the same rule."""
+    from packaging.utils import canonicalize_name
+
+    from torchguard._windows.dists import canonical_name
+
+    draw = random.Random(3)
+    for _ in range(5000):
+        name = "".join(draw.choice("aZ1-_.") for _ in range(draw.randint(1, 8)))
+        assert canonical_name(name) == canonicalize_name(name), name

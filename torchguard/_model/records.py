@@ -56,12 +56,14 @@ def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: Facts
     if isinstance(stored, dict) and isinstance(stored.get("dists"), dict):
         known = stored["dists"]
     changed = not isinstance(stored, dict) or stored.get("state") != state
-    unchanged_folder = not changed and state is not None
+    trusted = not changed and state is not None  # the folder is as it was when remembered
+    if trusted and _remembered(dists, known):
+        return  # the warm path: the folder is as it was, every summary is in the cache
     entries: dict[str, list[Any]] = {}
     for dist in dists:
         distribution = dist.distribution
         raw = known.get(distribution.dist_info)
-        if unchanged_folder and raw is not None:
+        if trusted and raw is not None:
             summary = _decode(raw)
             if summary is not None:
                 distribution.remember(summary)
@@ -80,6 +82,19 @@ def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: Facts
             changed = True
     if changed:  # a distribution whose state cannot be kept is read on every run, not saved
         cache.put_derived(KIND, identity, {"state": state, "dists": entries})
+
+
+def _remembered(dists: list[InstalledDist], known: dict[str, Any]) -> bool:
+    """Give every distribution its remembered summary; False when one is missing or damaged
+    (the others keep theirs)."""
+    complete = True
+    for dist in dists:
+        summary = _decode(known.get(dist.distribution.dist_info))
+        if summary is None:
+            complete = False
+        else:
+            dist.distribution.remember(summary)
+    return complete
 
 
 def _record_state(tree: WinTree, distribution: TreeDistribution) -> str | None:
@@ -101,10 +116,10 @@ def _encode(state: str, summary: RecordSummary) -> list[Any]:
 
 def _decode(raw: Any) -> RecordSummary | None:
     """The summary an entry holds, or None when it is damaged."""
-    if not isinstance(raw, list) or not raw or not isinstance(raw[0], str):
+    if type(raw) is not list or not raw or type(raw[0]) is not str:
         return None
     if len(raw) == 1:
-        return _EMPTY
+        return _EMPTY  # most distributions: no binary
     if len(raw) != 4:
         return None
     _state, binaries, data, digest = raw

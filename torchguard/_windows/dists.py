@@ -103,7 +103,9 @@ _SEPARATORS = re.compile(r"[-_.]+")
 def canonical_name(name: str) -> str:
     """PEP 503 normalisation: ``Intel_OpenMP`` -> ``intel-openmp`` (``packaging``'s rule, without
     importing it: every analysis names every installed distribution)."""
-    return _SEPARATORS.sub("-", name).lower()
+    if "_" in name or "." in name or "--" in name:
+        return _SEPARATORS.sub("-", name).lower()
+    return name.lower()  # most names: nothing to replace
 
 
 class TreeDistribution(importlib_metadata.Distribution):
@@ -112,14 +114,10 @@ class TreeDistribution(importlib_metadata.Distribution):
     def __init__(self, tree: WinTree, site_dir: str, dist_info: str) -> None:
         self.tree = tree
         self._site_dir = site_dir
-        self._dist_info = dist_info
+        self.dist_info = dist_info
+        """The name of its ``.dist-info`` folder, as listed."""
         self._record: tuple[str | None] | None = None
         self._summary: RecordSummary | None = None
-
-    @property
-    def dist_info(self) -> str:
-        """The name of its ``.dist-info`` folder, as listed."""
-        return self._dist_info
 
     def summary(self) -> RecordSummary:
         """Its RECORD's :class:`RecordSummary`: as remembered (:meth:`remember`), else read."""
@@ -141,7 +139,7 @@ class TreeDistribution(importlib_metadata.Distribution):
 
     def metadata_path(self, filename: str) -> str:
         """The tree path of a file of its ``.dist-info`` folder (``RECORD``, ``METADATA``)."""
-        return join(self._site_dir, self._dist_info, filename)
+        return join(self._site_dir, self.dist_info, filename)
 
     def locate_file(self, path: str | PureWindowsPath) -> PureWindowsPath:  # type: ignore[override]
         return PureWindowsPath(join(self._site_dir, str(path)))
@@ -243,6 +241,8 @@ def find_dists(tree: WinTree, site_dirs: Iterable[str]) -> list[InstalledDist]:
     found: dict[str, InstalledDist] = {}
     for site_dir in site_dirs:
         for folder in tree.subdirs(site_dir):
+            if folder[-10:].lower() != ".dist-info":
+                continue  # a package's own folder: about half of site-packages
             match = _DIST_INFO.match(folder)
             if not match:
                 continue
