@@ -228,11 +228,13 @@ class WinTree:
     _listdir_cache: dict[str, dict[str, tuple[str, Entry]]] = field(default_factory=dict)
     _unlistable: set[str] = field(default_factory=set)
     _subdirs_cache: dict[str, list[str]] = field(default_factory=dict)
+    _hosts_cache: dict[str, list[str]] = field(default_factory=dict)
 
     # -- building ---------------------------------------------------------------------------
     def mount_host_dir(self, path: str, host_dir: str) -> None:
         """Make ``host_dir`` (a host folder) appear at the Windows path ``path``."""
         self._host_mounts.append((path_key(path), os.path.abspath(host_dir)))
+        self._hosts_cache.clear()
         self._listing_cache.clear()
         self._listdir_cache.clear()
         self._subdirs_cache.clear()
@@ -311,7 +313,12 @@ class WinTree:
         A host folder that cannot be listed (Microsoft Store Python's folder may deny it) is
         asked for the one file instead, so it never makes a present DLL look missing.
         """
-        found = self.listdir(directory).get(name.lower())
+        key, lower = path_key(directory), name.lower()
+        listed = self._listdir_cache.get(key)
+        if listed is not None:
+            found = listed.get(lower)
+        else:  # one name: no need to build the whole folder's entries (System32 has thousands)
+            found = self._files.get(key, {}).get(lower) or self._host_file(directory, lower)
         if found is not None:
             return found
         for host in reversed(self._host_dirs(directory)):
@@ -320,6 +327,32 @@ class WinTree:
                 if os.path.isfile(candidate):
                     return (name, HostFile(candidate))
         return None
+
+    def _host_file(self, directory: str, lower: str) -> tuple[str, Entry] | None:
+        """``lower`` among the host files behind ``directory``, as :meth:`listdir` would
+        find it: the last mount holding a file of that name wins."""
+        for host in reversed(self._host_dirs(directory)):
+            listing = self._host_listing(host)
+            item = listing.get(lower) if listing else None
+            if item is not None and not item[1]:
+                return (item[0], HostFile(os.path.join(host, item[0])))
+        return None
+
+    def names(self, path: str) -> set[str]:
+        """Lower-case names of the files directly in ``path`` (:meth:`listdir`'s keys, without
+        building an entry for each)."""
+        listed = self._listdir_cache.get(path_key(path))
+        if listed is not None:
+            return set(listed)
+        found: set[str] = set()
+        for host in self._host_dirs(path):
+            found.update(
+                lower
+                for lower, (_, is_dir) in (self._host_listing(host) or {}).items()
+                if not is_dir
+            )
+        found.update(self._files.get(path_key(path), {}))
+        return found
 
     def entry(self, path: str) -> Entry | None:
         directory, name = split(path)
@@ -449,6 +482,12 @@ class WinTree:
         case-insensitively; a mount that lacks the subfolder adds nothing.
         """
         wanted = path_key(path).rstrip("\\")
+        cached = self._hosts_cache.get(wanted)
+        if cached is None:
+            cached = self._hosts_cache[wanted] = self._find_host_dirs(path, wanted)
+        return cached
+
+    def _find_host_dirs(self, path: str, wanted: str) -> list[str]:
         matching = [
             (mount.rstrip("\\"), host)
             for mount, host in self._host_mounts
