@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ntpath
 import random
+from pathlib import Path
 
-from torchguard._windows.tree import normpath, path_key, split
+from torchguard._windows.tree import HostFile, normpath, path_key, split
 
 COMPONENTS = ("a", "B", ".", "..", "", ".x", "x.", "..y", "a b", "C:", ":", "É")
 PREFIXES = (
@@ -58,3 +59,34 @@ def test_canonical_names_are_packagings() -> None:
     for _ in range(5000):
         name = "".join(draw.choice("aZ1-_.") for _ in range(draw.randint(1, 8)))
         assert canonical_name(name) == canonicalize_name(name), name
+
+
+def test_one_name_is_found_as_the_whole_listing_finds_it(tmp_path: Path) -> None:
+    """A lookup that builds no listing answers what the listing answers: the last mount with
+    a file of that name wins, a folder of that name is no file, a file held in memory wins."""
+    from torchguard._windows.tree import MemoryFile, WinTree
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, files, dirs in (
+        (first, ("x.dll", "y.dll", "only_a.dll"), ("z.dll",)),
+        (second, ("X.DLL", "z.dll", "w.dll"), ("y.dll", "only_b")),
+    ):
+        folder.mkdir()
+        for name in files:
+            (folder / name).write_bytes(folder.name.encode())
+        for name in dirs:
+            (folder / name).mkdir()
+
+    def tree() -> WinTree:
+        made = WinTree()
+        made.mount_host_dir("C:\\bin", str(first))
+        made.mount_host_dir("C:\\bin", str(second))
+        made.add_file("C:\\bin\\w.dll", MemoryFile(b"memory", "w"))
+        return made
+
+    names = ("x.dll", "X.dll", "y.dll", "z.dll", "w.dll", "only_a.dll", "only_b", "none.dll")
+    listed = tree().listdir("C:\\bin")
+    for name in names:
+        assert tree().lookup("C:\\bin", name) == listed.get(name.lower()), name
+    assert tree().names("C:\\bin") == set(listed)
+    assert tree().lookup("C:\\bin", "y.dll") == ("y.dll", HostFile(str(first / "y.dll")))
