@@ -10,7 +10,8 @@ interleaved round by round so that a busy machine slows them alike; the figure i
 of the faster half of the rounds (``Report.timings["total"]``), and each is compared with the
 torch-only analysis measured in the same run. A second figure is the first run after one
 ``pip install`` into the 200-distribution folder (one new ``.dist-info``): only the new
-RECORD is read.
+RECORD is read. A third is a conda environment whose ``Library\\bin`` holds 400 ordinary
+DLLs (a real one holds 300 to 1000), against the same torch outside conda.
 Target: 200 distributions add at most 1 ms to the torch-only analysis. Exits 1 when missed.
 """
 
@@ -26,10 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fakes import KERNEL  # noqa: E402
 from gpuwheels import torch_tree  # noqa: E402
+from pe_builder import build_pe  # noqa: E402
 
 ROUNDS = 41
 ROWS = 62
+CONDA_DLLS = 400
 AN_HOUR = 3600.0
 TARGET_MS = 1.0
 
@@ -66,6 +70,54 @@ def timings(targets: dict[str, list[str]]) -> dict[str, float]:
     return {label: statistics.median(sorted(r)[: len(r) // 2 + 1]) for label, r in runs.items()}
 
 
+def conda_prefix(folder: Path) -> Path:
+    """A conda environment's prefix whose Library\\bin holds :data:`CONDA_DLLS` DLLs."""
+    library_bin = folder / "Library" / "bin"
+    library_bin.mkdir(parents=True)
+    dll = build_pe(list(KERNEL))
+    for index in range(CONDA_DLLS):
+        (library_bin / f"lib{index}.dll").write_bytes(dll)
+    past = time.time() - AN_HOUR
+    for path in [*folder.rglob("*"), folder]:
+        os.utime(path, (past, past))
+    return folder
+
+
+def conda_timings(torch: str, prefix: Path) -> tuple[float, float]:
+    """Seconds of the warm analysis of torch outside conda and in the conda environment."""
+    import dataclasses
+
+    from torchguard._model.cache import user_cache
+    from torchguard._pipeline import analyze
+    from torchguard._windows.system import offline_windows
+    from torchguard._windows.tree import AssumedFile, join
+
+    runtime = [("the VC++ runtime", ["msvcp140.dll", "vcruntime140.dll", "vcruntime140_1.dll"])]
+
+    def once(conda: bool) -> float:
+        system = offline_windows(
+            [torch], python_dir=str(prefix) if conda else None, assumed_system32=runtime
+        )
+        if conda:  # python.exe's own DLLs, as a conda environment's prefix holds them
+            for name in ("python311.dll", "python3.dll", "vcruntime140.dll", "vcruntime140_1.dll"):
+                system.tree.add_file(join(system.interpreter.app_dir, name), AssumedFile("python"))
+            system.interpreter = dataclasses.replace(system.interpreter, is_conda=True)  # type: ignore[misc]
+        try:
+            return analyze(system, cache=user_cache()).timings["total"]
+        finally:
+            system.close()
+
+    runs: dict[bool, list[float]] = {False: [], True: []}
+    for conda in (False, True):
+        for _ in range(3):
+            once(conda)  # fills the cache
+    for _ in range(ROUNDS):
+        for conda in (False, True):
+            runs[conda].append(once(conda))
+    plain, conda = (statistics.median(sorted(runs[c])[: ROUNDS // 2 + 1]) for c in (False, True))
+    return plain, conda
+
+
 def main() -> int:
     counts = [int(arg) for arg in sys.argv[1:]] or [200, 1000]
     torch = str(torch_tree("2.4.1"))
@@ -85,6 +137,7 @@ def main() -> int:
             folder = Path(tmp, "dists200")
             write_dists(folder, 1, first=200)  # pip install of one more (dated an hour ago)
             after_install = torchguard.scan([torch, str(folder)]).timings["total"]
+        plain, conda = conda_timings(torch, conda_prefix(Path(tmp, "conda")))
     base = measured["torch only"]
     print(f"warm in-process analysis, torch 2.4.1 only: {base * 1000:.2f} ms")
     ok = True
@@ -99,6 +152,10 @@ def main() -> int:
             ok = False
     if after_install is not None:
         print(f"  first run after one more install into the 200: {after_install * 1000:.2f} ms")
+    print(
+        f"conda environment, {CONDA_DLLS} DLLs in Library\\bin: {conda * 1000:.2f} ms against "
+        f"{plain * 1000:.2f} ms outside conda (ratio {conda / plain:.2f})"
+    )
     print(f"target: 200 distributions add <= {TARGET_MS:.0f} ms: {'met' if ok else 'MISSED'}")
     return 0 if ok else 1
 
