@@ -343,29 +343,26 @@ def _from_cache(
 ) -> list[Brief] | None:
     """Cached briefs, or None when damaged or when one of its DLLs changed (only those
     ``checked`` selects are compared with their files, when given)."""
-    if not isinstance(raw, list):
+    if type(raw) is not list:
         return None
     briefs: list[Brief] = []
-    for entry in raw:
-        if not (isinstance(entry, list) and len(entry) == 7):
+    for entry in raw:  # checked with type(): hundreds per run in a conda environment
+        if type(entry) is not list or len(entry) != 7:
             return None
         path, marks, imports, delay, identity, dist, version = entry
-        if not (dist is None or isinstance(dist, str)):
+        if type(path) is not str or not (dist is None or type(dist) is str):
             return None
-        if version is not None and not (
-            isinstance(version, list)
-            and len(version) == 4
-            and all(isinstance(v, int) for v in version)
-        ):
+        if not (identity is None or type(identity) is str):
             return None
-        lists = (marks, imports, delay)
-        if not isinstance(path, str) or not all(
-            isinstance(x, list) and all(isinstance(n, str) for n in x) for x in lists
-        ):
+        if not (_names(marks) and _names(imports) and _names(delay)):
             return None
-        if identity is not None and not isinstance(identity, str):
-            return None
-        four = (version[0], version[1], version[2], version[3]) if version else None
+        four = None
+        if version is not None:
+            if type(version) is not list or len(version) != 4:
+                return None
+            if not all(type(v) is int for v in version):
+                return None
+            four = (version[0], version[1], version[2], version[3])
         briefs.append(Brief(path, tuple(marks), tuple(imports), tuple(delay), identity, dist, four))
     for brief in briefs:  # a DLL (a runtime, or one pasted over) changed behind pip's back
         if checked is not None and not checked(brief):
@@ -373,6 +370,11 @@ def _from_cache(
         if brief.path.lower().endswith(".dll") and binaries.identity(brief.path) != brief.identity:
             return None
     return briefs
+
+
+def _names(value: object) -> bool:
+    """Whether a cached value is a list of names."""
+    return type(value) is list and all(type(name) is str for name in value)
 
 
 def _runtime(path: str, found: PEFacts | Brief) -> Runtime | None:
