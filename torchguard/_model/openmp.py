@@ -23,6 +23,7 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
@@ -143,6 +144,10 @@ class Candidates:
     conda_key: str | None = None
     """The cache key to keep the conda ``Library\\bin`` briefs under (listed this run): its
     folder and that folder's state, which changes whenever conda adds or removes a file."""
+    conda_plain: list[list[Any]] = field(default_factory=list)
+    """Cached ``Library\\bin`` entries without OpenMP marks (checked, not yet briefs): such a
+    binary takes part only as a by-name user of a runtime, so only those importing one are
+    made briefs (:func:`_conda_users`), once every runtime is known."""
 
 
 def candidate_files(
@@ -187,30 +192,88 @@ def candidate_files(
             add(path, dist.name)
         digests[dist.name] = key
     conda_key = None
+    conda_plain: list[list[Any]] = []
     if conda_bin is not None:
         state = tree.folder_state(conda_bin)
         conda_key = f"{tree.folder_identity(conda_bin)}|{state}" if state is not None else None
-        briefs = (
-            _from_cache(cache.get_derived(_CONDA_KIND, conda_key), binaries, _marked)
+        remembered = (
+            _conda_from_cache(cache.get_derived(_CONDA_KIND, conda_key), binaries)
             if cache is not None and conda_key is not None
             else None
         )
-        if briefs is not None:  # a file a distribution lists is that distribution's
+        if remembered is not None:  # a file a distribution lists is that distribution's
             taken = {*seen, *(b.path.lower() for b in cached)}
-            cached.extend(b for b in briefs if b.path.lower() not in taken)
+            cached.extend(b for b in remembered[0] if b.path.lower() not in taken)
+            conda_plain = [e for e in remembered[1] if e[0].lower() not in taken]
             conda_key = None
         else:
             for _key, (name, _entry) in tree.listdir(conda_bin).items():
                 if name.lower().endswith(".dll"):
                     add(join(conda_bin, name), None)
-    return Candidates(torch_files, list(seen.values()), dist_of, digests, cached, conda_key)
+    return Candidates(
+        torch_files, list(seen.values()), dist_of, digests, cached, conda_key, conda_plain
+    )
 
 
 def _marked(brief: Brief) -> bool:
-    """Whether a cached conda brief is checked against its file on every run: the OpenMP
-    runtimes and users. The rest of ``Library\\bin`` (hundreds of DLLs) is trusted while the
-    folder is unchanged: conda replaces a file by removing and linking it anew."""
+    """Whether a cached conda brief is checked against its file on every run: the binaries
+    with OpenMP marks (runtimes, MKL's threading layers). The rest of ``Library\\bin``
+    (hundreds of DLLs) is trusted while the folder is unchanged: conda replaces a file by
+    removing and linking it anew."""
     return bool(brief.openmp)
+
+
+def _conda_from_cache(
+    raw: object, binaries: Binaries
+) -> tuple[list[Brief], list[list[Any]]] | None:
+    """The cached ``Library\\bin`` summary: the briefs with OpenMP marks (checked against
+    their files), and the checked entries of the rest; None when damaged or changed."""
+    if type(raw) is not list:
+        return None
+    marked: list[Any] = []
+    plain: list[list[Any]] = []
+    for entry in raw:
+        if type(entry) is list and len(entry) == 7 and entry[1] == [] and _plain(entry):
+            plain.append(entry)
+        else:
+            marked.append(entry)  # anything else is checked (and rejected) in full
+    briefs = _from_cache(marked, binaries, _marked)
+    return None if briefs is None else (briefs, plain)
+
+
+def _plain(entry: list[Any]) -> bool:
+    """Whether a cached entry without OpenMP marks is whole (see :func:`_to_cache`)."""
+    path, _marks, imports, delay, identity, dist, version = entry
+    return (
+        type(path) is str
+        and dist is None
+        and (identity is None or type(identity) is str)
+        and _names(imports)
+        and _names(delay)
+        and (version is None or _four(version) is not None)
+    )
+
+
+def _four(raw: object) -> tuple[int, int, int, int] | None:
+    """A cached file version; None when there is none or it is damaged."""
+    if type(raw) is not list or len(raw) != 4 or not all(type(v) is int for v in raw):
+        return None
+    return (raw[0], raw[1], raw[2], raw[3])
+
+
+def _conda_users(briefs: list[Brief], plain: list[list[Any]]) -> list[Brief]:
+    """Briefs of the cached ``Library\\bin`` binaries without OpenMP marks that import a
+    runtime of ``briefs`` by name: how such a binary takes part (it is no runtime itself,
+    and no distribution's VC++ runtime copy)."""
+    names = {ntpath.basename(b.path).lower() for b in briefs if _runtime(b.path, b) is not None}
+    if not names:
+        return []
+    found: list[Brief] = []
+    for path, _marks, imports, delay, identity, _dist, version in plain:
+        if any(n.lower() in names for n in imports) or any(n.lower() in names for n in delay):
+            brief = Brief(path, (), tuple(imports), tuple(delay), identity, None, _four(version))
+            found.append(brief)
+    return found
 
 
 def _data_binaries(dist: InstalledDist) -> list[str]:
@@ -329,6 +392,8 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
                 # Library\bin's own files, each read whole: one being written is not kept
                 cache.put_derived(_CONDA_KIND, files.conda_key, [_to_cache(b) for b in found])
         briefs.extend(found)
+    if files.conda_plain:
+        briefs.extend(_conda_users(briefs, files.conda_plain))
     return briefs
 
 
