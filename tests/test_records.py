@@ -367,3 +367,33 @@ def test_a_runtime_pasted_over_in_place_is_seen(
     replaced = conda_scan(root, prefix, runtime_dir)
     assert replaced.findings == ()
     same(replaced, conda_scan(root, prefix, runtime_dir, cached=False))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda entry: "not a list",
+        lambda entry: [[*e[:2], 7, *e[3:]] if e[0].endswith("faiss.dll") else e for e in entry],
+        lambda entry: [
+            [*e[:5], "a dist", e[6]] if e[0].endswith("faiss.dll") else e for e in entry
+        ],
+        lambda entry: [[e[0], 5, *e[2:]] if e[0].endswith("libomp.dll") else e for e in entry],
+        lambda entry: [e[:3] for e in entry],
+    ],
+)
+def test_a_damaged_library_bin_entry_is_listed_again(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, damage: Any
+) -> None:
+    root, library_bin = conda_env(tmp_path, fake_torch)
+    prefix = library_bin.parents[1]
+    (library_bin / "libomp.dll").write_bytes(KMP)
+    (library_bin / "faiss.dll").write_bytes(build_pe(["libomp.dll", *KERNEL]))
+    age(library_bin)
+    fresh = conda_scan(root, prefix, runtime_dir, cached=False)
+    assert [f.code for f in fresh.findings] == ["openmp-conflict"]
+    conda_scan(root, prefix, runtime_dir)
+    document = json.loads(cache_file().read_text())
+    (key,) = [k for k in document["derived"] if k.startswith("openmp-conda-bin|")]
+    document["derived"][key] = damage(document["derived"][key])
+    cache_file().write_text(json.dumps(document))
+    same(conda_scan(root, prefix, runtime_dir), fresh)
