@@ -490,13 +490,14 @@ def test_a_warm_run_lists_and_hashes_no_distribution(
     """A distribution without binaries has no summary to cache: it is skipped before its RECORD
     is hashed, rather than hashed, missed in the cache and listed again on every warm run."""
     from torchguard._model import openmp as model
+    from torchguard._windows import dists as records
 
     pure = companion("pure", "1.0", {"pure/__init__.py": b"x = 1\n"}, {})
     root = site(tmp_path, fake_torch, mkl(kmp()), pure)
     torchguard.scan([root], system32=[runtime_dir])
     listed: list[str] = []
     hashed: list[bytes] = []
-    real_list, real_sha1 = model._data_binaries, model.hashlib.sha1
+    real_list, real_sha1 = model._data_binaries, records.hashlib.sha1
 
     def listing(dist: InstalledDist) -> list[str]:
         listed.append(dist.name)
@@ -507,7 +508,7 @@ def test_a_warm_run_lists_and_hashes_no_distribution(
         return real_sha1(data)
 
     monkeypatch.setattr(model, "_data_binaries", listing)
-    monkeypatch.setattr(model, "hashlib", types.SimpleNamespace(sha1=sha1))
+    monkeypatch.setattr(records, "hashlib", types.SimpleNamespace(sha1=sha1))
     warm = torchguard.scan([root], system32=[runtime_dir])
     assert listed == []
     assert len(hashed) == 2 and not any(b"pure/__init__.py" in text for text in hashed)
@@ -572,6 +573,8 @@ def test_a_second_environment_with_the_same_distribution_gets_its_own_paths(
     for env in ("A", "B"):
         site_dir = f"C:\\{env}\\Lib\\site-packages"
         binaries = Binaries(tree, cache)
-        files = candidate_files(binaries, site_dir + "\\torch\\lib", find_dists(tree, [site_dir]), None)
+        files = candidate_files(
+            binaries, site_dir + "\\torch\\lib", find_dists(tree, [site_dir]), None
+        )
         seen[env] = {brief.path for brief in _briefs(binaries, files)}
     assert seen["B"] and all(path.startswith("C:\\B\\") for path in seen["B"]), seen

@@ -15,6 +15,7 @@ from torchguard._model.extensions import refine
 from torchguard._model.loader import LoaderModel
 from torchguard._model.openmp import STARTED, Candidates, OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
+from torchguard._model.records import remember_records
 from torchguard._model.simulate import ImportSimulation, simulate_import
 from torchguard._model.vcruntime import StaleCopy, stale_copies, system_copy, toolset
 from torchguard._report.findings import ERROR, Finding
@@ -67,6 +68,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
             findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
         )
     dists = find_dists(system.tree, interpreter.site_dirs)
+    remember_records(system.tree, dists, cache)
     torch = locate_torch(system.tree, system.torch_package_dir, dists)
     clock.lap("locate")
     plan = plan_directories(system.tree, interpreter, torch, companions(dists), cwd=cwd)

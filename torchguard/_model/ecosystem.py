@@ -15,7 +15,6 @@ Every other binary of an extension that imports torch's DLLs is that package's c
 
 from __future__ import annotations
 
-import csv
 import ntpath
 import re
 from collections.abc import Callable, Iterable
@@ -30,9 +29,6 @@ from torchguard._report.report import BLOCKED, FAILS, OK, WARNS, PackageOutcome
 from torchguard._vocab import Loader, Role
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, is_within, join, path_key, same_path
-
-#: A RECORD row of a binary: ``path.pyd,sha256=...,size`` (a quoted path ends ``.pyd",``).
-_BINARY_ROW = re.compile(r"\.(?:pyd|dll)\"?,", re.IGNORECASE)
 
 #: torch's own libraries: what an extension links against.
 _TORCH_DLL = re.compile(r"^(c10|torch)(_[a-z0-9_]+)?\.dll$", re.IGNORECASE)
@@ -112,27 +108,10 @@ def is_torch_dll(name: str) -> bool:
 def binaries(dist: InstalledDist) -> list[str]:
     """The ``.pyd``/``.dll`` files its RECORD lists (present or not), in RECORD order.
 
-    Every analysis asks this of every installed distribution, so the RECORD text is searched
-    before it is parsed: most distributions hold no binary and cost one substring search.
+    Every analysis asks this of every installed distribution, so it comes from the RECORD's
+    summary (remembered across runs by ``_model.records``): most hold no binary.
     """
-    text = dist.distribution.read_text("RECORD")
-    if not text or not lists_binaries(text):
-        return []
-    rows = [line for line in text.splitlines() if _BINARY_ROW.search(line)]
-    try:
-        relatives = [row[0] for row in csv.reader(rows) if row and row[0]]
-    except csv.Error:  # a broken RECORD is not a torch extension we can check
-        return []
-    return [
-        join(dist.site_dir, relative)
-        for relative in relatives
-        if relative.lower().endswith((".pyd", ".dll")) and ".." not in relative.split("/")
-    ]
-
-
-def lists_binaries(record: str) -> bool:
-    """Whether a RECORD text names any ``.pyd``/``.dll`` (one search, no parsing)."""
-    return _BINARY_ROW.search(record) is not None
+    return [join(dist.site_dir, relative) for relative in dist.distribution.summary().binaries]
 
 
 def imports_torch(facts: Callable[[str], PEFacts], path: str) -> bool:
@@ -146,12 +125,9 @@ def imports_torch(facts: Callable[[str], PEFacts], path: str) -> bool:
 def discover(dists: Iterable[InstalledDist], facts: Callable[[str], PEFacts]) -> list[PackagePlan]:
     """torchvision, torchaudio and every distribution whose binaries import torch's DLLs."""
     plans: list[PackagePlan] = []
-    for dist in sorted(dists, key=lambda d: d.name):
-        if dist.name == "torch":
-            continue
+    listing = [d for d in dists if d.name != "torch" and d.distribution.summary().binaries]
+    for dist in sorted(listing, key=lambda d: d.name):  # most list no binary: skipped first
         paths = binaries(dist)
-        if not paths:
-            continue
         linked = [p for p in paths if imports_torch(facts, p)]
         known = SIBLINGS.get(dist.name)
         if known is not None:

@@ -20,10 +20,10 @@ file name; every fact comes from cached PE facts, so a warm analysis reads no fi
 
 from __future__ import annotations
 
-import hashlib
 import ntpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
@@ -31,7 +31,6 @@ from torchguard._binary.pe.openmp import ALIAS, KMP, SIBLING_HOOK
 from torchguard._model.binaries import Binaries
 from torchguard._model.bindings import Gap
 from torchguard._model.ecosystem import binaries as dist_binaries
-from torchguard._model.ecosystem import lists_binaries
 from torchguard._model.loader import LoaderModel
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, WinTree, join, path_key
@@ -51,6 +50,8 @@ STARTED = "started"
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 #: The cache's name for a distribution's OpenMP summary.
 _KIND = "openmp-dist"
+#: The cache's name for the briefs of a conda environment's ``Library\\bin``.
+_CONDA_KIND = "openmp-conda-bin"
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,13 @@ class Candidates:
     holds every file's SHA-256). Another environment with the same wheel has the same RECORD."""
     cached: list[Brief] = field(default_factory=list)
     """Briefs of the distributions whose summary the cache holds (their files not listed)."""
+    conda_key: str | None = None
+    """The cache key to keep the conda ``Library\\bin`` briefs under (listed this run): its
+    folder and that folder's state, which changes whenever conda adds or removes a file."""
+    conda_plain: list[list[Any]] = field(default_factory=list)
+    """Cached ``Library\\bin`` entries without OpenMP marks (checked, not yet briefs): such a
+    binary takes part only as a by-name user of a runtime, so only those importing one are
+    made briefs (:func:`_conda_users`), once every runtime is known."""
 
 
 def candidate_files(
@@ -170,11 +178,10 @@ def candidate_files(
     for dist in dists:
         if dist.name == "torch":
             continue
-        text = dist.distribution.read_text("RECORD") or ""
-        if not lists_binaries(text):
-            continue  # most distributions: no binary, so nothing to hash, look up or list
-        digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
-        key = f"{dist.name}|{path_key(dist.site_dir)}|{digest}"
+        summary = dist.distribution.summary()
+        if summary.digest is None:
+            continue  # most distributions: no binary, so nothing to look up or list
+        key = f"{dist.name}|{path_key(dist.site_dir)}|{summary.digest}"
         if cache is not None:
             briefs = _from_cache(cache.get_derived(_KIND, key), binaries)
             if briefs is not None:
@@ -184,27 +191,94 @@ def candidate_files(
         for path in listed:
             add(path, dist.name)
         digests[dist.name] = key
+    conda_key = None
+    conda_plain: list[list[Any]] = []
     if conda_bin is not None:
-        for _key, (name, _entry) in tree.listdir(conda_bin).items():
-            if name.lower().endswith(".dll"):
-                add(join(conda_bin, name), None)
-    return Candidates(torch_files, list(seen.values()), dist_of, digests, cached)
+        state = tree.folder_state(conda_bin)
+        conda_key = f"{tree.folder_identity(conda_bin)}|{state}" if state is not None else None
+        remembered = (
+            _conda_from_cache(cache.get_derived(_CONDA_KIND, conda_key), binaries)
+            if cache is not None and conda_key is not None
+            else None
+        )
+        if remembered is not None:  # a file a distribution lists is that distribution's
+            taken = {*seen, *(b.path.lower() for b in cached)}
+            cached.extend(b for b in remembered[0] if b.path.lower() not in taken)
+            conda_plain = [e for e in remembered[1] if e[0].lower() not in taken]
+            conda_key = None
+        else:
+            for _key, (name, _entry) in tree.listdir(conda_bin).items():
+                if name.lower().endswith(".dll"):
+                    add(join(conda_bin, name), None)
+    return Candidates(
+        torch_files, list(seen.values()), dist_of, digests, cached, conda_key, conda_plain
+    )
+
+
+def _marked(brief: Brief) -> bool:
+    """Whether a cached conda brief is checked against its file on every run: the binaries
+    with OpenMP marks (runtimes, MKL's threading layers). The rest of ``Library\\bin``
+    (hundreds of DLLs) is trusted while the folder is unchanged: conda replaces a file by
+    removing and linking it anew."""
+    return bool(brief.openmp)
+
+
+def _conda_from_cache(
+    raw: object, binaries: Binaries
+) -> tuple[list[Brief], list[list[Any]]] | None:
+    """The cached ``Library\\bin`` summary: the briefs with OpenMP marks (checked against
+    their files), and the checked entries of the rest; None when damaged or changed."""
+    if type(raw) is not list:
+        return None
+    marked: list[Any] = []
+    plain: list[list[Any]] = []
+    for entry in raw:
+        if type(entry) is list and len(entry) == 7 and entry[1] == [] and _plain(entry):
+            plain.append(entry)
+        else:
+            marked.append(entry)  # anything else is checked (and rejected) in full
+    briefs = _from_cache(marked, binaries, _marked)
+    return None if briefs is None else (briefs, plain)
+
+
+def _plain(entry: list[Any]) -> bool:
+    """Whether a cached entry without OpenMP marks is whole (see :func:`_to_cache`)."""
+    path, _marks, imports, delay, identity, dist, version = entry
+    return (
+        type(path) is str
+        and dist is None
+        and (identity is None or type(identity) is str)
+        and _names(imports)
+        and _names(delay)
+        and (version is None or _four(version) is not None)
+    )
+
+
+def _four(raw: object) -> tuple[int, int, int, int] | None:
+    """A cached file version; None when there is none or it is damaged."""
+    if type(raw) is not list or len(raw) != 4 or not all(type(v) is int for v in raw):
+        return None
+    return (raw[0], raw[1], raw[2], raw[3])
+
+
+def _conda_users(briefs: list[Brief], plain: list[list[Any]]) -> list[Brief]:
+    """Briefs of the cached ``Library\\bin`` binaries without OpenMP marks that import a
+    runtime of ``briefs`` by name: how such a binary takes part (it is no runtime itself,
+    and no distribution's VC++ runtime copy)."""
+    names = {ntpath.basename(b.path).lower() for b in briefs if _runtime(b.path, b) is not None}
+    if not names:
+        return []
+    found: list[Brief] = []
+    for path, _marks, imports, delay, identity, _dist, version in plain:
+        if any(n.lower() in names for n in imports) or any(n.lower() in names for n in delay):
+            brief = Brief(path, (), tuple(imports), tuple(delay), identity, None, _four(version))
+            found.append(brief)
+    return found
 
 
 def _data_binaries(dist: InstalledDist) -> list[str]:
     """DLLs a wheel installs outside site-packages (``../../Library/bin/...``), where they are."""
-    text = dist.distribution.read_text("RECORD")
-    if not text or "../" not in text:
-        return []
-    found: list[str] = []
-    for line in text.splitlines():
-        if "../" not in line or ".dll" not in line.lower():
-            continue
-        relative = line.rsplit(",", 2)[0].strip('"')
-        if ".." not in relative.split("/") or not relative.lower().endswith(".dll"):
-            continue
-        found.append(dist.located(relative))
-    return found
+    return [dist.located(relative) for relative in dist.distribution.summary().data_dlls]
 
 
 def _unread(binaries: Binaries, path: str) -> bool:
@@ -311,9 +385,15 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     briefs: list[Brief] = list(files.cached)
     for dist, paths in groups.items():
         found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
-        if dist is not None and cache is not None and not any(_unread(binaries, p) for p in paths):
-            cache.put_derived(_KIND, files.digests[dist], [_to_cache(b) for b in found])
+        if cache is not None and not any(_unread(binaries, p) for p in paths):
+            if dist is not None:
+                cache.put_derived(_KIND, files.digests[dist], [_to_cache(b) for b in found])
+            elif files.conda_key is not None and len(found) == len(paths):
+                # Library\bin's own files, each read whole: one being written is not kept
+                cache.put_derived(_CONDA_KIND, files.conda_key, [_to_cache(b) for b in found])
         briefs.extend(found)
+    if files.conda_plain:
+        briefs.extend(_conda_users(briefs, files.conda_plain))
     return briefs
 
 
@@ -323,36 +403,43 @@ def _to_cache(brief: Brief) -> list[object]:
     return [brief.path, *lists, brief.identity, brief.dist, version]
 
 
-def _from_cache(raw: object, binaries: Binaries) -> list[Brief] | None:
-    """Cached briefs, or None when damaged or when one of its DLLs changed."""
-    if not isinstance(raw, list):
+def _from_cache(
+    raw: object, binaries: Binaries, checked: Callable[[Brief], bool] | None = None
+) -> list[Brief] | None:
+    """Cached briefs, or None when damaged or when one of its DLLs changed (only those
+    ``checked`` selects are compared with their files, when given)."""
+    if type(raw) is not list:
         return None
     briefs: list[Brief] = []
-    for entry in raw:
-        if not (isinstance(entry, list) and len(entry) == 7):
+    for entry in raw:  # checked with type(): hundreds per run in a conda environment
+        if type(entry) is not list or len(entry) != 7:
             return None
         path, marks, imports, delay, identity, dist, version = entry
-        if not (dist is None or isinstance(dist, str)):
+        if type(path) is not str or not (dist is None or type(dist) is str):
             return None
-        if version is not None and not (
-            isinstance(version, list)
-            and len(version) == 4
-            and all(isinstance(v, int) for v in version)
-        ):
+        if not (identity is None or type(identity) is str):
             return None
-        lists = (marks, imports, delay)
-        if not isinstance(path, str) or not all(
-            isinstance(x, list) and all(isinstance(n, str) for n in x) for x in lists
-        ):
+        if not (_names(marks) and _names(imports) and _names(delay)):
             return None
-        if identity is not None and not isinstance(identity, str):
-            return None
-        four = (version[0], version[1], version[2], version[3]) if version else None
+        four = None
+        if version is not None:
+            if type(version) is not list or len(version) != 4:
+                return None
+            if not all(type(v) is int for v in version):
+                return None
+            four = (version[0], version[1], version[2], version[3])
         briefs.append(Brief(path, tuple(marks), tuple(imports), tuple(delay), identity, dist, four))
     for brief in briefs:  # a DLL (a runtime, or one pasted over) changed behind pip's back
+        if checked is not None and not checked(brief):
+            continue
         if brief.path.lower().endswith(".dll") and binaries.identity(brief.path) != brief.identity:
             return None
     return briefs
+
+
+def _names(value: object) -> bool:
+    """Whether a cached value is a list of names."""
+    return type(value) is list and all(type(name) is str for name in value)
 
 
 def _runtime(path: str, found: PEFacts | Brief) -> Runtime | None:

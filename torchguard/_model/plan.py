@@ -95,7 +95,7 @@ def plan_directories(
 def _cuda_fallbacks(plan: _Planner, interpreter: Interpreter, torch: TorchInstall) -> None:
     """torch's own NVTX and CUDA_PATH fallbacks, taken only when its folders lack the DLLs."""
     env = {k.upper(): v for k, v in interpreter.environ.items()}
-    names = {name for d in plan.planned for name in plan.tree.listdir(d.path)}
+    names = {name for d in plan.planned for name in plan.tree.names(d.path)}
     program_files = env.get("PROGRAMFILES", "C:\\Program Files")
     if "nvtoolsext64_1.dll" not in names:
         base = env.get("NVTOOLSEXT_PATH") or join(program_files, "NVIDIA Corporation", "NvToolsExt")

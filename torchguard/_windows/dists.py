@@ -8,6 +8,7 @@ from a Windows machine, or wheels overlaid in memory. torch itself is never impo
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import ntpath
 import re
@@ -25,6 +26,7 @@ else:  # pragma: no cover - exercised on Python 3.9 only
 
 __all__ = [
     "InstalledDist",
+    "RecordSummary",
     "TreeDistribution",
     "canonical_name",
     "find_dists",
@@ -36,12 +38,74 @@ if TYPE_CHECKING:
 
 _DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$", re.IGNORECASE)
 
+#: A RECORD row of a binary: ``path.pyd,sha256=...,size`` (a quoted path ends ``.pyd",``).
+_BINARY_ROW = re.compile(r"\.(?:pyd|dll)\"?,", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RecordSummary:
+    """What every analysis needs of a RECORD: the binaries it lists, and its digest.
+
+    Small and JSON-friendly, so it is remembered across runs (``_model.records``) and a warm
+    analysis reads no RECORD at all.
+    """
+
+    binaries: tuple[str, ...] = ()
+    """RECORD paths (``/``-separated, site-relative) of its ``.pyd``/``.dll`` files inside the
+    site directory, in RECORD order."""
+    data_dlls: tuple[str, ...] = ()
+    """RECORD paths of DLLs it installs outside the site directory (``../../Library/bin/x.dll``)."""
+    digest: str | None = None
+    """SHA-1 of the RECORD text when it lists any binary (it holds every file's SHA-256)."""
+
+    @property
+    def lists_binaries(self) -> bool:
+        return self.digest is not None
+
+
+def summarise(text: str | None) -> RecordSummary:
+    """The :class:`RecordSummary` of a RECORD text. Most RECORDs list no binary and cost one
+    regular-expression search; a broken one lists none."""
+    if not text or _BINARY_ROW.search(text) is None:
+        return RecordSummary()
+    rows = [line for line in text.splitlines() if _BINARY_ROW.search(line)]
+    try:
+        relatives = [row[0] for row in csv.reader(rows) if row and row[0]]
+    except csv.Error:  # a broken RECORD is not a torch extension we can check
+        relatives = []
+    inside = tuple(
+        relative
+        for relative in relatives
+        if relative.lower().endswith((".pyd", ".dll")) and ".." not in relative.split("/")
+    )
+    digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+    return RecordSummary(inside, _data_dlls(text), digest)
+
+
+def _data_dlls(text: str) -> tuple[str, ...]:
+    """RECORD paths of DLLs a wheel installs outside site-packages (``../../Library/bin``)."""
+    if "../" not in text:
+        return ()
+    found: list[str] = []
+    for line in text.splitlines():
+        if "../" not in line or ".dll" not in line.lower():
+            continue
+        relative = line.rsplit(",", 2)[0].strip('"')
+        if ".." in relative.split("/") and relative.lower().endswith(".dll"):
+            found.append(relative)
+    return tuple(found)
+
+
+#: PEP 503's runs of separators (what ``packaging.utils.canonicalize_name`` replaces).
+_SEPARATORS = re.compile(r"[-_.]+")
+
 
 def canonical_name(name: str) -> str:
-    """PEP 503 normalisation: ``Intel_OpenMP`` -> ``intel-openmp``."""
-    from packaging.utils import canonicalize_name
-
-    return str(canonicalize_name(name))
+    """PEP 503 normalisation: ``Intel_OpenMP`` -> ``intel-openmp`` (``packaging``'s rule, without
+    importing it: every analysis names every installed distribution)."""
+    if "_" in name or "." in name or "--" in name:
+        return _SEPARATORS.sub("-", name).lower()
+    return name.lower()  # most names: nothing to replace
 
 
 class TreeDistribution(importlib_metadata.Distribution):
@@ -50,8 +114,20 @@ class TreeDistribution(importlib_metadata.Distribution):
     def __init__(self, tree: WinTree, site_dir: str, dist_info: str) -> None:
         self.tree = tree
         self._site_dir = site_dir
-        self._dist_info = dist_info
+        self.dist_info = dist_info
+        """The name of its ``.dist-info`` folder, as listed."""
         self._record: tuple[str | None] | None = None
+        self._summary: RecordSummary | None = None
+
+    def summary(self) -> RecordSummary:
+        """Its RECORD's :class:`RecordSummary`: as remembered (:meth:`remember`), else read."""
+        if self._summary is None:
+            self._summary = summarise(self.read_text("RECORD"))
+        return self._summary
+
+    def remember(self, summary: RecordSummary) -> None:
+        """Use ``summary`` (from the persistent cache, for an unchanged RECORD) from now on."""
+        self._summary = summary
 
     def read_text(self, filename: str) -> str | None:
         """A metadata file's text; RECORD is read once per analysis (several checks parse it)."""
@@ -63,7 +139,7 @@ class TreeDistribution(importlib_metadata.Distribution):
 
     def metadata_path(self, filename: str) -> str:
         """The tree path of a file of its ``.dist-info`` folder (``RECORD``, ``METADATA``)."""
-        return join(self._site_dir, self._dist_info, filename)
+        return join(self._site_dir, self.dist_info, filename)
 
     def locate_file(self, path: str | PureWindowsPath) -> PureWindowsPath:  # type: ignore[override]
         return PureWindowsPath(join(self._site_dir, str(path)))
@@ -148,6 +224,8 @@ def dists_named(tree: WinTree, site_dir: str, name: str) -> list[InstalledDist]:
     can leave the old release's beside the new one)."""
     found: list[InstalledDist] = []
     for folder in tree.subdirs(site_dir):
+        if folder[:1].lower() != name[:1]:
+            continue  # a name's first character is its canonical name's: most are skipped
         match = _DIST_INFO.match(folder)
         if match and canonical_name(match["name"]) == name:
             found.append(
@@ -163,6 +241,8 @@ def find_dists(tree: WinTree, site_dirs: Iterable[str]) -> list[InstalledDist]:
     found: dict[str, InstalledDist] = {}
     for site_dir in site_dirs:
         for folder in tree.subdirs(site_dir):
+            if folder[-10:].lower() != ".dist-info":
+                continue  # a package's own folder: about half of site-packages
             match = _DIST_INFO.match(folder)
             if not match:
                 continue

@@ -31,6 +31,9 @@ COMPANION_PATTERNS = (
     re.compile(r"^msvc-runtime$"),
 )
 
+#: The patterns as one expression: every analysis matches every installed distribution.
+_COMPANION = re.compile("|".join(f"(?:{p.pattern})" for p in COMPANION_PATTERNS))
+
 #: Torch's own siblings, reported beside the DLL companions (binary-paired with torch).
 SIBLINGS = frozenset({"torchvision", "torchaudio", "torchtext", "torchdata", "triton-windows"})
 
@@ -146,7 +149,7 @@ def find_torch_package(tree: WinTree, site_dirs: list[str]) -> str | None:
 
 def companions(dists: list[InstalledDist]) -> list[InstalledDist]:
     """Installed distributions that may hold DLLs torch needs."""
-    return [d for d in dists if any(p.match(d.name) for p in COMPANION_PATTERNS)]
+    return [d for d in dists if _COMPANION.match(d.name)]
 
 
 def related(dists: list[InstalledDist]) -> list[InstalledDist]:

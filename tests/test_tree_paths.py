@@ -1,0 +1,92 @@
+"""The tree's fast path normalisation, and distribution names, answer exactly what ``ntpath``
+and ``packaging`` answer."""
+
+from __future__ import annotations
+
+import ntpath
+import random
+from pathlib import Path
+
+from torchguard._windows.tree import HostFile, normpath, path_key, split
+
+COMPONENTS = ("a", "B", ".", "..", "", ".x", "x.", "..y", "a b", "C:", ":", "É")
+PREFIXES = (
+    "C:\\",
+    "c:",
+    "C:",
+    "C:/",
+    "\\\\srv\\share\\",
+    "\\\\srv\\share",
+    "\\",
+    "/",
+    "//",
+    "",
+    "\\\\?\\C:\\",
+    "\\\\.\\x\\",
+)
+SEPARATORS = ("\\", "/", "\\\\", "")
+
+
+def test_normpath_and_split_agree_with_ntpath_on_any_path() -> None:
+    draw = random.Random(17)
+    for _ in range(8000):
+        parts = [draw.choice(COMPONENTS) for _ in range(draw.randint(0, 5))]
+        path = draw.choice(PREFIXES) + "".join(p + draw.choice(SEPARATORS) for p in parts)
+        if draw.random() < 0.5:
+            path = path.rstrip("\\/")
+        assert normpath(path) == ntpath.normpath(path), path
+        assert split(path) == ntpath.split(ntpath.normpath(path)), path
+        assert path_key(path) == ntpath.normcase(ntpath.normpath(path)), path
+
+
+def test_common_paths_keep_their_meaning() -> None:
+    assert normpath("C:\\Python\\Lib\\site-packages\\torch\\lib") == (
+        "C:\\Python\\Lib\\site-packages\\torch\\lib"
+    )
+    assert normpath("C:\\Python\\Lib\\..\\DLLs\\.\\x.dll") == "C:\\Python\\DLLs\\x.dll"
+    assert normpath("C:\\sklearn\\.libs\\vcomp140.dll") == "C:\\sklearn\\.libs\\vcomp140.dll"
+    assert split("C:\\x.dll") == ("C:\\", "x.dll")
+    assert path_key("C:/Python/Lib/") == "c:\\python\\lib"
+
+
+def test_canonical_names_are_packagings() -> None:
+    """Every analysis names every distribution, without importing packaging: the same rule."""
+    from packaging.utils import canonicalize_name
+
+    from torchguard._windows.dists import canonical_name
+
+    draw = random.Random(3)
+    for _ in range(5000):
+        name = "".join(draw.choice("aZ1-_.") for _ in range(draw.randint(1, 8)))
+        assert canonical_name(name) == canonicalize_name(name), name
+
+
+def test_one_name_is_found_as_the_whole_listing_finds_it(tmp_path: Path) -> None:
+    """A lookup that builds no listing answers what the listing answers: the last mount with
+    a file of that name wins, a folder of that name is no file, a file held in memory wins."""
+    from torchguard._windows.tree import MemoryFile, WinTree
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, files, dirs in (
+        (first, ("x.dll", "y.dll", "only_a.dll"), ("z.dll",)),
+        (second, ("X.DLL", "z.dll", "w.dll"), ("y.dll", "only_b")),
+    ):
+        folder.mkdir()
+        for name in files:
+            (folder / name).write_bytes(folder.name.encode())
+        for name in dirs:
+            (folder / name).mkdir()
+
+    def tree() -> WinTree:
+        made = WinTree()
+        made.mount_host_dir("C:\\bin", str(first))
+        made.mount_host_dir("C:\\bin", str(second))
+        made.add_file("C:\\bin\\w.dll", MemoryFile(b"memory", "w"))
+        return made
+
+    names = ("x.dll", "X.dll", "y.dll", "z.dll", "w.dll", "only_a.dll", "only_b", "none.dll")
+    listed = tree().listdir("C:\\bin")
+    for name in names:
+        assert tree().lookup("C:\\bin", name) == listed.get(name.lower()), name
+    assert tree().names("C:\\bin") == set(listed)
+    assert tree().lookup("C:\\bin", "y.dll") == ("y.dll", HostFile(str(first / "y.dll")))
