@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
-from torchguard._binary.elf.strings import read_dlopen_stems
+from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
@@ -17,7 +17,7 @@ from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
-from torchguard._model.late_loads import Stems, late_loads
+from torchguard._model.late_loads import late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
@@ -111,23 +111,32 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _stems_reader(files: PosixFiles, cache: LinuxCache) -> Stems:
-    """:func:`read_dlopen_stems`, read once per file state (a warm run reads nothing)."""
+class _LateFacts:
+    """:func:`read_dlopen_facts` and symbol verdicts, kept by file state in the cache (a warm
+    run reads no file)."""
 
-    def stems(path: str, family: str) -> tuple[str, ...]:
-        key = f"{files.fingerprint(path)}|{family}"
-        known = cache.stems(key)
+    def __init__(self, files: PosixFiles, cache: LinuxCache) -> None:
+        self.files = files
+        self.cache = cache
+
+    def dlopen_facts(self, path: str, family: str) -> DlopenFacts:
+        key = f"{self.files.fingerprint(path)}|{family}"
+        known = self.cache.dlopen_facts(key)
         if known is None:
             try:
-                known = read_dlopen_stems(path, family)
+                known = read_dlopen_facts(path, family)
             except ElfUnreadable:
-                return ()  # not the file's doing: read it again next run, never cache it
+                return DlopenFacts()  # not the file's doing: read it again next run, never cache it
             except ElfReadError:
-                known = ()
-            cache.store_stems(key, known)
+                known = DlopenFacts()
+            self.cache.store_dlopen_facts(key, known)
         return known
 
-    return stems
+    def verdict(self, key: str) -> list[str] | None:
+        return self.cache.late_verdict(key)
+
+    def store_verdict(self, key: str, names: list[str]) -> None:
+        self.cache.store_late_verdict(key, names)
 
 
 def linux_cache() -> LinuxCache:
@@ -171,7 +180,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     if replay.ok:
         pinned = pinned_copies(system.site_dirs)
         findings += shadowed(ldso.objects[first_new:], pinned, _same_file)
-        loads = late_loads(ldso, ldso.objects, _stems_reader(files, cache))
+        loads = late_loads(ldso, ldso.objects, _LateFacts(files, cache))
         findings += late_load_findings(loads, pinned, _same_file, hints)
     site = os.path.dirname(os.path.abspath(torch_dir))
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]

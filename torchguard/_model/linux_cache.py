@@ -18,6 +18,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from torchguard._binary.elf.strings import DlopenFacts
 from torchguard._linux.files import LoadFacts as ElfFacts
 from torchguard._linux.preload import PreloadPlan
 
@@ -61,6 +62,10 @@ def facts_from_json(data: dict[str, Any]) -> ElfFacts:
     )
 
 
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(s, str) for s in value)
+
+
 def _digest(key: str) -> str:
     return hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()
 
@@ -79,7 +84,8 @@ class LinuxCache:
             "claims": {},
             "fatbin": {},
             "pci": {},
-            "stems": {},
+            "dlopen": {},
+            "late": {},
         }
         self._dirty = False
         self._load()
@@ -196,15 +202,35 @@ class LinuxCache:
     def store_nvidia_pci(self, boot: str, present: bool) -> None:
         self._put("pci", boot, present)
 
-    def stems(self, key: str) -> tuple[str, ...] | None:
-        """The bare library stems a file holds for ``dlopen`` (key: fingerprint and family)."""
-        found = self._data["stems"].get(key)
-        if not isinstance(found, list) or not all(isinstance(s, str) for s in found):
+    def dlopen_facts(self, key: str) -> DlopenFacts | None:
+        """What a file keeps to ``dlopen``/``dlsym`` later (key: fingerprint and family)."""
+        found = self._data["dlopen"].get(key)
+        if not isinstance(found, dict):
             return None
-        return tuple(found)
+        stems, lookups, version = found.get("stems"), found.get("lookups"), found.get("version")
+        if not isinstance(stems, list) or not isinstance(lookups, list):
+            return None
+        if not _strings(stems) or not _strings(lookups):
+            return None
+        if version is not None and not isinstance(version, str):
+            return None
+        return DlopenFacts(tuple(stems), tuple(lookups), version)
 
-    def store_stems(self, key: str, stems: tuple[str, ...]) -> None:
-        self._put("stems", key, list(stems))
+    def store_dlopen_facts(self, key: str, facts: DlopenFacts) -> None:
+        value = {
+            "stems": list(facts.stems),
+            "lookups": list(facts.lookups),
+            "version": facts.version,
+        }
+        self._put("dlopen", key, value)
+
+    def late_verdict(self, key: str) -> list[str] | None:
+        """A late load's symbol verdict (the names found missing), by the files' states."""
+        found = self._data["late"].get(_digest(key))
+        return list(found) if isinstance(found, list) and _strings(found) else None
+
+    def store_late_verdict(self, key: str, names: list[str]) -> None:
+        self._put("late", _digest(key), list(names))
 
     def _put(self, section: str, key: str, value: Any) -> None:
         table = self._data[section]

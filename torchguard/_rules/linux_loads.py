@@ -14,12 +14,12 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from torchguard._model.late_loads import Late
 from torchguard._model.ldso import (
     CORRUPT,
     MISSING,
     SYMBOL,
     VERSION,
-    LateLoad,
     LoadError,
     SharedObject,
 )
@@ -29,6 +29,7 @@ from torchguard._vocab import Code
 
 _RUNTIME_VERSION = re.compile(r"^(GLIBCXX|CXXABI|GLIBC|GCC)_[0-9.]+$")
 _NVIDIA_MINOR = re.compile(r"_(\d+)_(\d+)$")
+MAX_SHOWN = 4
 _TORCH_SYMBOL = re.compile(r"^_ZN(K?)(3c10|2at|5torch|6caffe2)")
 
 #: soname prefix -> the NVIDIA wheel (without the -cuNN suffix) that ships it.
@@ -462,7 +463,7 @@ def cpu_build_on_gpu(
 
 
 def late_load_findings(
-    loads: Sequence[LateLoad],
+    loads: Sequence[Late],
     pinned: Mapping[str, str],
     same_file: Callable[[str, str], bool],
     hints: LinuxHints,
@@ -470,49 +471,151 @@ def late_load_findings(
     """Warnings for libraries loaded by name at first use (cuDNN's sub-libraries).
 
     Never errors: ``import torch`` works; the first cuDNN call is what fails."""
-    for load in loads:
+    for late in loads:
+        load = late.load
         caller = _base(load.requester)
         if load.path is None:
             yield Finding(
                 code=Code.MISSING_DLL,
                 severity=WARNING,
                 message=(
-                    f"{load.name}, which {caller} loads by name at the first cuDNN call, is "
+                    f"{late.soname}, which {caller} loads by name at the first cuDNN call, is "
                     "found nowhere: import torch works, but that call fails (cuDNN says "
-                    f'"Unable to load any of {{..., {load.name}, ...}}" then "Invalid handle. '
+                    f'"Unable to load any of {{{_names(late.tried)}}}" then "Invalid handle. '
                     'Cannot load symbol ...")'
                 ),
                 dll=caller,
-                missing=load.name,
-                chain=(caller, load.name),
+                missing=late.soname,
+                chain=(caller, late.soname),
                 hints=_reinstall(hints, nvidia_wheel(caller, hints.cuda_major)),
                 rank=62,
             )
             continue
-        shipped = pinned.get(load.name)
-        if load.name.endswith(".so"):  # the bare-stem fallback: no versioned copy anywhere
-            shipped = "none: no versioned copy is found"
-        elif load.via == "loaded" or shipped is None or same_file(shipped, load.path):
-            continue
-        folder = load.path.rsplit("/", 1)[0]
-        yield Finding(
+        finding = _late_symbols(late, caller, hints) or _late_shadowed(
+            late, caller, pinned, same_file
+        )
+        if finding is not None:
+            yield finding
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names)
+
+
+def _drop(path: str) -> tuple[RepairHint, ...]:
+    folder = path.rsplit("/", 1)[0]
+    return (
+        RepairHint(
+            f"Remove {folder} from LD_LIBRARY_PATH (or the ld.so cache) so that the shipped "
+            "copy loads",
+            ("unset LD_LIBRARY_PATH",),
+        ),
+    )
+
+
+def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
+    """A landing copy that lacks what its callers ask of it: the first call aborts."""
+    path = late.load.path
+    assert path is not None
+    if late.unbound and late.provider:
+        symbol, _, version = late.unbound[0].partition("@")
+        return Finding(
+            code=Code.MISSING_SYMBOL,
+            severity=WARNING,
+            message=(
+                f"{late.soname}, which {caller} loads by name at the first cuDNN call that "
+                f"needs it, cannot load: {path}: undefined symbol: {symbol}, version {version} "
+                f"(it binds to the copy of {version} at {late.provider}, found through "
+                f"another search than the shipped one): import torch works, but that call "
+                f'aborts (cuDNN says "Unable to load any of {{{_names(late.tried)}}}")'
+            ),
+            dll=caller,
+            missing=late.soname,
+            chain=(caller, late.soname),
+            path=late.provider,
+            symbols=late.unbound,
+            hints=_drop(late.provider),
+            rank=61,
+        )
+    if late.lacks:
+        return Finding(
+            code=Code.MISSING_SYMBOL,
+            severity=WARNING,
+            message=(
+                f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
+                f"load from {path} (found through {late.load.via}), which lacks "
+                f"{', '.join(late.lacks[:MAX_SHOWN])} that {caller} looks up in it: import "
+                "torch works, but the first call that needs one aborts (cuDNN says "
+                f'"Could not load symbol {late.lacks[0]}")'
+            ),
+            dll=caller,
+            missing=late.soname,
+            chain=(caller, late.soname),
+            path=path,
+            symbols=late.lacks,
+            hints=_drop(path),
+            rank=61,
+        )
+    if late.answers_version and late.expected and _older(late.version, late.expected):
+        version = _triple(late.version or "")
+        return Finding(
             code=Code.LIBRARY_SHADOWED,
             severity=WARNING,
             message=(
-                f"{load.name}, which {caller} loads by name at the first cuDNN call, would load "
-                f"from {load.path} (found through {load.via}), not the copy torch's packages "
-                f"ship ({shipped}): import torch works, but that call can fail or abort"
+                f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
+                f"load from {path} (found through {late.load.via}): cuDNN {late.version}, "
+                f"older than the cuDNN {late.expected} torch's packages ship, and the one "
+                'that answers cudnnGetVersion: torch.backends.cudnn raises "cuDNN version '
+                f'incompatibility: ... but found runtime version {version}" at the first '
+                "cuDNN use"
             ),
             dll=caller,
-            missing=load.name,
-            chain=(caller, load.name),
-            path=load.path,
-            hints=(
-                RepairHint(
-                    f"Remove {folder} from LD_LIBRARY_PATH (or the ld.so cache) so that the "
-                    "shipped copy loads",
-                    ("unset LD_LIBRARY_PATH",),
-                ),
-            ),
+            missing=late.soname,
+            chain=(caller, late.soname),
+            path=path,
+            hints=_drop(path),
             rank=61,
         )
+    return None
+
+
+def _triple(version: str) -> str:
+    return "(" + ", ".join(version.split(".")) + ")"
+
+
+def _older(version: str | None, than: str) -> bool:
+    if version is None:
+        return False
+    mine, theirs = version.split("."), than.split(".")
+    return (int(mine[0]), int(mine[1])) < (int(theirs[0]), int(theirs[1]))
+
+
+def _late_shadowed(
+    late: Late, caller: str, pinned: Mapping[str, str], same_file: Callable[[str, str], bool]
+) -> Finding | None:
+    load = late.load
+    path = load.path
+    assert path is not None
+    shipped = pinned.get(late.soname)
+    if load.name.endswith(".so"):  # the bare-stem fallback: no versioned copy anywhere
+        shipped = "none: no versioned copy is found"
+    elif load.via == "loaded" or shipped is None or same_file(shipped, path):
+        return None
+    return Finding(
+        code=Code.LIBRARY_SHADOWED,
+        severity=WARNING,
+        message=(
+            f"{late.soname}, which {caller} loads by name at the first cuDNN call, would load "
+            f"from {path} (found through {load.via}"
+            + (f", as {load.name}" if load.name != late.soname else "")
+            + f"), not the copy torch's packages ship ({shipped}): import torch works, but "
+            "that call can fail or abort"
+            + (f" (this copy is cuDNN {late.version})" if late.version else "")
+        ),
+        dll=caller,
+        missing=late.soname,
+        chain=(caller, late.soname),
+        path=path,
+        hints=_drop(path),
+        rank=61,
+    )
