@@ -166,6 +166,7 @@ class _Replay:
                 return [], []
             wants = sorted(n for n in lookups if n in offered)
             lacks = [n for n in wants if n not in have]
+            lacks.sort(key=lambda n: n != VERSION_CALL)  # torch's first call leads
             self.facts.store_verdict("wants|" + key, wants)
             self.facts.store_verdict(key, lacks)
         return wants, lacks
