@@ -30,6 +30,9 @@ WSL_KERNEL = "Linux version 5.15.153.1-microsoft-standard-WSL2 (root@65c757a075e
 TRIPLET = "usr/lib/x86_64-linux-gnu"
 
 
+#: What a driver's libcuda.so.1 offers cudart: its entry points come through cuGetProcAddress.
+DRIVER_API = ["cuInit", "cuGetProcAddress_v2"]
+
 def root_with_driver(tmp: Path, version: str | None, *, libcuda: bool = True) -> Path:
     """A system root whose kernel runs NVIDIA driver ``version`` (None: no driver), with the
     driver's ``libcuda.so.1`` in the default folder when ``libcuda``."""
@@ -40,7 +43,7 @@ def root_with_driver(tmp: Path, version: str | None, *, libcuda: bool = True) ->
         proc.mkdir(parents=True, exist_ok=True)
         (proc / "version").write_text(NVRM.format(version))
     if libcuda:
-        write_so(root / TRIPLET, "libcuda.so.1", defines=["cuInit"])
+        write_so(root / TRIPLET, "libcuda.so.1", defines=DRIVER_API)
     return root
 
 
@@ -136,7 +139,7 @@ def wsl_root(tmp: Path) -> Path:
     root = root_with_driver(tmp, None, libcuda=False)
     (root / "proc").mkdir(exist_ok=True)
     (root / "proc" / "version").write_text(WSL_KERNEL)
-    write_so(root / "usr" / "lib" / "wsl" / "lib", "libcuda.so.1", defines=["cuInit"])
+    write_so(root / "usr" / "lib" / "wsl" / "lib", "libcuda.so.1", defines=DRIVER_API)
     return root
 
 
@@ -284,7 +287,7 @@ def test_the_pci_bus_is_read_once_per_boot(tmp_path: Path, monkeypatch: pytest.M
 
 def test_a_libcuda_already_mapped_is_the_one_cudart_reuses(tmp_path: Path) -> None:
     system = system_on(tmp_path, root_with_driver(tmp_path, "570.172.08", libcuda=False))
-    odd = write_so(tmp_path / "opt" / "driver", "libcuda.so.1", defines=["cuInit"])
+    odd = write_so(tmp_path / "opt" / "driver", "libcuda.so.1", defines=DRIVER_API)
     assert codes(system) == ["cuda-driver-missing"]
     assert codes(replace(system, mapped=(str(odd),))) == []
 
@@ -294,5 +297,7 @@ def test_libcuda_is_searched_as_cudarts_own_dlopen(tmp_path: Path) -> None:
     library that loaded it (libtorch_global_deps): a driver library there is found."""
     system = system_on(tmp_path, root_with_driver(tmp_path, "570.172.08", libcuda=False))
     assert codes(system) == ["cuda-driver-missing"]
-    write_so(tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib", "libcuda.so.1")
+    write_so(
+        tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib", "libcuda.so.1", defines=DRIVER_API
+    )
     assert codes(system) == []

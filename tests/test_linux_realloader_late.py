@@ -215,3 +215,94 @@ def test_the_version_words_of_the_real_cudnn(base_site: Path) -> None:
         "libcudnn_graph.so",
         "libcudnn_ops.so",
     )
+
+
+# After import torch: where libcuda.so.1 landed (cuBLASLt loads it while torch imports), then
+# what CUDA says of it (no GPU here: "no driver" either way; the copy that landed is judged).
+_CUDA_INIT = """
+import torch
+maps = [l.split()[-1] for l in open("/proc/self/maps") if "libcuda.so" in l]
+print("LIBCUDA", maps[0] if maps else "-", flush=True)
+print("AVAILABLE", torch.cuda.is_available(), flush=True)
+try:
+    torch.cuda.init()
+except RuntimeError as error:
+    print("INIT", str(error).splitlines()[0], flush=True)
+"""
+
+
+def _libcuda(folder: Path, source: str) -> Path:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is needed to build the libcuda.so.1 stand-ins")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cuda.c").write_text(source)
+    target = folder / "libcuda.so.1"
+    subprocess.run(
+        [
+            gcc,
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(target),
+            str(folder / "cuda.c"),
+            "-Wl,-soname,libcuda.so.1",
+        ],
+        check=True,
+        timeout=120,
+    )
+    return target
+
+
+NO_ENTRY_POINTS = "int cuInit(unsigned flags) { return 0; }\n"
+STUB_LIBRARY = """
+int cuInit(unsigned f) { return 34; }
+int cuDriverGetVersion(int *v) { *v = 12080; return 0; }
+int cuGetProcAddress(const char *s, void **p, int v, unsigned long long f) { return 34; }
+int cuGetProcAddress_v2(const char *s, void **p, int v, unsigned long long f, void *r) { return 34; }
+int cuGetExportTable(const void **t, const void *id) { return 34; }
+"""
+
+
+def _cuda(site: Path, extra: dict[str, str], cache: Path) -> dict[str, str]:
+    done = real_run(site, extra, cache, _CUDA_INIT)
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+
+
+def test_a_libcuda_without_entry_points_first_on_ld_library_path_is_no_driver(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    site = scratch_site(base_site, tmp_path)
+    stub = _libcuda(tmp_path / "stubs", NO_ENTRY_POINTS)
+    extra = {"LD_LIBRARY_PATH": str(stub.parent)}
+    marks = _cuda(site, extra, tg_cache)
+    print(f"\nreal: {marks}")
+    assert Path(marks["LIBCUDA"]).samefile(stub) and marks["AVAILABLE"] == "False"
+    assert marks["INIT"].startswith("Found no NVIDIA driver on your system")
+    (finding,) = _late(predicted(site, extra, tg_cache), "libcuda.so.1")
+    assert finding["code"] == "cuda-driver-missing" and finding["severity"] == "warning"
+    assert Path(str(finding["path"])).samefile(stub)
+    assert marks["INIT"].split(".")[0] in str(finding["message"])
+
+
+def test_cublaslt_loads_libcuda_while_torch_imports_before_cudarts_search(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """A driver-shaped copy beside cudart (on torch's RPATH, cudart's search) and one without
+    entry points on LD_LIBRARY_PATH: cuBLASLt's initialisation loads the second during the
+    import, so CUDA says "no driver", not the first copy's "stub library" (Error 34)."""
+    site = scratch_site(base_site, tmp_path)
+    beside = _libcuda(tmp_path / "stub-library", STUB_LIBRARY)
+    (site / "nvidia" / "cuda_runtime" / "lib" / "libcuda.so.1").symlink_to(beside)
+    alone = _cuda(site, {}, tg_cache)  # cuBLASLt finds nothing; cudart's search finds it
+    print(f"\nreal, beside cudart only: {alone}")
+    assert alone["LIBCUDA"] == "-" and "Error 34: CUDA driver is a stub library" in alone["INIT"]
+    stub = _libcuda(tmp_path / "stubs", NO_ENTRY_POINTS)
+    extra = {"LD_LIBRARY_PATH": str(stub.parent)}
+    marks = _cuda(site, extra, tg_cache)
+    print(f"real, and one on LD_LIBRARY_PATH: {marks}")
+    assert Path(marks["LIBCUDA"]).samefile(stub)
+    assert marks["INIT"].startswith("Found no NVIDIA driver on your system")
+    (finding,) = _late(predicted(site, extra, tg_cache), "libcuda.so.1")
+    assert str(finding["dll"]).lower() == "libcublaslt.so.12" and Path(str(finding["path"])).samefile(stub)
+    assert _late(predicted(site, {}, tg_cache), "libcuda.so.1") == []

@@ -17,7 +17,7 @@ from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
-from torchguard._model.late_loads import late_loads
+from torchguard._model.late_loads import DRIVER, driver_lacks, driver_load, late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
@@ -34,6 +34,7 @@ from torchguard._rules.linux_loads import (
     LinuxHints,
     conflicting_files,
     cpu_build_on_gpu,
+    driver_library_findings,
     import_findings,
     late_load_findings,
     load_error_finding,
@@ -180,8 +181,12 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     if replay.ok:
         pinned = pinned_copies(system.site_dirs)
         findings += shadowed(ldso.objects[first_new:], pinned, _same_file)
-        loads = late_loads(ldso, ldso.objects, _LateFacts(files, cache))
+        late_facts = _LateFacts(files, cache)
+        loads = late_loads(ldso, ldso.objects, late_facts)
         findings += late_load_findings(loads, pinned, _same_file, hints)
+        driver = driver_load(ldso)
+        if driver is not None:
+            findings += driver_library_findings(driver, driver_lacks(ldso, driver, late_facts))
     site = os.path.dirname(os.path.abspath(torch_dir))
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
     findings += package_mismatch(pins, version, hints)
@@ -258,20 +263,13 @@ def _gpu_findings(
 
 
 def _libcuda(ldso: Ldso) -> str:
-    """Where cudart's ``dlopen("libcuda.so.1")`` at CUDA initialisation lands ("": nowhere).
-
-    Already mapped: reused by name. Otherwise the search is cudart's own: it has no RUNPATH,
-    so the RPATHs of the libraries that loaded it (torch's) come first, as glibc's dlopen does
-    for the calling object; without a loaded cudart, the interpreter's search."""
-    mapped = ldso.loaded("libcuda.so.1")
-    if mapped is not None:
-        return mapped.path
-    cudart = next(
-        (o for o in ldso.objects if (o.facts.soname or "").startswith("libcudart.so")), None
-    )
-    if cudart is None:
-        return ldso.locate("libcuda.so.1") or ""
-    return ldso.late_load("libcuda.so.1", cudart).path or ""
+    """Where the first ``dlopen("libcuda.so.1")`` lands ("": nowhere): cuBLASLt's while
+    torch imports, else cudart's at CUDA initialisation (:func:`driver_load`); without
+    either, the interpreter's search."""
+    load = driver_load(ldso)
+    if load is None:
+        return ldso.locate(DRIVER) or ""
+    return load.path or ""
 
 
 def _nvidia_pci(root: str, cache: LinuxCache) -> bool:

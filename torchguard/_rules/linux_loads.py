@@ -20,6 +20,7 @@ from torchguard._model.ldso import (
     MISSING,
     SYMBOL,
     VERSION,
+    LateLoad,
     LoadError,
     SharedObject,
 )
@@ -618,4 +619,31 @@ def _late_shadowed(
         path=path,
         hints=_drop(path),
         rank=61,
+    )
+
+
+def driver_library_findings(load: LateLoad, lacks: Sequence[str]) -> Iterator[Finding]:
+    """``cuda-driver-missing`` (a warning): the ``libcuda.so.1`` CUDA would load is no driver
+    library it can use (it lacks the entry points cudart takes every call through), so CUDA
+    reports no driver, whatever the kernel module. ``import torch`` works."""
+    if not lacks or load.path is None:
+        return
+    caller = _base(load.requester)
+    when = "at CUDA initialisation" if caller.startswith("libcudart") else "while torch imports"
+    yield Finding(
+        code=Code.CUDA_DRIVER_MISSING,
+        severity=WARNING,
+        message=(
+            f"libcuda.so.1, which {caller} loads by name {when}, would load from {load.path} "
+            f"(found through {load.via}), which lacks {', '.join(lacks)}: it is not an NVIDIA "
+            "driver library CUDA can use, so CUDA finds no driver: torch.cuda.is_available() "
+            'is False and torch.cuda.init() raises "Found no NVIDIA driver on your system"'
+        ),
+        dll=caller,
+        missing="libcuda.so.1",
+        chain=(caller, "libcuda.so.1"),
+        path=load.path,
+        symbols=tuple(lacks),
+        hints=_drop(load.path),
+        rank=58,
     )
