@@ -164,13 +164,33 @@ def real_run(
     )
 
 
-_PREDICT = (
-    "import json, torchguard\nreport = torchguard.diagnose()\nprint(json.dumps(report.to_dict()))\n"
-)
+_PREDICT = """
+import contextlib, io, json, os
+import torchguard
+from torchguard._frontends.cli import main
+
+report = torchguard.diagnose().to_dict()
+try:
+    torchguard.ensure()
+    report["ensure"] = None
+except torchguard.TorchDllError as exc:
+    report["ensure"] = exc.code
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    status = main(["doctor", "--json"])
+report["doctor"] = {"status": status, "report": json.loads(out.getvalue())}
+search = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+site = os.environ["PYTHONPATH"]
+report["scan"] = torchguard.scan([site], ld_library_path=search).to_dict()
+print(json.dumps(report))
+"""
 
 
 def predicted(site: Path, extra: Mapping[str, str], cache: Path) -> dict[str, object]:
-    """torchguard's ``diagnose()`` report, live, in the same layout and environment."""
+    """torchguard's ``diagnose()`` report, live, in the same layout and environment, with what
+    the other front doors say there: ``ensure`` (the code it raised, or None), ``doctor``
+    (its exit status and JSON) and ``scan`` (the offline report of the same folder, with the
+    same LD_LIBRARY_PATH assumed)."""
     done = subprocess.run(
         [sys.executable, "-c", _PREDICT],
         env=_env(site, extra, cache),
@@ -182,6 +202,26 @@ def predicted(site: Path, extra: Mapping[str, str], cache: Path) -> dict[str, ob
     )
     report: dict[str, object] = json.loads(done.stdout)
     return report
+
+
+def front_doors_agree(real: Verdict, report: Mapping[str, object]) -> list[str]:
+    """Where ``ensure()``, ``doctor`` and the offline ``scan`` disagree with the real import
+    (an empty list when all three say what the real loader does)."""
+    wrong: list[str] = []
+    if (report["ensure"] is None) != real.ok:
+        wrong.append(f"ensure() raised {report['ensure']!r}")
+    doctor = report["doctor"]
+    assert isinstance(doctor, dict)
+    if not agree(real, doctor["report"]):
+        wrong.append(f"doctor said {doctor['report']['import_torch']}")
+    if (doctor["status"] == 0) != real.ok:
+        wrong.append(f"doctor exited {doctor['status']}")
+    scanned = report["scan"]
+    assert isinstance(scanned, dict)
+    if not agree(real, scanned):
+        errors = [f["message"] for f in scanned["findings"] if f["severity"] == "error"]
+        wrong.append(f"scan said {scanned['import_torch']} {errors}")
+    return wrong
 
 
 def agree(real: Verdict, report: Mapping[str, object]) -> bool:

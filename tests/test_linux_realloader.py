@@ -3,7 +3,8 @@
 Genuine torch 2.9.1+cu128 manylinux wheels with their NVIDIA wheels from PyPI (no GPU needed:
 CUDA builds import on a GPU-less machine), broken in scratch copies the way the public record
 breaks them. Each scenario compares the real ``python -c "import torch"`` with ``diagnose()``
-run live in the same layout and environment.
+run live in the same layout and environment, and with what ``ensure()``, ``doctor --json`` and
+the offline ``scan`` of the same folder say there.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from linux_realloader import (
     agree,
     agree_package,
     cached_wheel,
+    front_doors_agree,
     install_over,
     predicted,
     real_import,
@@ -173,6 +175,7 @@ def test_torchguard_predicts_what_the_real_loader_does(
     outcome = report["import_torch"]
     print(f"\n{name}: real={'ok' if real.ok else real.line!r} torchguard={outcome}")
     assert agree(real, report), (real, report["findings"])
+    assert front_doors_agree(real, report) == [], real
     if real.ok:
         assert not [f for f in report["findings"] if f["severity"] == "error"]  # type: ignore[union-attr,index]
     gpu_less = not Path("/proc/driver/nvidia").exists() and not Path("/usr/lib/wsl").exists()
@@ -327,3 +330,23 @@ def test_cudnns_late_load_lands_where_torchguard_says(
         (finding,) = late
         assert finding["code"] == "library-shadowed" and finding["severity"] == "warning"
         assert Path(str(finding["path"])).samefile(landed)
+
+
+def test_repair_commands_pin_what_the_real_torch_pins(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """The real torch 2.9.1 METADATA decides the versions: an old nvJitLink wheel is replaced
+    at torch's pin, and a torch installed with --no-deps gets every NVIDIA wheel it pins."""
+    site = scratch_site(base_site, tmp_path / "old")
+    _old_nvjitlink_wheel(site, tmp_path)
+    (finding,) = [f for f in predicted(site, {}, tg_cache)["findings"] if f["severity"] == "error"]  # type: ignore[union-attr]
+    assert finding["hints"][0]["commands"] == [
+        "python -m pip install --force-reinstall nvidia-nvjitlink-cu12==12.8.93"
+    ]
+    site = scratch_site(base_site, tmp_path / "bare")
+    _no_nvidia_wheels(site, tmp_path)
+    (finding,) = [f for f in predicted(site, {}, tg_cache)["findings"] if f["severity"] == "error"]  # type: ignore[union-attr]
+    (command,) = finding["hints"][0]["commands"]
+    assert command.startswith("python -m pip install nvidia-cublas-cu12==12.8.4.1 ")
+    assert "nvidia-cudnn-cu12==9.10.2.21" in command and "--force-reinstall" not in command
+    assert command.count("==") == 15, command  # the 15 NVIDIA wheels torch 2.9.1 pins

@@ -15,6 +15,7 @@ from torchguard._linux.files import PosixFiles
 from torchguard._linux.nvidia import boot_id, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
+from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
 from torchguard._model.late_loads import DRIVER, driver_lacks, driver_load, late_loads
@@ -173,20 +174,28 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     ldso.start(system.executable, system.mapped)
     first_new = len(ldso.objects)
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
-    hints = LinuxHints(torch_version=version, cuda=cuda, conda=system.conda)
+    hints = LinuxHints(
+        torch_version=version,
+        cuda=cuda,
+        conda=system.conda,
+        ld_library_path=tuple(system.ld_library_path),
+        requirements=_requirements(torch_dir, cache),
+    )
     findings = list(import_findings(replay, hints, ldso.objects))
     findings += conflicting_files(_conflicts(torch_dir, cache), hints)
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
         pinned = pinned_copies(system.site_dirs)
-        findings += shadowed(ldso.objects[first_new:], pinned, _same_file)
+        findings += shadowed(ldso.objects[first_new:], pinned, _same_file, hints=hints)
         late_facts = _LateFacts(files, cache)
         loads = late_loads(ldso, ldso.objects, late_facts)
         findings += late_load_findings(loads, pinned, _same_file, hints)
         driver = driver_load(ldso)
         if driver is not None:
-            findings += driver_library_findings(driver, driver_lacks(ldso, driver, late_facts))
+            findings += driver_library_findings(
+                driver, driver_lacks(ldso, driver, late_facts), hints
+            )
     site = os.path.dirname(os.path.abspath(torch_dir))
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
     findings += package_mismatch(pins, version, hints)
@@ -323,6 +332,20 @@ def _extensions(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> li
             ]
             cache.store_extensions(key, listed)
         found += [item for item in listed if files.is_file(item[1])]
+    return found
+
+
+def _requirements(torch_dir: str, cache: LinuxCache) -> TorchRequirements | None:
+    """torch's pins for repair commands, read once per state of its site-packages folder."""
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    try:
+        key = f"{site}|{os.stat(site).st_mtime_ns}"
+    except OSError:
+        return None
+    found = cache.requirements(key)
+    if found is None:
+        found = torch_requirements(torch_dir)
+        cache.store_requirements(key, found)
     return found
 
 

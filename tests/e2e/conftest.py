@@ -23,6 +23,7 @@ def wine_env() -> Iterator[wine.WineEnv]:
         yield env
     finally:
         env.stop()
+        env.discard_scenarios()
 
 
 def agreement_table() -> str:

@@ -38,6 +38,30 @@ def test_each_process_builds_its_own_scenario_trees(tmp_path: Path) -> None:
     assert (site / "torch" / "__init__.py").samefile(tmp_path / "site-packages/torch/__init__.py")
 
 
+def test_the_session_discards_its_own_scenario_trees_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = _env(tmp_path)
+    env.make_scenario_site("healthy")
+    other = tmp_path / "scenarios" / "1" / "healthy"
+    other.mkdir(parents=True)
+    monkeypatch.delenv("TORCHGUARD_E2E_KEEP", raising=False)
+    env.discard_scenarios()
+    assert not (tmp_path / "scenarios" / str(os.getpid())).exists()
+    assert other.is_dir()  # another process's trees are left to its own session
+    assert (tmp_path / "site-packages" / "torch" / "__init__.py").is_file()  # pristine tree kept
+
+
+def test_keep_leaves_the_scenario_trees_for_a_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = _env(tmp_path)
+    site = env.make_scenario_site("healthy")
+    monkeypatch.setenv("TORCHGUARD_E2E_KEEP", "1")
+    env.discard_scenarios()
+    assert site.is_dir()
+
+
 def _ended_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait(timeout=60)

@@ -827,6 +827,17 @@ class WineEnv:
             _kill_server(self.server, self.prefix)
             self.started_server = False
 
+    def discard_scenarios(self) -> None:
+        """Remove this process's scenario trees (``scenarios/<pid>``) at the end of a session.
+
+        Their hard links cost little, but the files a scenario writes (truncated copies, other
+        releases' DLLs, installed wheels) are about 0.8 GB that would otherwise stay in the
+        cache until the next run prunes them. ``TORCHGUARD_E2E_KEEP=1`` keeps them for a look.
+        """
+        if os.environ.get("TORCHGUARD_E2E_KEEP") == "1":
+            return
+        _rmtree(self.scenarios)
+
 
 # ---------------------------------------------------------------------------------------------
 # Provisioning.

@@ -79,6 +79,7 @@ class Late:
     answers_version: bool = False
     unbound: tuple[str, ...] = ()
     provider: str | None = None
+    provider_via: str = ""
 
 
 def _family(soname: str) -> str | None:
@@ -275,7 +276,10 @@ def _bound(replay: _Replay, found: list[Late]) -> list[Late]:
             missing = replay.unbound(late, provider)
             if missing:
                 late = replace(
-                    late, unbound=tuple(missing[:MAX_NAMED]), provider=provider.load.path
+                    late,
+                    unbound=tuple(missing[:MAX_NAMED]),
+                    provider=provider.load.path,
+                    provider_via=provider.load.via,
                 )
                 break
         checked.append(late)

@@ -21,6 +21,7 @@ from typing import Any
 from torchguard._binary.elf.strings import DlopenFacts
 from torchguard._linux.files import LoadFacts as ElfFacts
 from torchguard._linux.preload import PreloadPlan
+from torchguard._linux.requirements import TorchRequirements
 
 SCHEMA = 1
 FILE_NAME = f"elf-facts-v{SCHEMA}.json"
@@ -86,6 +87,7 @@ class LinuxCache:
             "pci": {},
             "dlopen": {},
             "late": {},
+            "requirements": {},
         }
         self._dirty = False
         self._load()
@@ -141,6 +143,23 @@ class LinuxCache:
     def store_plan(self, fingerprint: str, plan: PreloadPlan) -> None:
         value = [list(map(list, plan.libs)), list(map(list, plan.on_success))]
         self._put("plans", fingerprint, [*value, plan.cuda_major, plan.source])
+
+    def requirements(self, key: str) -> TorchRequirements | None:
+        """torch's Linux pins and the installed distributions, as last read for ``key``."""
+        found = self._data["requirements"].get(key)
+        try:
+            pins, extras, installed = found  # type: ignore[misc]
+            return TorchRequirements(
+                {str(k): str(v) for k, v in pins.items()},
+                {str(k): tuple(map(str, v)) for k, v in extras.items()},
+                frozenset(map(str, installed)),
+            )
+        except (TypeError, ValueError, AttributeError):
+            return None
+
+    def store_requirements(self, key: str, found: TorchRequirements) -> None:
+        value = [dict(found.pins), {k: list(v) for k, v in found.extras.items()}]
+        self._put("requirements", key, [*value, sorted(found.installed)])
 
     def extensions(self, key: str) -> list[tuple[str, str]] | None:
         """(package, path) of a site-packages folder's torch extensions, as last listed."""

@@ -11,9 +11,11 @@ binds: it loads, but it is another build.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from torchguard._linux.requirements import TorchRequirements, canonical
 from torchguard._model.late_loads import Late
 from torchguard._model.ldso import (
     CORRUPT,
@@ -54,14 +56,34 @@ NVIDIA_WHEELS: Mapping[str, str] = {
 }
 
 
+#: NVIDIA wheel -> the ``cuda-toolkit`` extra that installs it. From CUDA 13 these wheels
+#: carry no ``-cuNN`` suffix and torch asks for them through ``cuda-toolkit[...]``.
+_TOOLKIT_EXTRAS: Mapping[str, str] = {
+    "nvidia-cublas": "cublas",
+    "nvidia-cuda-runtime": "cudart",
+    "nvidia-cufft": "cufft",
+    "nvidia-cufile": "cufile",
+    "nvidia-cuda-cupti": "cupti",
+    "nvidia-curand": "curand",
+    "nvidia-cusolver": "cusolver",
+    "nvidia-cusparse": "cusparse",
+    "nvidia-nvjitlink": "nvjitlink",
+    "nvidia-cuda-nvrtc": "nvrtc",
+    "nvidia-nvtx": "nvtx",
+}
+
+
 @dataclass(frozen=True)
 class LinuxHints:
-    """What repair commands must fit: pip or conda, the CUDA major, the interpreter."""
+    """What repair commands must fit: pip or conda, the CUDA major, the interpreter, the
+    process's LD_LIBRARY_PATH and torch's own pins."""
 
     python_cmd: str = "python"
     torch_version: str | None = None
     cuda: str | None = None
     conda: bool = False
+    ld_library_path: tuple[str, ...] = ()
+    requirements: TorchRequirements | None = None
 
     @property
     def cuda_major(self) -> str | None:
@@ -70,14 +92,60 @@ class LinuxHints:
     def pip(self, *args: str) -> str:
         return f"{self.python_cmd} -m pip " + " ".join(args)
 
+    def spec(self, wheel: str) -> str:
+        """``wheel`` as torch pins it (``nvidia-cudnn-cu12==9.10.2.21``, or
+        ``'cuda-toolkit[cublas]==13.0.3'`` for CUDA 13), else the bare name."""
+        found = self.requirements
+        if found is None:
+            return wheel
+        name = canonical(wheel)
+        if name in found.pins:
+            return f"{name}=={found.pins[name]}"
+        extra = _TOOLKIT_EXTRAS.get(re.sub(r"-cu\d+$", "", name))
+        for project, wanted in sorted(found.extras.items()):
+            if extra is not None and extra in wanted and project in found.pins:
+                return f"'{project}[{extra}]=={found.pins[project]}'"
+        return wheel
+
+    def pinned(self, wheel: str) -> str | None:
+        """The version torch pins ``wheel`` at (None: unpinned, or unknown)."""
+        found = self.requirements
+        return None if found is None else found.pins.get(canonical(wheel))
+
+    def without(self, folder: str) -> str:
+        """The shell command that drops ``folder`` from LD_LIBRARY_PATH and keeps the rest."""
+        target = folder.rstrip("/") or "/"
+        rest = [d for d in self.ld_library_path if d and (d.rstrip("/") or "/") != target]
+        if not rest:
+            return "unset LD_LIBRARY_PATH"
+        return "export LD_LIBRARY_PATH=" + shlex.quote(":".join(rest))
+
 
 def nvidia_wheel(soname: str, cuda_major: str | None) -> str | None:
-    """The PyPI distribution that ships ``soname`` for this CUDA major (None: not NVIDIA's)."""
+    """The PyPI distribution that ships ``soname`` for this CUDA major (None: not NVIDIA's).
+
+    Up to CUDA 12 every NVIDIA wheel has a ``-cuNN`` suffix; from CUDA 13 the toolkit's own
+    libraries (cuBLAS, cudart, nvJitLink ...) do not, while cuDNN, NCCL, cuSPARSELt and
+    NVSHMEM keep it (``nvidia-cudnn-cu13``)."""
     for prefix, project in NVIDIA_WHEELS.items():
         if soname.startswith(prefix):
             major = cuda_major or _soname_major(soname)
-            return f"{project}-cu{major}" if major else project
+            if not major:
+                return project
+            if project in _TOOLKIT_EXTRAS and major.isdigit() and int(major) >= 13:
+                return project
+            return f"{project}-cu{major}"
     return None
+
+
+def _drop_commands(hints: LinuxHints, folder: str, via: str) -> tuple[str, ...]:
+    """How to take ``folder`` out of the search that found it."""
+    if via == "ld.so.cache":
+        return (
+            f"grep -rl {shlex.quote(folder)} /etc/ld.so.conf /etc/ld.so.conf.d   "
+            "# delete that line, then: sudo ldconfig",
+        )
+    return (hints.without(folder),)
 
 
 def _soname_major(soname: str) -> str | None:
@@ -219,7 +287,7 @@ def _runtime_too_old(
     library = _base(provider)
     commands: tuple[str, ...]
     if error.provider_via == "LD_LIBRARY_PATH":
-        commands = (f"unset LD_LIBRARY_PATH   # it puts {provider} first",)
+        commands = (f"{hints.without(provider.rsplit('/', 1)[0])}   # it puts {provider} first",)
     elif hints.conda:
         commands = ("conda install -c conda-forge 'libstdcxx-ng>=12'",)
     else:
@@ -258,14 +326,15 @@ def _symbol_hints(
             RepairHint(
                 f"{provider} is a second copy on LD_LIBRARY_PATH that wins the search: "
                 f"drop {folder} from LD_LIBRARY_PATH before Python starts",
-                ("unset LD_LIBRARY_PATH",),
+                (hints.without(folder),),
             ),
         )
     if provider:
         wheel = nvidia_wheel(_base(provider), hints.cuda_major)
         if wheel is not None:
-            spec = wheel
-            if minor:
+            spec = hints.spec(wheel)
+            pin = hints.pinned(wheel)
+            if minor and not (pin and _at_least(pin, int(minor.group(1)), int(minor.group(2)))):
                 spec = f"'{wheel}>={minor.group(1)}.{minor.group(2)}'"
             return (
                 RepairHint(
@@ -284,12 +353,61 @@ def _symbol_hints(
     return _reinstall(hints, None)
 
 
+def _at_least(version: str, major: int, minor: int) -> bool:
+    parts = re.match(r"(\d+)\.(\d+)", version)
+    return parts is not None and (int(parts.group(1)), int(parts.group(2))) >= (major, minor)
+
+
+def _absent(hints: LinuxHints) -> list[str]:
+    """torch's pinned NVIDIA (and cuda-toolkit) requirements with no distribution installed."""
+    found = hints.requirements
+    if found is None:
+        return []
+    return [
+        name
+        for name in sorted(found.pins)
+        if name.startswith(("nvidia-", "cuda-toolkit")) and name not in found.installed
+    ]
+
+
+def _requested_as(hints: LinuxHints, wheel: str) -> str:
+    """The project through which torch asks for ``wheel`` (``cuda-toolkit`` for CUDA 13's
+    cuBLAS), else the wheel's own canonical name."""
+    name = canonical(wheel)
+    found = hints.requirements
+    if found is None or name in found.pins:
+        return name
+    extra = _TOOLKIT_EXTRAS.get(re.sub(r"-cu\d+$", "", name))
+    for project, wanted in sorted(found.extras.items()):
+        if extra is not None and extra in wanted:
+            return project
+    return name
+
+
+def _pinned_spec(hints: LinuxHints, name: str) -> str:
+    found = hints.requirements
+    pin = found.pins.get(name) if found else None
+    extras = found.extras.get(name) if found else None
+    if pin is None:
+        return name
+    return f"'{name}[{','.join(extras)}]=={pin}'" if extras else f"{name}=={pin}"
+
+
 def _reinstall(hints: LinuxHints, wheel: str | None) -> tuple[RepairHint, ...]:
+    absent = _absent(hints)
+    if wheel is not None and len(absent) > 1 and _requested_as(hints, wheel) in absent:
+        return (
+            RepairHint(
+                f"{len(absent)} of the NVIDIA wheels torch pins are not installed (was torch "
+                "installed with --no-deps?): install them as torch pins them",
+                (hints.pip("install", *(_pinned_spec(hints, name) for name in absent)),),
+            ),
+        )
     if wheel is not None:
         return (
             RepairHint(
                 f"Reinstall {wheel}, the wheel that ships this library",
-                (hints.pip("install", "--force-reinstall", wheel),),
+                (hints.pip("install", "--force-reinstall", hints.spec(wheel)),),
             ),
         )
     version = hints.torch_version.split("+")[0] if hints.torch_version else None
@@ -307,6 +425,7 @@ def shadowed(
     pinned: Mapping[str, str],
     same_file: Callable[[str, str], bool],
     package: str | None = None,
+    hints: LinuxHints | None = None,
 ) -> Iterator[Finding]:
     """``library-shadowed`` warnings: a loaded soname whose copy is not the shipped one."""
     for obj in objects:
@@ -328,7 +447,7 @@ def shadowed(
                 RepairHint(
                     f"Remove {obj.path.rsplit('/', 1)[0]} from LD_LIBRARY_PATH (or the cache) "
                     "so that the shipped copy loads",
-                    ("unset LD_LIBRARY_PATH",),
+                    _drop_commands(hints or LinuxHints(), obj.path.rsplit("/", 1)[0], obj.via),
                 ),
             ),
             package=package,
@@ -493,7 +612,7 @@ def late_load_findings(
             )
             continue
         finding = _late_symbols(late, caller, hints) or _late_shadowed(
-            late, caller, pinned, same_file
+            late, caller, pinned, same_file, hints
         )
         if finding is not None:
             yield finding
@@ -503,13 +622,13 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names)
 
 
-def _drop(path: str) -> tuple[RepairHint, ...]:
+def _drop(hints: LinuxHints, path: str, via: str) -> tuple[RepairHint, ...]:
     folder = path.rsplit("/", 1)[0]
     return (
         RepairHint(
             f"Remove {folder} from LD_LIBRARY_PATH (or the ld.so cache) so that the shipped "
             "copy loads",
-            ("unset LD_LIBRARY_PATH",),
+            _drop_commands(hints, folder, via),
         ),
     )
 
@@ -535,7 +654,7 @@ def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
             chain=(caller, late.soname),
             path=late.provider,
             symbols=late.unbound,
-            hints=_drop(late.provider),
+            hints=_drop(hints, late.provider, late.provider_via),
             rank=61,
         )
     if late.lacks:
@@ -554,7 +673,7 @@ def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
             chain=(caller, late.soname),
             path=path,
             symbols=late.lacks,
-            hints=_drop(path),
+            hints=_drop(hints, path, late.load.via),
             rank=61,
         )
     if late.answers_version and late.expected and _older(late.version, late.expected):
@@ -574,7 +693,7 @@ def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
             missing=late.soname,
             chain=(caller, late.soname),
             path=path,
-            hints=_drop(path),
+            hints=_drop(hints, path, late.load.via),
             rank=61,
         )
     return None
@@ -592,7 +711,11 @@ def _older(version: str | None, than: str) -> bool:
 
 
 def _late_shadowed(
-    late: Late, caller: str, pinned: Mapping[str, str], same_file: Callable[[str, str], bool]
+    late: Late,
+    caller: str,
+    pinned: Mapping[str, str],
+    same_file: Callable[[str, str], bool],
+    hints: LinuxHints,
 ) -> Finding | None:
     load = late.load
     path = load.path
@@ -617,12 +740,14 @@ def _late_shadowed(
         missing=late.soname,
         chain=(caller, late.soname),
         path=path,
-        hints=_drop(path),
+        hints=_drop(hints, path, late.load.via),
         rank=61,
     )
 
 
-def driver_library_findings(load: LateLoad, lacks: Sequence[str]) -> Iterator[Finding]:
+def driver_library_findings(
+    load: LateLoad, lacks: Sequence[str], hints: LinuxHints
+) -> Iterator[Finding]:
     """``cuda-driver-missing`` (a warning): the ``libcuda.so.1`` CUDA would load is no driver
     library it can use (it lacks the entry points cudart takes every call through), so CUDA
     reports no driver, whatever the kernel module. ``import torch`` works."""
@@ -644,6 +769,6 @@ def driver_library_findings(load: LateLoad, lacks: Sequence[str]) -> Iterator[Fi
         chain=(caller, "libcuda.so.1"),
         path=load.path,
         symbols=tuple(lacks),
-        hints=_drop(load.path),
+        hints=_drop(hints, load.path, load.via),
         rank=58,
     )
