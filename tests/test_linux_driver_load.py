@@ -24,6 +24,7 @@ def blas_site(root: Path) -> Path:
     write_so(site / "nvidia" / "cublas" / "lib", "libcublasLt.so.12", runpath="$ORIGIN")
     rpath = (
         "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:"
+        "$ORIGIN/../../nvidia/cuda_nvrtc/lib:"
         "$ORIGIN/../../nvidia/cublas/lib:$ORIGIN"
     )
     write_so(

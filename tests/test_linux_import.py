@@ -82,7 +82,10 @@ def torch_site(root: Path, *, init: str = INIT_29, version: str = "2.9.1+cu128")
         verneed={NVJIT: [NVJIT]},
     )
     lib = site / "torch" / "lib"
-    rpath = "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:$ORIGIN"
+    rpath = (
+        "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:"
+        "$ORIGIN/../../nvidia/cuda_nvrtc/lib:$ORIGIN"
+    )
     write_so(lib, "libtorch_global_deps.so", needed=["libcudart.so.12"], rpath=rpath)
     write_so(
         lib,

@@ -83,6 +83,7 @@ def cudnn_site(root: Path) -> Path:
     lib = site / "torch" / "lib"
     rpath = (
         "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:"
+        "$ORIGIN/../../nvidia/cuda_nvrtc/lib:"
         "$ORIGIN/../../nvidia/cudnn/lib:$ORIGIN"
     )
     write_so(
@@ -195,7 +196,9 @@ def test_a_damaged_dispatcher_is_a_clear_error_and_no_stems(tmp_path: Path) -> N
         read_dlopen_stems(tmp_path / "absent.so", "libcudnn")
 
 
-def test_a_dispatcher_unreadable_now_is_read_again_next_run(tmp_path: Path, monkeypatch: object) -> None:
+def test_a_dispatcher_unreadable_now_is_read_again_next_run(
+    tmp_path: Path, monkeypatch: object
+) -> None:
     """Access denied or an I/O error says nothing about the file: its stems are not cached
     as "none", so the next run reads them and finds the late loads."""
     import torchguard._pipeline_linux as pipeline

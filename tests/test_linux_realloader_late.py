@@ -304,5 +304,83 @@ def test_cublaslt_loads_libcuda_while_torch_imports_before_cudarts_search(
     assert Path(marks["LIBCUDA"]).samefile(stub)
     assert marks["INIT"].startswith("Found no NVIDIA driver on your system")
     (finding,) = _late(predicted(site, extra, tg_cache), "libcuda.so.1")
-    assert str(finding["dll"]).lower() == "libcublaslt.so.12" and Path(str(finding["path"])).samefile(stub)
+    assert str(finding["dll"]).lower() == "libcublaslt.so.12" and Path(
+        str(finding["path"])
+    ).samefile(stub)
     assert _late(predicted(site, {}, tg_cache), "libcuda.so.1") == []
+
+
+# After import torch: a real NVRTC compile (no GPU needed), through the nvrtc torch mapped.
+_NVRTC_COMPILE = """
+import ctypes, torch
+nvrtc = ctypes.CDLL("libnvrtc.so.12")
+nvrtc.nvrtcGetErrorString.restype = ctypes.c_char_p
+program = ctypes.c_void_p()
+source = b'extern "C" __global__ void k(float *x) { x[0] = sinf(x[0]); }'
+nvrtc.nvrtcCreateProgram(ctypes.byref(program), source, b"k.cu", 0, None, None)
+options = (ctypes.c_char_p * 1)(b"--gpu-architecture=compute_80")
+status = nvrtc.nvrtcCompileProgram(program, 1, options)
+print("COMPILE", nvrtc.nvrtcGetErrorString(status).decode(), flush=True)
+size = ctypes.c_size_t()
+nvrtc.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+log = ctypes.create_string_buffer(size.value)
+nvrtc.nvrtcGetProgramLog(program, log)
+print("LOG", " ".join(log.value.decode().split()), flush=True)
+maps = [l.split()[-1] for l in open("/proc/self/maps") if "libnvrtc-builtins" in l]
+print("BUILTINS", maps[0] if maps else "-", flush=True)
+"""
+
+BUILTINS = "libnvrtc-builtins.so.12.8"
+
+
+def _compile(site: Path, extra: dict[str, str], cache: Path) -> dict[str, str]:
+    done = real_run(site, extra, cache, _NVRTC_COMPILE)
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+
+
+def test_missing_nvrtc_builtins_fail_the_first_compile_as_predicted(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """torch 2.9.1's preload stops silently at the missing builtins; nvrtc's own dlopen at
+    the first compile then finds nothing ($ORIGIN, LD_LIBRARY_PATH, cache, defaults)."""
+    site = scratch_site(base_site, tmp_path)
+    (site / "nvidia" / "cuda_nvrtc" / "lib" / BUILTINS).unlink()
+    marks = _compile(site, {}, tg_cache)
+    print(f"\nreal: {marks}")
+    assert marks["COMPILE"] == "NVRTC_ERROR_BUILTIN_OPERATION_FAILURE"
+    (finding,) = _late(predicted(site, {}, tg_cache), BUILTINS)
+    assert finding["code"] == "missing-dll" and finding["severity"] == "warning"
+    said = marks["LOG"].split(" Make sure")[0]  # "nvrtc: error: failed to open ...so.12.8."
+    assert said in str(finding["message"]), (said, finding["message"])
+
+
+def test_a_builtins_copy_on_ld_library_path_is_defused_by_torchs_preload(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """torch 2.9.1 preloads the wheel's builtins by path, so nvrtc reuses them by soname and
+    a copy first on LD_LIBRARY_PATH never loads: no finding."""
+    site = scratch_site(base_site, tmp_path)
+    copies = tmp_path / "cuda-12.8" / "lib64"
+    copies.mkdir(parents=True)
+    shutil.copyfile(site / "nvidia" / "cuda_nvrtc" / "lib" / BUILTINS, copies / BUILTINS)
+    extra = {"LD_LIBRARY_PATH": str(copies)}
+    marks = _compile(site, extra, tg_cache)
+    print(f"\nreal: {marks}")
+    assert marks["COMPILE"] == "NVRTC_SUCCESS"
+    assert Path(marks["BUILTINS"]).samefile(site / "nvidia" / "cuda_nvrtc" / "lib" / BUILTINS)
+    assert _late(predicted(site, extra, tg_cache), BUILTINS) == []
+
+
+def test_torchs_lazy_nvrtc_name_is_in_the_real_binary(base_site: Path) -> None:
+    """LazyNVRTC's ``"libnvrtc.so." + major`` prefix, and nvrtc's builtins name, are what the
+    real files hold (the model reads the builtins name from nvrtc; torch's from its CUDA)."""
+    import mmap
+
+    with open(base_site / "torch" / "lib" / "libtorch_cuda.so", "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            assert mapped.find(b"\0libnvrtc.so.\0") >= 0
+        finally:
+            mapped.close()
+    nvrtc = base_site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12"
+    assert read_dlopen_facts(nvrtc, "libnvrtc").names == (BUILTINS,)

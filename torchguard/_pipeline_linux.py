@@ -189,7 +189,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         pinned = pinned_copies(system.site_dirs)
         findings += shadowed(ldso.objects[first_new:], pinned, _same_file, hints=hints)
         late_facts = _LateFacts(files, cache)
-        loads = late_loads(ldso, ldso.objects, late_facts)
+        loads = late_loads(ldso, ldso.objects, late_facts, cuda)
         findings += late_load_findings(loads, pinned, _same_file, hints)
         driver = driver_load(ldso)
         if driver is not None:

@@ -80,6 +80,10 @@ class Late:
     unbound: tuple[str, ...] = ()
     provider: str | None = None
     provider_via: str = ""
+    when: str = "the first cuDNN call"
+    """When the caller makes the load."""
+    failure: str = ""
+    """What the caller prints when the load finds nothing ("": cuDNN's words)."""
 
 
 def _family(soname: str) -> str | None:
@@ -207,8 +211,15 @@ class _Replay:
         return found
 
 
-def late_loads(ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts) -> list[Late]:
-    """Every late load the loaded dispatchers (and the sub-libraries they would load) make."""
+def late_loads(
+    ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts, cuda: str | None = None
+) -> list[Late]:
+    """Every late load the loaded dispatchers (and the sub-libraries they would load) make,
+    then NVRTC's (torch's lazy ``libnvrtc.so.N`` for CUDA ``cuda``, nvrtc's builtins)."""
+    return _cudnn(ldso, objects, facts) + nvrtc_loads(ldso, objects, facts, cuda)
+
+
+def _cudnn(ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts) -> list[Late]:
     replay = _Replay(ldso, facts)
     queue = [o for o in objects if o.facts.soname and _family(o.facts.soname)]
     seen = {o.facts.soname for o in queue}
@@ -336,3 +347,64 @@ def driver_lacks(ldso: Ldso, load: LateLoad, facts: LateFacts) -> list[str]:
         known += [n for n in DRIVER_CALLS if n not in offered]
         facts.store_verdict(key, known)
     return known
+
+
+#: Families whose members ``dlopen`` the exact names they hold in ``.rodata``: nvrtc loads
+#: ``libnvrtc-builtins.so.12.8`` at the first compile (measured, no GPU needed: missing, the
+#: compile fails with "nvrtc: error: failed to open libnvrtc-builtins.so.12.8.").
+EXACT_FAMILIES = ("libnvrtc",)
+
+#: torch's lazy NVRTC (ATen's ``LazyNVRTC``): ``libtorch_cuda.so`` ``dlopen``s
+#: ``"libnvrtc.so." + <CUDA major>`` (``11.2`` for CUDA 11.3+; the prefix is in the real
+#: binary's ``.rodata``) at the first kernel torch compiles at run time.
+TORCH_NVRTC_CALLER = "libtorch_cuda.so"
+NVRTC_COMPILE = "the first NVRTC compile"
+TORCH_COMPILE = "the first kernel torch compiles at run time (jiterator ops, NVRTC)"
+
+
+def torch_nvrtc_name(cuda: str | None) -> str | None:
+    """The ``libnvrtc`` name torch's lazy loader asks for, by torch's CUDA version."""
+    parts = (cuda or "").split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    major, minor = int(parts[0]), int(parts[1])
+    if major < 11 or (major == 11 and minor < 3):
+        return f"libnvrtc.so.{major}.{minor}"
+    return "libnvrtc.so.11.2" if major == 11 else f"libnvrtc.so.{major}"
+
+
+def _exact_family(soname: str) -> str | None:
+    prefix = soname.split(".", 1)[0]
+    return prefix if prefix in EXACT_FAMILIES else None
+
+
+def nvrtc_loads(
+    ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts, cuda: str | None
+) -> list[Late]:
+    """torch's lazy ``libnvrtc.so.N`` and the exact names nvrtc loads (its builtins)."""
+    found: list[Late] = []
+    queue = [o for o in objects if _exact_family(o.soname)]
+    caller = next((o for o in objects if o.soname == TORCH_NVRTC_CALLER), None)
+    name = torch_nvrtc_name(cuda)
+    if caller is not None and name is not None:
+        load = ldso.late_load(name, caller)
+        failure = f"torch's loader says {name}: cannot open shared object file"
+        found.append(Late(load, name, (name,), when=TORCH_COMPILE, failure=failure))
+        if load.via != "loaded" and load.path is not None and load.facts is not None:
+            queue.append(SharedObject(load.path, load.facts, {name}, caller, load.via))
+    seen: set[str] = {o.soname for o in queue}
+    for obj in queue:
+        family = _exact_family(obj.soname)
+        if family is None:
+            continue
+        for wanted in facts.dlopen_facts(obj.path, family).names:
+            if wanted in seen or wanted in obj.facts.needed:
+                continue
+            seen.add(wanted)
+            load = ldso.late_load(wanted, obj)
+            failure = (
+                f'nvrtc says "nvrtc: error: failed to open {wanted}." '
+                "(NVRTC_ERROR_BUILTIN_OPERATION_FAILURE)"
+            )
+            found.append(Late(load, wanted, (wanted,), when=NVRTC_COMPILE, failure=failure))
+    return found

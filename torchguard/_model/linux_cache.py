@@ -227,19 +227,20 @@ class LinuxCache:
         if not isinstance(found, dict):
             return None
         stems, lookups, version = found.get("stems"), found.get("lookups"), found.get("version")
-        if not isinstance(stems, list) or not isinstance(lookups, list):
-            return None
-        if not _strings(stems) or not _strings(lookups):
+        names = found.get("names")
+        lists = (stems, lookups, names)
+        if not all(isinstance(v, list) and _strings(v) for v in lists):
             return None
         if version is not None and not isinstance(version, str):
             return None
-        return DlopenFacts(tuple(stems), tuple(lookups), version)
+        return DlopenFacts(tuple(stems), tuple(lookups), version, tuple(names))  # type: ignore[arg-type]
 
     def store_dlopen_facts(self, key: str, facts: DlopenFacts) -> None:
         value = {
             "stems": list(facts.stems),
             "lookups": list(facts.lookups),
             "version": facts.version,
+            "names": list(facts.names),
         }
         self._put("dlopen", key, value)
 

@@ -599,15 +599,19 @@ def late_load_findings(
                 code=Code.MISSING_DLL,
                 severity=WARNING,
                 message=(
-                    f"{late.soname}, which {caller} loads by name at the first cuDNN call, is "
-                    "found nowhere: import torch works, but that call fails (cuDNN says "
-                    f'"Unable to load any of {{{_names(late.tried)}}}" then "Invalid handle. '
-                    'Cannot load symbol ...")'
+                    f"{late.soname}, which {caller} loads by name at {late.when}, is found "
+                    "nowhere: import torch works, but that call fails ("
+                    + (
+                        late.failure
+                        or f'cuDNN says "Unable to load any of {{{_names(late.tried)}}}" then '
+                        '"Invalid handle. Cannot load symbol ..."'
+                    )
+                    + ")"
                 ),
                 dll=caller,
                 missing=late.soname,
                 chain=(caller, late.soname),
-                hints=_reinstall(hints, nvidia_wheel(caller, hints.cuda_major)),
+                hints=_reinstall(hints, nvidia_wheel(late.soname, hints.cuda_major)),
                 rank=62,
             )
             continue
@@ -729,7 +733,7 @@ def _late_shadowed(
         code=Code.LIBRARY_SHADOWED,
         severity=WARNING,
         message=(
-            f"{late.soname}, which {caller} loads by name at the first cuDNN call, would load "
+            f"{late.soname}, which {caller} loads by name at {late.when}, would load "
             f"from {path} (found through {load.via}"
             + (f", as {load.name}" if load.name != late.soname else "")
             + f"), not the copy torch's packages ship ({shipped}): import torch works, but "

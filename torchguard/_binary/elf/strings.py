@@ -29,20 +29,41 @@ MAX_VERSION_SCAN = 1 << 20
 @dataclass(frozen=True)
 class DlopenFacts:
     """``stems``: bare ``<prefix>*.so`` names; ``lookups``: ``<api>*`` identifiers (what
-    the file may ``dlsym``); ``version``: the ``<api>_*_version`` word as ``"9.10.2"``."""
+    the file may ``dlsym``); ``version``: the ``<api>_*_version`` word as ``"9.10.2"``;
+    ``names``: exact ``<prefix>*.so.N`` names (nvrtc's builtins)."""
 
     stems: tuple[str, ...] = ()
     lookups: tuple[str, ...] = ()
     version: str | None = None
+    names: tuple[str, ...] = ()
 
 
-def _pattern(prefix: str) -> re.Pattern[bytes]:
-    stem = re.escape(prefix.encode("ascii"))
-    return re.compile(rb"(?<=\0)(" + stem + rb"[A-Za-z0-9_]*\.so)(?=\0)")
+_STEM = re.compile(r"[A-Za-z0-9_]*\.so")
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_]*")
+_EXACT = re.compile(r"[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)+")
+
+#: Families whose files export a version word worth reading (the scan walks .dynsym).
+VERSION_FAMILIES = ("libcudnn",)
+
+#: The longest string taken as a name.
+MAX_NAME = 256
 
 
-def _identifiers(api: str) -> re.Pattern[bytes]:
-    return re.compile(rb"(?<=\0)(" + re.escape(api.encode("ascii")) + rb"[A-Za-z0-9_]*)(?=\0)")
+def _strings(data: bytes | mmap.mmap, prefix: str, tail: re.Pattern[str]) -> set[str]:
+    """NUL-terminated strings in ``data`` that start with ``prefix`` (after a NUL) and whose
+    rest matches ``tail`` in full: a ``find`` per hit, so a large ``.rodata`` costs little."""
+    found: set[str] = set()
+    needle = b"\0" + prefix.encode("ascii")
+    at = data.find(needle)
+    while at >= 0:
+        start = at + 1
+        end = data.find(b"\0", start, start + MAX_NAME)
+        if end > start:
+            text = bytes(data[start:end]).decode("ascii", "replace")
+            if tail.fullmatch(text, len(prefix)):
+                found.add(text)
+        at = data.find(needle, start)
+    return found
 
 
 def api_prefix(family: str) -> str:
@@ -50,16 +71,20 @@ def api_prefix(family: str) -> str:
     return family[3:] if family.startswith("lib") else family
 
 
-def scan_stems(data: bytes | memoryview | mmap.mmap, prefix: str) -> tuple[str, ...]:
+def scan_stems(data: bytes | mmap.mmap, prefix: str) -> tuple[str, ...]:
     """The NUL-terminated bare ``<prefix>*.so`` names in ``data``, sorted."""
-    found = {m.group(1).decode("ascii") for m in _pattern(prefix).finditer(data)}
-    return tuple(sorted(found))
+    return tuple(sorted(_strings(data, prefix, _STEM)))
 
 
-def scan_lookups(data: bytes | memoryview | mmap.mmap, api: str) -> tuple[str, ...]:
+def scan_lookups(data: bytes | mmap.mmap, api: str) -> tuple[str, ...]:
     """The NUL-terminated ``<api>*`` identifiers in ``data``, sorted."""
-    found = {m.group(1).decode("ascii") for m in _identifiers(api).finditer(data)}
-    return tuple(sorted(found))
+    return tuple(sorted(_strings(data, api, _IDENTIFIER)))
+
+
+def scan_names(data: bytes | mmap.mmap, prefix: str) -> tuple[str, ...]:
+    """The NUL-terminated exact ``<prefix>*.so.N[.M...]`` names in ``data``, sorted (what
+    nvrtc ``dlopen``s: ``libnvrtc-builtins.so.12.8``)."""
+    return tuple(sorted(_strings(data, prefix, _EXACT)))
 
 
 def version_text(word: int) -> str:
@@ -113,8 +138,8 @@ def read_dlopen_facts(path: PathLike, family: str) -> DlopenFacts:
         layout, data = _rodata(mapped)
         stems = scan_stems(data, family)
         lookups = scan_lookups(data, api)
-        version = _version_word(layout, api)
-        return DlopenFacts(stems, lookups, version)
+        version = _version_word(layout, api) if family in VERSION_FAMILIES else None
+        return DlopenFacts(stems, lookups, version, scan_names(data, family))
 
 
 def read_dlopen_stems(path: PathLike, prefix: str) -> tuple[str, ...]:
