@@ -216,7 +216,7 @@ def late_loads(
 ) -> list[Late]:
     """Every late load the loaded dispatchers (and the sub-libraries they would load) make,
     then NVRTC's (torch's lazy ``libnvrtc.so.N`` for CUDA ``cuda``, nvrtc's builtins)."""
-    return _cudnn(ldso, objects, facts) + nvrtc_loads(ldso, objects, facts, cuda)
+    return _cudnn(ldso, objects, facts) + exact_loads(ldso, objects, facts, cuda)
 
 
 def _cudnn(ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts) -> list[Late]:
@@ -349,10 +349,14 @@ def driver_lacks(ldso: Ldso, load: LateLoad, facts: LateFacts) -> list[str]:
     return known
 
 
-#: Families whose members ``dlopen`` the exact names they hold in ``.rodata``: nvrtc loads
-#: ``libnvrtc-builtins.so.12.8`` at the first compile (measured, no GPU needed: missing, the
-#: compile fails with "nvrtc: error: failed to open libnvrtc-builtins.so.12.8.").
-EXACT_FAMILIES = ("libnvrtc",)
+#: Families whose members ``dlopen`` the exact names they hold in ``.rodata`` (names they
+#: NEED are not late loads): nvrtc loads ``libnvrtc-builtins.so.12.8`` at the first compile
+#: (measured, no GPU needed: missing, the compile fails with "nvrtc: error: failed to open
+#: libnvrtc-builtins.so.12.8."); cuDNN 8's ``libcudnn.so.8`` loads ``libcudnn_ops_infer.so.8``,
+#: ``_ops_train``, ``_cnn_infer``/``_train`` and ``_adv_infer``/``_train`` (read from the real
+#: 8.9.2 dispatcher, whose first call of any kind loads ops_infer: "Could not load library
+#: libcudnn_ops_infer.so.8. Error: ...", then an abort).
+EXACT_FAMILIES = ("libnvrtc", "libcudnn")
 
 #: torch's lazy NVRTC (ATen's ``LazyNVRTC``): ``libtorch_cuda.so`` ``dlopen``s
 #: ``"libnvrtc.so." + <CUDA major>`` (``11.2`` for CUDA 11.3+; the prefix is in the real
@@ -378,10 +382,20 @@ def _exact_family(soname: str) -> str | None:
     return prefix if prefix in EXACT_FAMILIES else None
 
 
-def nvrtc_loads(
+def _failure(family: str, name: str) -> tuple[str, str]:
+    """(when the load happens, what the caller prints when it finds nothing)."""
+    if family == "libnvrtc":
+        said = f'nvrtc says "nvrtc: error: failed to open {name}." '
+        return NVRTC_COMPILE, said + "(NVRTC_ERROR_BUILTIN_OPERATION_FAILURE)"
+    error = f"{name}: cannot open shared object file: No such file or directory"
+    return "the first cuDNN call", f'cuDNN says "Could not load library {name}. Error: {error}"'
+
+
+def exact_loads(
     ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts, cuda: str | None
 ) -> list[Late]:
-    """torch's lazy ``libnvrtc.so.N`` and the exact names nvrtc loads (its builtins)."""
+    """torch's lazy ``libnvrtc.so.N``, then the exact names nvrtc (its builtins) and cuDNN 8's
+    dispatcher (its six sub-libraries) load."""
     found: list[Late] = []
     queue = [o for o in objects if _exact_family(o.soname)]
     caller = next((o for o in objects if o.soname == TORCH_NVRTC_CALLER), None)
@@ -402,9 +416,8 @@ def nvrtc_loads(
                 continue
             seen.add(wanted)
             load = ldso.late_load(wanted, obj)
-            failure = (
-                f'nvrtc says "nvrtc: error: failed to open {wanted}." '
-                "(NVRTC_ERROR_BUILTIN_OPERATION_FAILURE)"
-            )
-            found.append(Late(load, wanted, (wanted,), when=NVRTC_COMPILE, failure=failure))
+            when, failure = _failure(family, wanted)
+            found.append(Late(load, wanted, (wanted,), when=when, failure=failure))
+            if load.via != "loaded" and load.path is not None and load.facts is not None:
+                queue.append(SharedObject(load.path, load.facts, {wanted}, obj, load.via))
     return found
