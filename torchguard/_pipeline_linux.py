@@ -18,7 +18,9 @@ from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
-from torchguard._model.late_loads import DRIVER, driver_lacks, driver_load, late_loads
+from torchguard._model.late_driver import DRIVER, driver_lacks, driver_load
+from torchguard._model.late_exact import exact_loads
+from torchguard._model.late_loads import late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
@@ -189,7 +191,8 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         pinned = pinned_copies(system.site_dirs)
         findings += shadowed(ldso.objects[first_new:], pinned, _same_file, hints=hints)
         late_facts = _LateFacts(files, cache)
-        loads = late_loads(ldso, ldso.objects, late_facts, cuda)
+        loads = late_loads(ldso, ldso.objects, late_facts)
+        loads += exact_loads(ldso, ldso.objects, late_facts, cuda)
         findings += late_load_findings(loads, pinned, _same_file, hints)
         driver = driver_load(ldso)
         if driver is not None:

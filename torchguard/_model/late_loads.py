@@ -101,14 +101,6 @@ def _folder(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else "."
 
 
-def _older(version: str | None, than: str | None) -> bool:
-    """(major, minor) of ``version`` below ``than``'s: torch's check for cuDNN 7 on."""
-    if version is None or than is None:
-        return False
-    mine, theirs = version.split("."), than.split(".")
-    return (int(mine[0]), int(mine[1])) < (int(theirs[0]), int(theirs[1]))
-
-
 def candidate_names(stem: str, major: str, version: str | None) -> tuple[str, ...]:
     """The names cuDNN formats for ``stem``, in the order it ``dlopen``s them."""
     names = [f"{stem}.{major}", stem]
@@ -211,15 +203,9 @@ class _Replay:
         return found
 
 
-def late_loads(
-    ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts, cuda: str | None = None
-) -> list[Late]:
-    """Every late load the loaded dispatchers (and the sub-libraries they would load) make,
-    then NVRTC's (torch's lazy ``libnvrtc.so.N`` for CUDA ``cuda``, nvrtc's builtins)."""
-    return _cudnn(ldso, objects, facts) + exact_loads(ldso, objects, facts, cuda)
-
-
-def _cudnn(ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts) -> list[Late]:
+def late_loads(ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts) -> list[Late]:
+    """Every late load the loaded cuDNN 9 dispatchers (and the sub-libraries they would
+    load) make (:mod:`.late_exact` has the exact-name ones, :mod:`.late_driver` the driver's)."""
     replay = _Replay(ldso, facts)
     queue = [o for o in objects if o.facts.soname and _family(o.facts.soname)]
     seen = {o.facts.soname for o in queue}
@@ -295,129 +281,3 @@ def _bound(replay: _Replay, found: list[Late]) -> list[Late]:
                 break
         checked.append(late)
     return checked
-
-
-#: The driver library CUDA loads by name.
-DRIVER = "libcuda.so.1"
-
-#: Who ``dlopen``s ``libcuda.so.1`` first, in order (measured with LD_DEBUG=files on torch
-#: 2.9.1+cu128): cuBLASLt's initialisation while ``import torch`` loads it, with cuBLASLt's
-#: own search (``LD_LIBRARY_PATH``, its RUNPATH ``$ORIGIN``, the cache, the default folders);
-#: cudart at CUDA initialisation only when that found nothing, with torch's RPATH first. Every
-#: later caller (cuDNN, cuFFT, cuSPARSE, NCCL ... name ``libcuda.so.1`` too) reuses the loaded
-#: one by soname.
-DRIVER_LOADERS = ("libcublasLt.so", "libcudart.so")
-
-#: cudart 12/13 takes every driver entry point through one of these (read from the real
-#: cudart's ``.rodata`` with ``cuInit``): a copy without them is no driver to CUDA.
-ENTRY_POINTS = ("cuGetProcAddress", "cuGetProcAddress_v2")
-DRIVER_CALLS = ("cuInit",)
-
-
-def driver_load(ldso: Ldso) -> LateLoad | None:
-    """Where ``libcuda.so.1`` lands after ``import torch`` (already mapped: reused), or None
-    when no library that loads it is loaded (a CPU-only torch)."""
-    mapped = ldso.loaded(DRIVER)
-    if mapped is not None:
-        return LateLoad(DRIVER, mapped.path, mapped.path, "loaded", (mapped.path,))
-    found: LateLoad | None = None
-    for prefix in DRIVER_LOADERS:
-        loader = next((o for o in ldso.objects if o.soname.startswith(prefix)), None)
-        if loader is None:
-            continue
-        load = ldso.late_load(DRIVER, loader)
-        if load.path is not None:
-            return load
-        found = found or load
-    return found
-
-
-def driver_lacks(ldso: Ldso, load: LateLoad, facts: LateFacts) -> list[str]:
-    """The entry points CUDA needs that the ``libcuda.so.1`` landing at ``load`` lacks."""
-    if load.path is None or load.via == "loaded" or load.facts is None:
-        return []
-    key = f"driver|{ldso.files.fingerprint(load.path)}"
-    known = facts.verdict(key)
-    if known is None:
-        try:
-            offered = ldso.files.symbols(load.path).default
-        except ElfReadError:
-            return []
-        known = [] if any(n in offered for n in ENTRY_POINTS) else list(ENTRY_POINTS)
-        known += [n for n in DRIVER_CALLS if n not in offered]
-        facts.store_verdict(key, known)
-    return known
-
-
-#: Families whose members ``dlopen`` the exact names they hold in ``.rodata`` (names they
-#: NEED are not late loads): nvrtc loads ``libnvrtc-builtins.so.12.8`` at the first compile
-#: (measured, no GPU needed: missing, the compile fails with "nvrtc: error: failed to open
-#: libnvrtc-builtins.so.12.8."); cuDNN 8's ``libcudnn.so.8`` loads ``libcudnn_ops_infer.so.8``,
-#: ``_ops_train``, ``_cnn_infer``/``_train`` and ``_adv_infer``/``_train`` (read from the real
-#: 8.9.2 dispatcher, whose first call of any kind loads ops_infer: "Could not load library
-#: libcudnn_ops_infer.so.8. Error: ...", then an abort).
-EXACT_FAMILIES = ("libnvrtc", "libcudnn")
-
-#: torch's lazy NVRTC (ATen's ``LazyNVRTC``): ``libtorch_cuda.so`` ``dlopen``s
-#: ``"libnvrtc.so." + <CUDA major>`` (``11.2`` for CUDA 11.3+; the prefix is in the real
-#: binary's ``.rodata``) at the first kernel torch compiles at run time.
-TORCH_NVRTC_CALLER = "libtorch_cuda.so"
-NVRTC_COMPILE = "the first NVRTC compile"
-TORCH_COMPILE = "the first kernel torch compiles at run time (jiterator ops, NVRTC)"
-
-
-def torch_nvrtc_name(cuda: str | None) -> str | None:
-    """The ``libnvrtc`` name torch's lazy loader asks for, by torch's CUDA version."""
-    parts = (cuda or "").split(".")
-    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
-        return None
-    major, minor = int(parts[0]), int(parts[1])
-    if major < 11 or (major == 11 and minor < 3):
-        return f"libnvrtc.so.{major}.{minor}"
-    return "libnvrtc.so.11.2" if major == 11 else f"libnvrtc.so.{major}"
-
-
-def _exact_family(soname: str) -> str | None:
-    prefix = soname.split(".", 1)[0]
-    return prefix if prefix in EXACT_FAMILIES else None
-
-
-def _failure(family: str, name: str) -> tuple[str, str]:
-    """(when the load happens, what the caller prints when it finds nothing)."""
-    if family == "libnvrtc":
-        said = f'nvrtc says "nvrtc: error: failed to open {name}." '
-        return NVRTC_COMPILE, said + "(NVRTC_ERROR_BUILTIN_OPERATION_FAILURE)"
-    error = f"{name}: cannot open shared object file: No such file or directory"
-    return "the first cuDNN call", f'cuDNN says "Could not load library {name}. Error: {error}"'
-
-
-def exact_loads(
-    ldso: Ldso, objects: Sequence[SharedObject], facts: LateFacts, cuda: str | None
-) -> list[Late]:
-    """torch's lazy ``libnvrtc.so.N``, then the exact names nvrtc (its builtins) and cuDNN 8's
-    dispatcher (its six sub-libraries) load."""
-    found: list[Late] = []
-    queue = [o for o in objects if _exact_family(o.soname)]
-    caller = next((o for o in objects if o.soname == TORCH_NVRTC_CALLER), None)
-    name = torch_nvrtc_name(cuda)
-    if caller is not None and name is not None:
-        load = ldso.late_load(name, caller)
-        failure = f"torch's loader says {name}: cannot open shared object file"
-        found.append(Late(load, name, (name,), when=TORCH_COMPILE, failure=failure))
-        if load.via != "loaded" and load.path is not None and load.facts is not None:
-            queue.append(SharedObject(load.path, load.facts, {name}, caller, load.via))
-    seen: set[str] = {o.soname for o in queue}
-    for obj in queue:
-        family = _exact_family(obj.soname)
-        if family is None:
-            continue
-        for wanted in facts.dlopen_facts(obj.path, family).names:
-            if wanted in seen or wanted in obj.facts.needed:
-                continue
-            seen.add(wanted)
-            load = ldso.late_load(wanted, obj)
-            when, failure = _failure(family, wanted)
-            found.append(Late(load, wanted, (wanted,), when=when, failure=failure))
-            if load.via != "loaded" and load.path is not None and load.facts is not None:
-                queue.append(SharedObject(load.path, load.facts, {wanted}, obj, load.via))
-    return found
