@@ -181,7 +181,8 @@ with contextlib.redirect_stdout(out):
 report["doctor"] = {"status": status, "report": json.loads(out.getvalue())}
 search = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
 site = os.environ["PYTHONPATH"]
-report["scan"] = torchguard.scan([site], ld_library_path=search).to_dict()
+preload = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+report["scan"] = torchguard.scan([site], ld_library_path=search, ld_preload=preload).to_dict()
 print(json.dumps(report))
 """
 

@@ -282,3 +282,29 @@ def test_a_cache_path_that_is_no_regular_file_is_no_cache(tmp_path: Path) -> Non
         worker.join(10)
         pytest.fail("reading a FIFO as ld.so.cache blocked")
     assert found == [{}]
+
+
+def test_the_live_cache_view_matches_hwcaps_entries_to_the_cpu(tmp_path: Path) -> None:
+    """The model's view of ld.so.cache picks the best hwcaps entry the CPU supports, and asks
+    for the CPU only when a name has such entries."""
+    from torchguard._linux.system import read_cache
+
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "ld.so.cache").write_bytes(build_cache(ENTRIES))
+    asked: list[int] = []
+
+    def levels(found: tuple[str, ...]) -> object:
+        def cpu() -> tuple[str, ...]:
+            asked.append(1)
+            return found
+        return cpu
+
+    v3 = read_cache(str(tmp_path), 62, levels(("x86-64-v3", "x86-64-v2")))  # type: ignore[arg-type]
+    assert v3.get("libz.so.1") == (f"{tmp_path}/usr/lib/glibc-hwcaps/x86-64-v3/libz.so.1",)
+    v2 = read_cache(str(tmp_path), 62, levels(("x86-64-v2",)))  # type: ignore[arg-type]
+    assert v2.get("libz.so.1") == (f"{tmp_path}/usr/lib/glibc-hwcaps/x86-64-v2/libz.so.1",)
+    base = read_cache(str(tmp_path), 62, levels(()))  # type: ignore[arg-type]
+    assert base.get("libz.so.1") == (f"{tmp_path}/lib/x86_64-linux-gnu/libz.so.1",)
+    asked.clear()
+    assert v3.get("libstdc++.so.6") == (f"{tmp_path}/opt/conda/lib/libstdc++.so.6",)
+    assert asked == []

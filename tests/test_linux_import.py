@@ -398,3 +398,45 @@ def test_a_cpu_build_where_the_driver_lists_a_gpu_is_a_warning(tmp_path: Path) -
     (warning,) = analyze_linux(replace(system, gpus=gpus)).findings
     assert warning.code == "cpu-build-on-gpu" and "RTX 4090" in warning.message
     assert warning.hints[0].commands == ("python -m pip install --force-reinstall torch==2.9.1",)
+
+
+def test_scan_takes_ld_preload_and_a_cpu_level(tmp_path: Path) -> None:
+    """An old nvJitLink preloaded wins by soname (a proof); a preload entry that does not exist
+    is a warning quoting ld.so's line; the x86-64 level picks the glibc-hwcaps subfolder."""
+    site = torch_site(tmp_path)
+    old = nvjitlink(tmp_path / "old", 4)
+    report = torchguard.scan([site], ld_preload=["/nonexistent/libgone.so", str(old)])
+    assert [f.code for f in report.errors] == ["missing-symbol"]
+    (ignored,) = [f for f in report.warnings if f.missing == "/nonexistent/libgone.so"]
+    assert "cannot be preloaded (cannot open shared object file): ignored." in ignored.message
+    from torchguard._frontends.cli import main
+
+    assert main(["scan", str(site), "--json", "--ld-preload", f"{old}:/x.so"]) == 1
+    assert main(["scan", str(site), "--json", "--ld-preload", "/nonexistent/libgone.so"]) == 0
+    hwcaps = site / "nvidia" / "cuda_runtime" / "lib" / "glibc-hwcaps" / "x86-64-v4"
+    write_so(hwcaps, "libcudart.so.12")  # a copy for AVX-512 machines only, without cudaMalloc
+    assert torchguard.scan([site], x86_64_level=3).import_torch.ok  # type: ignore[union-attr]
+    assert not torchguard.scan([site], x86_64_level=4).import_torch.ok  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="x86_64_level"):
+        torchguard.scan([site], x86_64_level=5)
+
+
+def test_an_unreadable_torch_library_is_a_warning_not_a_blocked_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchguard._binary.elf import ElfUnreadable
+    from torchguard._linux.files import PosixFiles
+
+    site = torch_site(tmp_path)
+    facts = PosixFiles.facts
+
+    def flaky(self: PosixFiles, path: str) -> object:
+        if path.endswith("libcusparse.so.12"):
+            raise ElfUnreadable("[Errno 13] Permission denied")
+        return facts(self, path)
+
+    monkeypatch.setattr(PosixFiles, "facts", flaky)
+    report = analyze(site)
+    assert report.errors == ()
+    (unread,) = [f for f in report.warnings if f.code == "unreadable-dll"]
+    assert unread.dll == "libcusparse.so.12" and "Permission denied" in unread.message

@@ -103,6 +103,17 @@ def _truncated_curand(site: Path, where: Path) -> dict[str, str]:
 
 def _old_libstdcxx_first(site: Path, where: Path) -> dict[str, str]:
     """An old C++ runtime first on LD_LIBRARY_PATH (a conda-style libstdc++ of GCC 3.4)."""
+    return {"LD_LIBRARY_PATH": str(_old_libstdcxx(where).parent)}
+
+
+def _old_libstdcxx_preloaded(site: Path, where: Path) -> dict[str, str]:
+    """The same old C++ runtime in LD_PRELOAD, after an entry that does not exist: ld.so
+    reports and skips the missing one, and the old libstdc++ wins by soname."""
+    return {"LD_PRELOAD": f"/nonexistent/libgone.so {_old_libstdcxx(where)}"}
+
+
+def _old_libstdcxx(where: Path) -> Path:
+    """A stand-in ``libstdc++.so.6`` that defines only GLIBCXX_3.4 and CXXABI_1.3."""
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("gcc is needed to build the old libstdc++ stand-in")
@@ -124,7 +135,7 @@ def _old_libstdcxx_first(site: Path, where: Path) -> dict[str, str]:
         check=True,
         timeout=120,
     )
-    return {"LD_LIBRARY_PATH": str(folder)}
+    return folder / "libstdc++.so.6"
 
 
 def _no_nvidia_wheels(site: Path, where: Path) -> dict[str, str]:
@@ -147,6 +158,7 @@ SCENARIOS: dict[str, Breaker] = {
     "cuda-runtime wheel missing": _no_cuda_runtime,
     "truncated libcurand": _truncated_curand,
     "old libstdc++ first": _old_libstdcxx_first,
+    "old libstdc++ preloaded": _old_libstdcxx_preloaded,
     "no NVIDIA wheels (torch --no-deps)": _no_nvidia_wheels,
 }
 

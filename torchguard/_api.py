@@ -157,6 +157,8 @@ def scan(
     ld_library_path: Iterable[str] = (),
     cuda: str | None = None,
     clean_windows: bool = False,
+    ld_preload: Iterable[str] = (),
+    x86_64_level: int = 3,
 ) -> Report:
     """Diagnose a Windows or Linux install offline (Windows ones from any OS).
 
@@ -165,6 +167,9 @@ def scan(
     ``python_dir`` stands for python.exe's folder; ``gpus`` names the machine's display
     adapters as Windows lists them (``"NVIDIA GeForce RTX 5090"``, also for a Linux target);
     ``cuda`` the newest CUDA version the machine's NVIDIA driver supports (``"12.4"``).
+    Linux: ``ld_library_path`` and ``ld_preload`` are the environment the process would start
+    with; ``x86_64_level`` (1-4) the CPU's x86-64 level, which decides the ``glibc-hwcaps``
+    subdirectories ld.so tries (default 3: any x86-64 CPU since 2013-2015).
     Raises :class:`ValueError` (a ``TargetError``) when a target cannot be read,
     :class:`~torchguard.InternalError` for a fault of torchguard's own.
     """
@@ -186,6 +191,8 @@ def scan(
             ld_library_path=ld_library_path,
             gpus=tuple(str(g) for g in gpus),
             driver_cuda=_cuda_version(cuda),
+            ld_preload=tuple(str(e) for e in ld_preload),
+            x86_64_level=x86_64_level,
         )
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
@@ -222,6 +229,8 @@ def _scan_linux(
     ld_library_path: Iterable[str],
     gpus: tuple[str, ...] = (),
     driver_cuda: tuple[int, int] | None = None,
+    ld_preload: tuple[str, ...] = (),
+    x86_64_level: int = 3,
 ) -> Report:
     """A Linux site-packages (folders and manylinux wheels) on ``sysroot``'s libraries;
     ``gpus`` and ``driver_cuda`` describe the machine's GPUs and driver as on Windows."""
@@ -236,6 +245,8 @@ def _scan_linux(
     others = [p for p in paths if p not in linux]
     root = os.fspath(sysroot)
     search = tuple(os.fspath(d) for d in ld_library_path)
+    if x86_64_level not in (1, 2, 3, 4):
+        raise ValueError(f"x86_64_level must be 1, 2, 3 or 4, not {x86_64_level!r}")
 
     def run() -> Report:
         if others:
@@ -257,6 +268,8 @@ def _scan_linux(
                 ld_library_path=search,
                 gpus=gpus,
                 driver_cuda=driver_cuda,
+                preload=ld_preload,
+                cpu_level=x86_64_level,
             )
             return analyze_linux(system, cache=linux_cache())
 

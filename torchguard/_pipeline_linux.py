@@ -38,11 +38,13 @@ from torchguard._rules.linux_loads import (
     conflicting_files,
     cpu_build_on_gpu,
     driver_library_findings,
+    ignored_preload_findings,
     import_findings,
     late_load_findings,
     load_error_finding,
     package_mismatch,
     shadowed,
+    unread_findings,
 )
 from torchguard._vocab import Analysis, Code, Step
 from torchguard._windows.gpus import compute_capability
@@ -61,6 +63,12 @@ def environment(system: LinuxSystem) -> Environment:
         default_dirs=system.default_dirs,
         machine=system.machine,
         assume_python_symbols=system.executable is None,
+        preload=system.preload,
+        preload_file=system.preload_file,
+        lib=system.dst_lib,
+        cpu=system.cpu,
+        glibc=system.glibc,
+        machine_name={62: "x86_64", 183: "aarch64"}.get(system.machine, "x86_64"),
     )
 
 
@@ -170,10 +178,10 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     cache = cache if cache is not None else LinuxCache(None)
     if isinstance(system.cache, CacheView):
         system.cache.memo.update(cache.lookups(system.cache.key))
-    files = PosixFiles(cache)
+    files = PosixFiles(cache, 2, system.machine)
     plan = _plan(torch_dir, version, cuda, files, cache)
     ldso = Ldso(files, environment(system), cache)
-    ldso.start(system.executable, system.mapped)
+    ldso.start(system.executable, system.mapped, live=system.live)
     first_new = len(ldso.objects)
     replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
     hints = LinuxHints(
@@ -184,6 +192,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         requirements=_requirements(torch_dir, cache),
     )
     findings = list(import_findings(replay, hints, ldso.objects))
+    findings += ignored_preload_findings(ldso.ignored_preloads)
     findings += conflicting_files(_conflicts(torch_dir, cache), hints)
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
@@ -208,6 +217,7 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
             loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
             if loaded.error is not None:
                 findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
+    findings += unread_findings(_used(ldso.objects[first_new:]))
     findings.sort(key=Finding.sort_key)
     if isinstance(system.cache, CacheView):
         cache.store_lookups(system.cache.key, system.cache.memo)
@@ -225,6 +235,15 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
         modules=tuple(_modules(ldso.objects[first_new:torch_end])),
         timings={"total": time.perf_counter() - start},
     )
+
+
+def _used(objects: list[SharedObject]) -> list[SharedObject]:
+    """``objects`` (what the replay loaded) and what they use, breadth first: an unreadable
+    library another package mapped that torch never touches is none of its business."""
+    order = list(objects)
+    for obj in order:
+        order += [dep for dep in obj.deps if dep not in order]
+    return order
 
 
 def _driver_shown(system: LinuxSystem) -> str | None:
@@ -372,7 +391,9 @@ def _conflicts(torch_dir: str, cache: LinuxCache) -> dict[str, tuple[tuple[str, 
     }
 
 
-def _outcome(replay: LinuxImport) -> ImportOutcome:
+def _outcome(replay: LinuxImport) -> ImportOutcome | None:
+    if replay.error is not None and replay.error.doubt:
+        return None  # not judged: what is missing may be supplied after all
     if replay.ok:
         return ImportOutcome(True)
     name = replay.not_found or (replay.error.obj.rsplit("/", 1)[-1] if replay.error else None)

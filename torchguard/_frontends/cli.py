@@ -85,6 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIRS",
         help="Linux: LD_LIBRARY_PATH as the process would start with it (colon-separated)",
     )
+    scan.add_argument(
+        "--ld-preload",
+        default="",
+        metavar="LIBS",
+        help="Linux: LD_PRELOAD as the process would start with it (spaces or colons)",
+    )
+    scan.add_argument(
+        "--x86-64-level",
+        type=int,
+        choices=(1, 2, 3, 4),
+        default=3,
+        metavar="N",
+        help="Linux: the CPU's x86-64 level (1-4), which picks ld.so's glibc-hwcaps "
+        "subdirectories (default 3)",
+    )
     _clean_windows_option(scan)
     _output_options(scan)
     hook = commands.add_parser(
@@ -262,6 +277,8 @@ def _scan(args: argparse.Namespace) -> int:
             ld_library_path=[d for d in args.ld_library_path.split(":") if d],
             cuda=args.cuda,
             clean_windows=args.clean_windows,
+            ld_preload=args.ld_preload.replace(":", " ").split(),
+            x86_64_level=args.x86_64_level,
         )
     except ValueError as exc:
         return _usage_error(args, [str(exc)])

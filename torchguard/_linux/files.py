@@ -12,9 +12,24 @@ import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from torchguard._binary.elf import ElfFacts, ElfReadError, ElfSymbols, read_elf_file
+from torchguard._binary.elf import ElfFacts, ElfReadError, ElfSymbols, ElfUnreadable, read_elf_file
+from torchguard._linux.verify import verify_file
 
-_EHDR64 = 64
+
+class ElfRejected(ElfReadError):
+    """glibc's own checks refuse the file: a proof that loading it fails (glibc's words)."""
+
+
+class ElfNotUnderstood(ElfReadError):
+    """torchguard's reader refuses a file that glibc's own checks accept: glibc may map it,
+    so nothing is proven; ``foreign`` when it is of another ELF class or machine (a search
+    skips it)."""
+
+    def __init__(self, message: str, foreign: bool = False, glibc: str = "") -> None:
+        super().__init__(message)
+        self.foreign = foreign
+        self.glibc = glibc
+        """glibc's words for a foreign file opened by path (``wrong ELF class: ...``)."""
 
 
 @dataclass(frozen=True)
@@ -81,18 +96,22 @@ def symbol_table(symbols: ElfSymbols) -> SymbolTable:
     return SymbolTable({k: frozenset(v) for k, v in defined.items()}, frozenset(default), undefined)
 
 
-def glibc_words(path: str, error: ElfReadError) -> ElfReadError:
-    """The error ld.so's ``open_verify`` gives for this file, where it has one."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(_EHDR64)
-    except OSError:
+def glibc_words(
+    path: str, error: ElfReadError, elf_class: int = 2, machine: int = 62
+) -> ElfReadError:
+    """What glibc makes of a file torchguard's reader refused: :class:`ElfRejected` with
+    glibc's own message when its checks refuse it too, else :class:`ElfNotUnderstood`
+    (or the :class:`ElfUnreadable` it is when the file cannot be read now)."""
+    if isinstance(error, ElfUnreadable):
         return error
-    if len(head) < _EHDR64:
-        return ElfReadError("file too short")
-    if head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
-        return ElfReadError("invalid ELF header")
-    return error
+    verdict = verify_file(path, elf_class, machine)
+    if verdict is None:
+        return ElfUnreadable(f"{error} (and it could not be opened again)")
+    if verdict.reject and not verdict.foreign:
+        return ElfRejected(verdict.reject)
+    return ElfNotUnderstood(
+        f"torchguard's ELF reader refuses it: {error}", verdict.foreign, verdict.reject
+    )
 
 
 class FactsStore(Protocol):
@@ -107,7 +126,11 @@ class PosixFiles:
     """Paths joined as given (``..`` resolved by the kernel, never by ``normpath``), each
     file's facts read once per analysis; ``store`` serves them across runs by fingerprint."""
 
-    def __init__(self, store: FactsStore | None = None) -> None:
+    def __init__(
+        self, store: FactsStore | None = None, elf_class: int = 2, machine: int = 62
+    ) -> None:
+        self._class = elf_class
+        self._machine = machine
         self._facts: dict[tuple[int, int], LoadFacts] = {}
         self._symbols: dict[tuple[int, int], SymbolTable] = {}
         self._stats: dict[str, os.stat_result | None] = {}
@@ -127,6 +150,20 @@ class PosixFiles:
     def is_file(self, path: str) -> bool:
         info = self._stat(path)
         return info is not None and (info.st_mode & 0o170000) == 0o100000
+
+    def is_dir(self, path: str) -> bool:
+        info = self._stat(path)
+        return info is not None and (info.st_mode & 0o170000) == 0o040000
+
+    def dir_state(self, path: str) -> str | None:
+        info = self._stat(path)
+        if info is None or (info.st_mode & 0o170000) != 0o040000:
+            return None
+        return f"{info.st_dev}|{info.st_ino}|{info.st_mtime_ns}"
+
+    def setuid(self, path: str) -> bool:
+        info = self._stat(path)
+        return info is not None and bool(info.st_mode & 0o4000)
 
     def readable(self, path: str) -> bool:
         found = self._readable.get(path)
@@ -151,7 +188,10 @@ class PosixFiles:
             try:
                 found = load_facts(read_elf_file(path).facts)
             except ElfReadError as error:
-                raise glibc_words(path, error) from None
+                raise glibc_words(path, error, self._class, self._machine) from None
+            verdict = verify_file(path, self._class, self._machine)
+            if verdict is not None and verdict.reject and not verdict.foreign:
+                raise ElfRejected(verdict.reject)  # read, yet glibc's checks refuse it
             if self._store is not None:
                 self._store.store_facts(fingerprint, found)
         self._facts[key] = found

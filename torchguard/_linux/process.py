@@ -13,6 +13,7 @@ import struct
 import sys
 
 ENVIRON = "/proc/self/environ"
+PRELOAD_FILE = "/etc/ld.so.preload"
 AUXV = "/proc/self/auxv"
 AT_NULL = 0
 AT_SECURE = 23
@@ -65,3 +66,23 @@ def read_secure(path: str = AUXV) -> bool | None:
     except OSError:
         return None
     return bool(parse_auxv(raw, wide=struct.calcsize("P") == 8).get(AT_SECURE, 0))
+
+
+def split_preload(value: str | None) -> tuple[str, ...]:
+    """``LD_PRELOAD`` as ld.so splits it: on spaces and colons, empty entries dropped."""
+    if not value:
+        return ()
+    return tuple(e for e in value.replace(":", " ").split(" ") if e)
+
+
+def read_preload_file(path: str = PRELOAD_FILE) -> tuple[str, ...]:
+    """``/etc/ld.so.preload``'s entries (whitespace or colons apart); none when absent."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(1 << 16)
+    except OSError:
+        return ()
+    text = raw.decode("utf-8", "surrogateescape")
+    for separator in ":\t\n\r":
+        text = text.replace(separator, " ")
+    return tuple(e for e in text.split(" ") if e)

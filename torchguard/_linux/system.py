@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from torchguard._linux.hwcaps import Cpu, glibc_version, hwcaps_names, read_cpu
 from torchguard._linux.ldcache import CacheEntry, LdCache, LdCacheError, read_ld_cache
 from torchguard._linux.maps import read_maps
 from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
 from torchguard._linux.nvidia import read_driver_version
-from torchguard._linux.process import read_environ, read_secure
+from torchguard._linux.process import read_environ, read_preload_file, read_secure, split_preload
 from torchguard._linux.wsl import Wsl, read_wsl
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
@@ -60,6 +61,17 @@ class LinuxSystem:
     """Offline ``--cuda X.Y``: the newest CUDA the driver supports (its version unknown)."""
     pci_root: str | None = None
     """Live: the root whose sysfs lists PCI devices, read only when a driver is missing."""
+    preload: tuple[str, ...] = ()
+    """``LD_PRELOAD`` at process start (live) or as given (offline)."""
+    preload_file: tuple[str, ...] = ()
+    """The entries of ``<root>/etc/ld.so.preload``."""
+    dst_lib: str = "lib64"
+    """What ``$LIB`` expands to: the directory glibc's own ``libc.so.6`` lives in."""
+    cpu: Callable[[], Cpu] | None = None
+    """The CPU's x86-64 level and ``$PLATFORM`` (live: ``/proc/cpuinfo``, read on demand;
+    offline: an assumed level)."""
+    glibc: tuple[int, int] | None = None
+    """The running glibc (live); None offline (its hwcaps rules taken as 2.37+)."""
 
 
 def host_machine() -> str:
@@ -81,8 +93,17 @@ class CacheView(Mapping[str, tuple[str, ...]]):
     The file is parsed only when a name is not in ``memo``, which a persistent cache seeds
     (keyed by ``key``, the file's identity): a warm analysis parses nothing."""
 
-    def __init__(self, path: str, key: str, machine: int, elf_class: int, root: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        key: str,
+        machine: int,
+        elf_class: int,
+        root: str,
+        hwcaps: Callable[[], tuple[str, ...]] | None = None,
+    ) -> None:
         self.path = path
+        self._hwcaps = hwcaps
         self.key = key
         self.memo: dict[str, tuple[str, ...]] = {}
         self._machine = machine
@@ -108,7 +129,9 @@ class CacheView(Mapping[str, tuple[str, ...]]):
         if found is None:
             parsed, entries = self._entries(name)
             one = LdCache(parsed.format, tuple(entries), parsed.generator)
-            entry = one.resolve(name, self._machine, self._class)
+            named = any(e.hwcaps_subdir for e in entries) and self._hwcaps is not None
+            levels = self._hwcaps() if named and self._hwcaps is not None else ()
+            entry = one.resolve(name, self._machine, self._class, levels)
             found = self.memo[name] = (self._root + entry.path,) if entry else ()
         return found
 
@@ -127,8 +150,11 @@ class CacheView(Mapping[str, tuple[str, ...]]):
         return len(self._index or {})
 
 
-def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ...]]:
-    """``<root>/etc/ld.so.cache`` (unreadable or damaged: empty, as ld.so treats it)."""
+def read_cache(
+    root: str = "/", machine: int = 62, hwcaps: Callable[[], tuple[str, ...]] | None = None
+) -> Mapping[str, tuple[str, ...]]:
+    """``<root>/etc/ld.so.cache`` (unreadable or damaged: empty, as ld.so treats it);
+    ``hwcaps``: the glibc-hwcaps names the CPU supports, asked for when an entry has one."""
     path = os.path.join(root, "etc/ld.so.cache")
     try:
         info = os.stat(path)
@@ -137,7 +163,7 @@ def read_cache(root: str = "/", machine: int = 62) -> Mapping[str, tuple[str, ..
     if not stat.S_ISREG(info.st_mode):
         return {}  # ld.so maps only a regular file (a FIFO would even block the open)
     key = f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}|{machine}"
-    return CacheView(path, key, machine, 2, root.rstrip("/"))
+    return CacheView(path, key, machine, 2, root.rstrip("/"), hwcaps)
 
 
 def split_path_list(value: str | None) -> tuple[str, ...]:
@@ -185,12 +211,13 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     wsl = read_wsl("/")
     driver = read_driver_version(NVIDIA_VERSION)
     libcuda = _wsl_libcuda(wsl)
+    cpu = _memo(lambda: read_cpu(machine=host_machine()))
     return LinuxSystem(
         site_dirs=tuple(sys.path),  # as torch's preload walks it, '' (the cwd) included
         torch_package_dir=torch_package_dir,
         ld_library_path=split_path_list(environ.get("LD_LIBRARY_PATH")),
         secure=secure,
-        cache=read_cache("/", machine),
+        cache=read_cache("/", machine, lambda: hwcaps_names(cpu(), host_machine())),
         default_dirs=default_dirs("/"),
         machine=machine,
         executable=executable,
@@ -206,7 +233,40 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         driver_present=driver is not None or libcuda is not None,
         wsl_libcuda=libcuda,
         pci_root="/",
+        preload=split_preload(environ.get("LD_PRELOAD")),
+        preload_file=read_preload_file(),
+        dst_lib=_lib_of(next((p for p in mapped if _is_libc(p)), None)),
+        cpu=cpu,
+        glibc=glibc_version(),
     )
+
+
+def _memo(read: Callable[[], Cpu]) -> Callable[[], Cpu]:
+    """``read`` called once, on first use."""
+    found: list[Cpu] = []
+
+    def cpu() -> Cpu:
+        if not found:
+            found.append(read())
+        return found[0]
+
+    return cpu
+
+
+def _is_libc(path: str) -> bool:
+    return os.path.basename(path) == "libc.so.6"
+
+
+def _lib_of(libc: str | None, root: str = "/") -> str:
+    """``$LIB``: glibc's library directory (where its ``libc.so.6`` is) below ``/`` or
+    ``/usr``: ``lib/x86_64-linux-gnu`` on Debian, ``lib64`` on Fedora, ``lib`` on Arch."""
+    if libc is None:
+        return "lib64"
+    folder = os.path.dirname(libc)[len(root.rstrip("/")) :] or "/"
+    for prefix in ("/usr/", "/"):
+        if folder.startswith(prefix):
+            return folder[len(prefix) :] or "lib64"
+    return "lib64"
 
 
 def _wsl_libcuda(wsl: Wsl | None) -> str | None:
@@ -224,13 +284,18 @@ def offline_linux(
     machine: str = "x86_64",
     gpus: tuple[str, ...] = (),
     driver_cuda: tuple[int, int] | None = None,
+    preload: tuple[str, ...] = (),
+    cpu_level: int = 3,
 ) -> LinuxSystem:
     """Site-packages folders on a system root: no interpreter, nothing mapped yet.
 
     The root's ``/proc/driver/nvidia`` and ``/usr/lib/wsl/lib`` say which driver and GPUs it
     has; ``gpus`` (``--gpu``) and ``driver_cuda`` (``--cuda``: the newest CUDA the driver
-    supports, so at least that toolkit's minimum driver) describe them instead."""
+    supports, so at least that toolkit's minimum driver) describe them instead. The CPU is
+    assumed to have the x86-64 level ``cpu_level`` (which ``glibc-hwcaps`` subdirectories
+    and ld.so.cache hwcaps entries win); ``preload`` is an ``LD_PRELOAD`` to assume."""
     elf_machine = _ELF_MACHINE.get(machine, 62)
+    assumed = Cpu(cpu_level if machine == "x86_64" else 0, machine)
     wsl = read_wsl(sysroot)
     driver = read_driver_version(os.path.join(sysroot, NVIDIA_VERSION.lstrip("/")))
     libcuda = _wsl_libcuda(wsl)
@@ -247,7 +312,7 @@ def offline_linux(
         site_dirs=tuple(site_dirs),
         torch_package_dir=torch_dir,
         ld_library_path=ld_library_path,
-        cache=read_cache(sysroot, elf_machine),
+        cache=read_cache(sysroot, elf_machine, lambda: hwcaps_names(assumed, machine)),
         default_dirs=default_dirs(sysroot, machine),
         machine=elf_machine,
         sysroot=sysroot,
@@ -264,7 +329,18 @@ def offline_linux(
             or any("nvidia" in g.lower() for g in gpus)
         ),
         wsl_libcuda=libcuda,
+        preload=preload,
+        preload_file=read_preload_file(os.path.join(sysroot, "etc/ld.so.preload")),
+        dst_lib=_lib_of(_find_libc(sysroot, machine), sysroot),
+        cpu=lambda: assumed,
     )
+
+
+def _find_libc(root: str, machine: str) -> str | None:
+    for folder in default_dirs(root, machine):
+        if os.path.isfile(os.path.join(folder, "libc.so.6")):
+            return os.path.join(folder, "libc.so.6")
+    return None
 
 
 def _extension_python(torch_dir: str | None) -> tuple[int, int] | None:

@@ -88,6 +88,7 @@ class LinuxCache:
             "dlopen": {},
             "late": {},
             "requirements": {},
+            "subdirs": {},
         }
         self._dirty = False
         self._load()
@@ -212,6 +213,17 @@ class LinuxCache:
 
     def store_fatbin(self, fingerprint: str, sass: frozenset[int], ptx: frozenset[int]) -> None:
         self._put("fatbin", fingerprint, [sorted(sass), sorted(ptx)])
+
+    def subdir_tops(self, key: str) -> tuple[str, ...] | None:
+        """The hwcaps subfolders (``glibc-hwcaps``, ``tls`` ...) a folder had in the state
+        ``key`` names (its path, inode and mtime); None when not looked at in that state."""
+        found = self._data["subdirs"].get(key)
+        if not isinstance(found, list) or not all(isinstance(t, str) for t in found):
+            return None
+        return tuple(found)
+
+    def store_subdir_tops(self, key: str, tops: tuple[str, ...]) -> None:
+        self._put("subdirs", key, list(tops))
 
     def nvidia_pci(self, boot: str) -> bool | None:
         """Whether an NVIDIA GPU was on the PCI bus in boot ``boot`` (None: not looked)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchguard._linux.requirements import TorchRequirements, canonical
 from torchguard._model.late_loads import Late
@@ -22,6 +22,7 @@ from torchguard._model.ldso import (
     MISSING,
     SYMBOL,
     VERSION,
+    IgnoredPreload,
     LateLoad,
     LoadError,
     SharedObject,
@@ -188,6 +189,22 @@ def import_findings(
 
 
 def load_error_finding(
+    error: LoadError, hints: LinuxHints, objects: Sequence[SharedObject], package: str | None
+) -> Finding:
+    """The finding for a failed load: an error when the replay proves it, a warning when an
+    unread object or one of unknown scope might still supply what is missing."""
+    finding = _load_error_finding(error, hints, objects, package)
+    if not error.doubt:
+        return finding
+    return replace(
+        finding,
+        severity=WARNING,
+        message=f"{finding.message}. Not certain: {error.doubt}",
+        rank=finding.rank + 40,
+    )
+
+
+def _load_error_finding(
     error: LoadError, hints: LinuxHints, objects: Sequence[SharedObject], package: str | None
 ) -> Finding:
     obj = _base(error.obj)
@@ -776,3 +793,60 @@ def driver_library_findings(
         hints=_drop(hints, load.path, load.via),
         rank=58,
     )
+
+
+def unread_findings(objects: Sequence[SharedObject]) -> Iterator[Finding]:
+    """``unreadable-dll`` warnings: loaded objects whose facts are unknown (not read now, or
+    refused only by torchguard's reader). glibc may map them fine, so nothing is proven, and
+    nothing below them was checked."""
+    for obj in objects:
+        if not obj.unread:
+            continue
+        name = _base(obj.path)
+        yield Finding(
+            code=Code.UNREADABLE_DLL,
+            severity=WARNING,
+            message=(
+                f"{name} could not be checked: {obj.unread}. This is not proof of damage and "
+                "ld.so may well load it, but nothing about it (what it needs, its symbols) "
+                "was checked"
+            ),
+            dll=name,
+            missing=name,
+            path=obj.path,
+            hints=(
+                RepairHint(
+                    "check that the file can be read by this user (permissions, a network or "
+                    "cloud file system) and run the check again; if it stays unreadable, "
+                    "reinstall the package that owns it"
+                ),
+            ),
+            rank=70,
+        )
+
+
+def ignored_preload_findings(ignored: Sequence[IgnoredPreload]) -> Iterator[Finding]:
+    """A preload entry ld.so cannot load: it prints an error and goes on without it, so
+    ``import torch`` is unaffected; every process started with it prints that line."""
+    for item in ignored:
+        setting = (
+            "LD_PRELOAD" if item.source == "LD_PRELOAD" else f"the file {item.source}"
+        )
+        yield Finding(
+            code=Code.MISSING_DLL,
+            severity=WARNING,
+            message=(
+                f"{setting} names {item.entry}, which ld.so cannot preload ({item.reason}); "
+                f"every process prints \"{item.message()}\" and runs without it"
+            ),
+            dll=item.entry.rsplit("/", 1)[-1],
+            missing=item.entry,
+            path=item.entry if "/" in item.entry else None,
+            hints=(
+                RepairHint(
+                    f"drop {item.entry} from {setting} (or install what it names)",
+                    ("unset LD_PRELOAD",) if item.source == "LD_PRELOAD" else (),
+                ),
+            ),
+            rank=75,
+        )
