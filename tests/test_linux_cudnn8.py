@@ -14,13 +14,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 import pytest
+from elf_members import cached_member
 from linux_elf import write_so
-from realwheels import build_once, download
 from test_linux_import import analyze, torch_site
 
 from torchguard._binary.elf.strings import read_dlopen_facts
@@ -33,9 +31,6 @@ pytestmark = [
 
 VERSION = "8.9.2.26"
 MEMBER = "nvidia/cudnn/lib/libcudnn.so.8"
-CACHE = Path(
-    os.environ.get("TORCHGUARD_ELF_WHEELS", Path.home() / ".cache" / "torchguard-ci" / "elf-wheels")
-)
 SUBS = (
     "libcudnn_adv_infer.so.8",
     "libcudnn_adv_train.so.8",
@@ -46,18 +41,10 @@ SUBS = (
 )
 
 
-def _fill(folder: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="cudnn8-", dir=folder) as scratch:
-        download(f"nvidia-cudnn-cu12=={VERSION}", Path(scratch), platform="manylinux1_x86_64")
-        (wheel,) = Path(scratch).glob("*.whl")
-        with zipfile.ZipFile(wheel) as archive:
-            (folder / "libcudnn.so.8").write_bytes(archive.read(MEMBER))
-
-
 @pytest.fixture(scope="module")
 def dispatcher() -> Path:
     """The real cuDNN 8.9.2 ``libcudnn.so.8`` (only that member is kept)."""
-    return build_once(CACHE / f"nvidia-cudnn-cu12-{VERSION}-files", _fill) / "libcudnn.so.8"
+    return cached_member("nvidia-cudnn-cu12", VERSION, MEMBER, "manylinux1_x86_64")
 
 
 def test_the_real_dispatcher_names_its_six_sub_libraries(dispatcher: Path) -> None:

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from elf_members import cached_member
 from linux_realloader import predicted, real_run, scratch_site, torch_site
 
 from torchguard._binary.elf import read_elf_file
@@ -194,6 +195,51 @@ def test_an_older_cudnn_graph_first_is_torchs_version_incompatibility(
     assert finding["code"] == "library-shadowed" and finding["severity"] == "warning"
     assert "but found runtime version (9, 1, 0)" in error
     assert "but found runtime version (9, 1, 0)" in str(finding["message"])
+
+
+OLD_CUDNN = "9.1.0.70"
+_AFTER_VERSION_ERROR = """
+import ctypes, glob, os, torch
+try:
+    torch.backends.cudnn.version()
+except RuntimeError:
+    pass
+lib = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia",
+                                         "cudnn", "lib", "libcudnn.so.9"))[0])
+handle = ctypes.c_void_p()
+print("OPS", lib.cudnnCreateTensorDescriptor(ctypes.byref(handle)), flush=True)
+"""
+
+
+def test_a_real_older_cudnn_graph_first_on_ld_library_path(
+    base_site: Path, tg_cache: Path, tmp_path: Path
+) -> None:
+    """The real libcudnn_graph.so.9 of cuDNN 9.1.0 (the one member kept of its wheel) first on
+    LD_LIBRARY_PATH: torch raises its version error, then libcudnn_ops.so.9 (9.10) cannot
+    bind to it and cuDNN aborts at the descriptor call."""
+    site = scratch_site(base_site, tmp_path)
+    old = cached_member(
+        "nvidia-cudnn-cu12", OLD_CUDNN, f"nvidia/cudnn/lib/{GRAPH}", "manylinux2014_x86_64"
+    )
+    folder = tmp_path / "cudnn-9.1" / "lib"
+    folder.mkdir(parents=True)
+    shutil.copyfile(old, folder / GRAPH)
+    extra = {"LD_LIBRARY_PATH": str(folder)}
+    marks, output, status = _run(site, extra, tg_cache)
+    print(f"\nreal: rc={status} {marks}")
+    error = next(line for line in output.splitlines() if line.startswith("RuntimeError"))
+    assert "but found runtime version (9, 1, 0)" in error and "OPS" not in marks
+    report = predicted(site, extra, tg_cache)
+    (graph,) = _late(report, GRAPH)
+    assert graph["code"] == "library-shadowed" and "found runtime version (9, 1, 0)" in str(
+        graph["message"]
+    )
+    assert graph["symbols"]  # API names 9.10's dispatcher looks up that 9.1 lacks
+    # the descriptor call, made after torch's error, loads ops: it cannot bind to 9.1's graph
+    done = real_run(site, extra, tg_cache, _AFTER_VERSION_ERROR)
+    unable = next(line for line in (done.stdout + done.stderr).splitlines() if "Unable" in line)
+    (ops,) = _late(report, "libcudnn_ops.so.9")
+    assert ops["code"] == "missing-symbol" and unable in str(ops["message"])
 
 
 def test_the_version_words_of_the_real_cudnn(base_site: Path) -> None:

@@ -678,6 +678,33 @@ def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
             hints=_drop(hints, late.provider, late.provider_via),
             rank=61,
         )
+    if late.answers_version and late.expected and _older(late.version, late.expected):
+        version = _triple(late.version or "")
+        return Finding(
+            code=Code.LIBRARY_SHADOWED,
+            severity=WARNING,
+            message=(
+                f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
+                f"load from {path} (found through {late.load.via}): cuDNN {late.version}, "
+                f"older than the cuDNN {late.expected} beside {caller}, and the one that "
+                "answers cudnnGetVersion: torch.backends.cudnn compares it with the cuDNN "
+                'torch was built against and raises "cuDNN version incompatibility: ... but '
+                f'found runtime version {version}" when that minor is newer'
+                + (
+                    f"; it also lacks {', '.join(late.lacks[:MAX_SHOWN])} that {caller} looks "
+                    "up in it"
+                    if late.lacks
+                    else ""
+                )
+            ),
+            dll=caller,
+            missing=late.soname,
+            chain=(caller, late.soname),
+            path=path,
+            symbols=late.lacks,
+            hints=_drop(hints, path, late.load.via),
+            rank=61,
+        )
     if late.lacks:
         return Finding(
             code=Code.MISSING_SYMBOL,
@@ -694,26 +721,6 @@ def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
             chain=(caller, late.soname),
             path=path,
             symbols=late.lacks,
-            hints=_drop(hints, path, late.load.via),
-            rank=61,
-        )
-    if late.answers_version and late.expected and _older(late.version, late.expected):
-        version = _triple(late.version or "")
-        return Finding(
-            code=Code.LIBRARY_SHADOWED,
-            severity=WARNING,
-            message=(
-                f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
-                f"load from {path} (found through {late.load.via}): cuDNN {late.version}, "
-                f"older than the cuDNN {late.expected} torch's packages ship, and the one "
-                'that answers cudnnGetVersion: torch.backends.cudnn raises "cuDNN version '
-                f'incompatibility: ... but found runtime version {version}" at the first '
-                "cuDNN use"
-            ),
-            dll=caller,
-            missing=late.soname,
-            chain=(caller, late.soname),
-            path=path,
             hints=_drop(hints, path, late.load.via),
             rank=61,
         )
@@ -829,15 +836,13 @@ def ignored_preload_findings(ignored: Sequence[IgnoredPreload]) -> Iterator[Find
     """A preload entry ld.so cannot load: it prints an error and goes on without it, so
     ``import torch`` is unaffected; every process started with it prints that line."""
     for item in ignored:
-        setting = (
-            "LD_PRELOAD" if item.source == "LD_PRELOAD" else f"the file {item.source}"
-        )
+        setting = "LD_PRELOAD" if item.source == "LD_PRELOAD" else f"the file {item.source}"
         yield Finding(
             code=Code.MISSING_DLL,
             severity=WARNING,
             message=(
                 f"{setting} names {item.entry}, which ld.so cannot preload ({item.reason}); "
-                f"every process prints \"{item.message()}\" and runs without it"
+                f'every process prints "{item.message()}" and runs without it'
             ),
             dll=item.entry.rsplit("/", 1)[-1],
             missing=item.entry,
