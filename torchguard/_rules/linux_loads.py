@@ -667,7 +667,7 @@ def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
                 f"{late.soname}, which {caller} loads by name at the first cuDNN call that "
                 f"needs it, cannot load: {path}: undefined symbol: {symbol}, version {version} "
                 f"(it binds to the copy of {version} at {late.provider}, found through "
-                f"another search than the shipped one): import torch works, but that call "
+                f"{late.provider_via or 'another search'}): import torch works, but that call "
                 f'aborts (cuDNN says "Unable to load any of {{{_names(late.tried)}}}")'
             ),
             dll=caller,
