@@ -72,3 +72,13 @@ def test_cublaslt_loads_the_driver_before_cudart_with_its_own_search(tmp_path: P
     plain = torch_site(tmp_path / "no-cublas")  # cudart alone: torch's RPATH comes first
     write_so(plain / "nvidia" / "cuda_runtime" / "lib", DRIVER, defines=GOOD)
     assert analyze(plain, ld_library_path=(str(stub),)).findings == ()
+
+
+def test_an_old_driver_without_the_entry_points_is_left_to_the_version_rules(
+    tmp_path: Path,
+) -> None:
+    """A driver from before CUDA 11.3 has no cuGetProcAddress but is a driver: too old for
+    cudart 12 (the driver-version rules say so), not "no driver"."""
+    old = tmp_path / "driver-450"
+    write_so(old, DRIVER, defines=["cuInit", "cuDeviceGet", "cuDriverGetVersion"])
+    assert analyze(blas_site(tmp_path), ld_library_path=(str(old),)).findings == ()

@@ -29,6 +29,11 @@ DRIVER_LOADERS = ("libcublasLt.so", "libcudart.so")
 ENTRY_POINTS = ("cuGetProcAddress", "cuGetProcAddress_v2")
 DRIVER_CALLS = ("cuInit",)
 
+#: Every NVIDIA driver library exports it, whatever its age: a copy that has it is a driver
+#: (one older than CUDA 11.3 lacks ``cuGetProcAddress``, and the driver-version rules judge
+#: that), never "no driver".
+DRIVER_MARK = "cuDeviceGet"
+
 
 def driver_load(ldso: Ldso) -> LateLoad | None:
     """Where ``libcuda.so.1`` lands after ``import torch`` (already mapped: reused), or None
@@ -52,14 +57,16 @@ def driver_lacks(ldso: Ldso, load: LateLoad, facts: LateFacts) -> list[str]:
     """The entry points CUDA needs that the ``libcuda.so.1`` landing at ``load`` lacks."""
     if load.path is None or load.via == "loaded" or load.facts is None:
         return []
-    key = f"driver|{ldso.files.fingerprint(load.path)}"
+    key = f"libcuda|{ldso.files.fingerprint(load.path)}"
     known = facts.verdict(key)
     if known is None:
         try:
             offered = ldso.files.symbols(load.path).default
         except ElfReadError:
             return []
-        known = [] if any(n in offered for n in ENTRY_POINTS) else list(ENTRY_POINTS)
-        known += [n for n in DRIVER_CALLS if n not in offered]
+        if any(n in offered for n in ENTRY_POINTS) or DRIVER_MARK in offered:
+            known = []  # a driver (one without the entry points is old: the version rules')
+        else:
+            known = [*ENTRY_POINTS, *(n for n in DRIVER_CALLS if n not in offered)]
         facts.store_verdict(key, known)
     return known
