@@ -1,6 +1,7 @@
 """Genuine Linux shared objects from manylinux wheels on PyPI, downloaded once and cached.
 
-Cached under ~/.cache/torchguard-ci/elf-wheels, keyed by project and version: the wheel; the
+Cached under ~/.cache/torchguard-ci/elf-wheels, keyed by project and version: the wheel (one
+the machine's wheel folders hold, such as cuSPARSE 12.6.3.3, is read where it is); the
 few members a test reads are extracted once per test process into a temporary folder.
 """
 
@@ -13,6 +14,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from linux_realloader import LOCAL_WHEELS
 from realwheels import download
 
 CACHE = Path(
@@ -23,9 +25,14 @@ CUSPARSE = ("nvidia-cusparse", "12.6.3.3", "manylinux2014_x86_64")
 
 
 def wheel(project: str, version: str, platform: str) -> Path:
-    """The cached ``project==version`` cp311 wheel for ``platform``, downloaded on first use."""
-    CACHE.mkdir(parents=True, exist_ok=True)
+    """The ``project==version`` cp311 wheel for ``platform``: read in place from the machine's
+    wheel folders when they hold it (no cache space), else downloaded once into the cache."""
     dist = project.replace("-", "_")
+    for folder in LOCAL_WHEELS:
+        local = sorted(p for p in folder.glob(f"{dist}-{version}-*.whl") if platform in p.name)
+        if local:
+            return local[0]
+    CACHE.mkdir(parents=True, exist_ok=True)
     found = sorted(CACHE.glob(f"{dist}-{version}-*.whl"))
     if not found:
         download(f"{project}=={version}", CACHE, platform=platform)

@@ -1,10 +1,13 @@
 """The real-loader tier's fixtures: genuine manylinux torch wheels, scratch layouts, two judges.
 
-torch and its NVIDIA wheels are installed once per release into a cache keyed by version and
-Python tag (``~/.cache/torchguard-ci/linux``); each scenario builds a scratch site-packages of
-symlinks (real directories where ``$ORIGIN`` must stay inside the scratch copy), breaks it the
-way the public record breaks installs, and runs, in child processes, the real ``import torch``
-and torchguard's ``diagnose()``. Nothing in the cache is ever modified.
+torch 2.9.1+cu128 and its NVIDIA wheels are installed once into a cache keyed by version and
+Python tag (``~/.cache/torchguard-ci/linux``; triton is left out: ``import torch`` never needs
+it). The CUDA 13 and CPU-only layouts install per test session from wheel files already on the
+machine into a temporary folder removed at the end (:func:`session_site`), so they cost no
+cache space. Each scenario builds a scratch site-packages of symlinks (real directories where
+``$ORIGIN`` must stay inside the scratch copy), breaks it the way the public record breaks
+installs, and runs, in child processes, the real ``import torch`` and torchguard's
+``diagnose()``. Nothing in the cache or the session's install is ever modified.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,13 +37,28 @@ def _pip_env() -> dict[str, str]:
     return {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch cap
 
 
+NOT_NEEDED = ("triton",)
+"""Dependencies ``import torch`` never loads (measured: 2.9.1, 2.13.0 and 2.14.1 import
+without them), left out of every layout: triton alone is 592 MB in 2.9.1's install."""
+
+
+def _prune(site: Path) -> None:
+    """Remove :data:`NOT_NEEDED` (also from a cache filled before they were left out)."""
+    for project in NOT_NEEDED:
+        for entry in [site / project, *site.glob(f"{project}-*.dist-info")]:
+            if entry.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+
+
 def torch_site(version: str, index_url: str | None = None) -> Path:
-    """torch ``version`` with its dependencies, installed once into the cache."""
+    """torch ``version`` with its dependencies (but :data:`NOT_NEEDED`), installed once into
+    the cache."""
     label = (
         version if index_url is None else f"{version}-{index_url.rstrip('/').rsplit('/', 1)[-1]}"
     )
     site = CACHE / f"torch-{label}-{TAG}" / "site"
     if (site / "torch" / "__init__.py").is_file() and (site.parent / "complete").is_file():
+        _prune(site)
         return site
     staging = site.parent / "staging"
     shutil.rmtree(staging, ignore_errors=True)
@@ -46,10 +67,130 @@ def torch_site(version: str, index_url: str | None = None) -> Path:
     if index_url:
         command += ["--index-url", index_url, "--extra-index-url", "https://pypi.org/simple"]
     subprocess.run(command, check=True, env=_pip_env(), timeout=3000)
+    _prune(staging)
     shutil.rmtree(site, ignore_errors=True)
     staging.rename(site)
     (site.parent / "complete").write_text(version)
     return site
+
+
+LOCAL_WHEELS = tuple(
+    Path(folder)
+    for folder in os.environ.get(
+        "TORCHGUARD_LOCAL_WHEELS", "/opt/wheels:/opt/pypi-more/files:/opt/pypi/files"
+    ).split(os.pathsep)
+    if folder
+)
+"""Folders of wheel files this machine (and CI's) already holds: the session layouts install
+from them with no download."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A torch install made per session: every requirement pinned, installed ``--no-deps``
+    (a dependency these folders lack, such as ``cuda-bindings``, is one ``import torch`` never
+    loads)."""
+
+    name: str
+    requirements: tuple[str, ...]
+    index_url: str | None = None
+    """Where the torch wheel lives when no local folder has it (PyPI has no ``+cpu`` build)."""
+
+
+_PURE = ("filelock", "typing-extensions", "sympy", "mpmath", "networkx", "jinja2", "markupsafe")
+_PURE += ("fsspec",)
+
+CU13 = Layout(
+    "torch-2.14.1-cu130",
+    (
+        "torch==2.14.1",
+        # cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,
+        # nvrtc,nvtx]==13.0.3's pins: every one installs into nvidia/cu13/lib
+        "cuda-toolkit==13.0.3",
+        "nvidia-cublas==13.1.1.3",
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-cufft==12.0.0.61",
+        "nvidia-cufile==1.15.1.6",
+        "nvidia-cuda-cupti==13.0.85",
+        "nvidia-curand==10.4.0.35",
+        "nvidia-cusolver==12.0.4.66",
+        "nvidia-cusparse==12.6.3.3",
+        "nvidia-nvjitlink==13.4.92",
+        "nvidia-cuda-nvrtc==13.0.88",
+        "nvidia-nvtx==13.0.85",
+        # torch's own pins: their own nvidia/<name>/lib folders
+        "nvidia-cudnn-cu13==9.24.0.43",
+        "nvidia-cusparselt-cu13==0.8.1",
+        "nvidia-nccl-cu13==2.30.7",
+        "nvidia-nvshmem-cu13==3.4.5",
+        "numpy==2.3.5",  # torchvision's
+        "pillow==12.3.0",
+        *_PURE,
+    ),
+)
+CPU = Layout(
+    "torch-2.13.0-cpu",
+    ("torch==2.13.0+cpu", "numpy==2.3.5", "pillow==12.3.0", *_PURE),
+    index_url="https://download.pytorch.org/whl/cpu",
+)
+
+
+def _install(layout: Layout, target: Path, local: bool) -> None:
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps"]
+    command += ["--disable-pip-version-check", "--target", str(target)]
+    if local:
+        command.append("--no-index")
+        for folder in LOCAL_WHEELS:
+            command += ["--find-links", str(folder)]
+    elif layout.index_url:
+        command += ["--extra-index-url", layout.index_url]
+    subprocess.run(
+        [*command, *layout.requirements],
+        check=True,
+        env=_pip_env(),
+        timeout=3000,
+        capture_output=True,
+        text=True,
+    )
+
+
+@contextmanager
+def session_site(layout: Layout) -> Iterator[Path]:
+    """``layout`` installed into a temporary folder that is removed afterwards: from the
+    machine's wheel folders when they hold every pin, else downloaded (CI, where the folders
+    are part of the machine, fails loudly instead)."""
+    import pytest
+
+    where = Path(tempfile.mkdtemp(prefix=f"torchguard-{layout.name}-"))
+    site = where / "site"
+    try:
+        start = time.perf_counter()
+        try:
+            _install(layout, site, local=True)
+        except subprocess.CalledProcessError as local_error:
+            if os.environ.get("CI") == "true":
+                raise RuntimeError(
+                    f"{layout.name}: a wheel is missing from {', '.join(map(str, LOCAL_WHEELS))}"
+                    f" on this CI machine:\n{local_error.stderr}"
+                ) from local_error
+            shutil.rmtree(site, ignore_errors=True)
+            try:
+                _install(layout, site, local=False)
+            except subprocess.CalledProcessError as error:
+                pytest.skip(f"{layout.name}: not on this machine, not downloadable: {error.stderr}")
+        _prune(site)
+        took = time.perf_counter() - start
+        size = sum(
+            os.lstat(os.path.join(root, name)).st_size
+            for root, _, names in os.walk(site)
+            for name in names
+        )
+        print(
+            f"\n{layout.name}: installed in {took:.0f} s, {size / 1e9:.2f} GB (removed at the end)"
+        )
+        yield site
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def wheel_member(project: str, version: str, suffix: str) -> bytes:
@@ -95,6 +236,12 @@ def _farm(source: Path, target: Path, real: set[str]) -> None:
             os.symlink(src, target / entry)
 
 
+def farm_folder(source: Path, target: Path) -> None:
+    """``target`` (absent) becomes a real folder mirroring ``source`` whose ``lib`` is a real
+    folder of symlinks, so ``$ORIGIN/..`` paths resolve inside ``target``'s site."""
+    _farm(source, target, {"lib"})
+
+
 def scratch_site(base: Path, where: Path) -> Path:
     """A site-packages of symlinks to ``base`` whose torch/, torch/lib/, nvidia/*/ and
     nvidia/*/lib/ are real folders, so ``$ORIGIN`` paths stay inside the copy."""
@@ -136,14 +283,11 @@ def real_import(
     site: Path, extra: Mapping[str, str], cache: Path, code: str = "import torch"
 ) -> Verdict:
     """What the real ``python -c "import torch"`` (or ``code``) does in this layout."""
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=_env(site, extra, cache),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=str(site.parent),
-    )
+    return verdict(real_run(site, extra, cache, code))
+
+
+def verdict(done: subprocess.CompletedProcess[str]) -> Verdict:
+    """The outcome of a child run and the error line Python printed last."""
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.split(":", 1)[0].endswith(("Error", "Exception"))]
     last = errors[-1] if errors else (lines[-1] if lines else f"exit status {done.returncode}")

@@ -400,6 +400,121 @@ def test_a_cpu_build_where_the_driver_lists_a_gpu_is_a_warning(tmp_path: Path) -
     assert warning.hints[0].commands == ("python -m pip install --force-reinstall torch==2.9.1",)
 
 
+# The 2.14 shape: the success path preloads the whole list best-effort (``required=False``).
+INIT_214 = (
+    INIT_210.replace(
+        "def _preload_cuda_deps(err=None):", "def _preload_cuda_deps(err=None, required=True):"
+    )
+    .replace(
+        "_preload_cuda_lib(folder, name)", "_preload_cuda_lib(folder, name, required=required)"
+    )
+    .replace(
+        "            _preload_cuda_deps()\n", "            _preload_cuda_deps(required=False)\n"
+    )
+)
+INIT_214 = INIT_214.replace(
+    '[("cuda_runtime", "libcudart.so.*[0-9]"), ("nvjitlink", "libnvJitLink.so.*[0-9]")]',
+    '[("cuda_runtime", "libcudart.so.*[0-9]"), ("cuda_nvrtc", "libnvrtc.so.*[0-9]"), '
+    '("nvjitlink", "libnvJitLink.so.*[0-9]"), ("cusparse", "libcusparse.so.*[0-9]")]',
+)
+
+
+def test_torch_214_preload_skips_a_library_it_cannot_find_and_goes_on(tmp_path: Path) -> None:
+    """From 2.14 the success-path preload is best-effort: without nvrtc it still preloads
+    nvJitLink by path, so an old copy on LD_LIBRARY_PATH stays harmless (2.10 stopped)."""
+    plan = parse_plan(INIT_214, "2.14.1", "13.0")
+    assert len(plan.on_success) == 5 and not any(r for _, _, r in plan.on_success)
+    assert all(required for _, _, required in plan.libs[:3])  # the strict path is unchanged
+    site = torch_site(tmp_path, init=INIT_214, version="2.14.1+cu130")
+    old = nvjitlink(tmp_path / "cuda-12.4" / "lib64", 4).parent
+    for name in os.listdir(site / "nvidia" / "cuda_nvrtc" / "lib"):
+        (site / "nvidia" / "cuda_nvrtc" / "lib" / name).unlink()
+    # import torch works; only torch's lazy NVRTC load at its first runtime compile fails
+    (late,) = analyze(site, ld_library_path=(str(old),)).findings
+    assert late.code == "missing-dll" and late.severity == "warning"
+    assert late.chain[0] == "libtorch_cuda.so" and late.missing.startswith("libnvrtc.so.")
+    (site / "torch" / "__init__.py").write_text(INIT_214.replace("(required=False)", "()"))
+    (finding,) = analyze(site, ld_library_path=(str(old),)).errors  # 2.10: it stops at nvrtc
+    assert finding.code == "missing-symbol" and "__nvJitLinkCreate_12_8" in finding.message
+
+
+def _listed_sorted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Directory order is the filesystem's: make it alphabetical (``cu13`` < ``cusparse``)."""
+    import glob as glob_module
+
+    real = glob_module.glob
+    monkeypatch.setattr(glob_module, "glob", lambda pattern: sorted(real(pattern)))
+
+
+def test_a_cuda_13_folder_left_beside_a_cuda_12_torch_is_not_its_pinned_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA 13's cuSPARSE is also ``libcusparse.so.12``: a leftover ``nvidia/cu13/lib`` must
+    not pass for the copy a CUDA 12 torch pins (a false shadowing warning)."""
+    _listed_sorted(monkeypatch)
+    site = torch_site(tmp_path)
+    write_so(site / "nvidia" / "cu13" / "lib", "libcusparse.so.12")
+    assert analyze(site).findings == ()
+
+
+def test_a_cuda_12_wheel_torchs_preload_takes_first_is_named_with_the_wheel_to_uninstall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch 2.14 (CUDA 13) globs ``nvidia/cusparse/lib`` before ``nvidia/cu13/lib``: a
+    leftover nvidia-cusparse-cu12 is preloaded by path. The hint uninstalls that wheel (there
+    is no LD_LIBRARY_PATH to unset)."""
+    _listed_sorted(monkeypatch)
+    site = torch_site(tmp_path, init=INIT_214, version="2.14.1+cu130")
+    (site / "torch" / "version.py").write_text("__version__ = '2.14.1+cu130'\ncuda = '13.0'\n")
+    cu13 = site / "nvidia" / "cu13" / "lib"
+    cu13.mkdir(parents=True)
+    for folder in ("cuda_runtime", "nvjitlink", "cusparse", "cuda_nvrtc"):
+        for library in (site / "nvidia" / folder / "lib").iterdir():
+            os.replace(library, cu13 / library.name)
+    write_so(cu13, "libnvrtc.so.13")  # what torch's lazy NVRTC loader asks for on CUDA 13
+    rpath = "$ORIGIN/../../nvidia/cu13/lib:$ORIGIN"
+    for name in ("libtorch_global_deps.so", "libtorch_cuda.so"):
+        lib = site / "torch" / "lib"
+        needed = ["libcudart.so.12"] + (["libcusparse.so.12"] if "cuda" in name else [])
+        write_so(lib, name, needed=needed, rpath=rpath, undefined=[])
+    assert analyze(site).findings == ()
+    leftover = write_so(site / "nvidia" / "cusparse" / "lib", "libcusparse.so.12")
+    _record(site, "nvidia_cusparse_cu12-12.5.8.93", ["nvidia/cusparse/lib/libcusparse.so.12,,1"])
+    (warning,) = analyze(site).findings
+    assert warning.code == "library-shadowed" and warning.path == str(leftover)
+    assert "nvidia/<library>/lib before nvidia/cu<major>/lib" in warning.message
+    assert warning.hints[0].commands == ("python -m pip uninstall -y nvidia-cusparse-cu12",)
+
+
+def test_an_unversioned_c_symbol_names_the_library_of_its_api_family(tmp_path: Path) -> None:
+    """NCCL's symbols carry no version node: an older libnccl.so.2 (nvidia-nccl-cu12 written
+    over nccl-cu13's file) lacking ``ncclCommResume`` is named as the copy that loads, with
+    the NCCL wheel to reinstall, not "reinstall torch"."""
+    site = torch_site(tmp_path)
+    nccl = site / "nvidia" / "nccl" / "lib"
+    api = ["ncclCommInitRank", "ncclAllReduce", "ncclGetVersion", "ncclCommDestroy"]
+    library = write_so(nccl, "libnccl.so.2", defines=api)
+    rpath = "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:"
+    rpath += "$ORIGIN/../../nvidia/nccl/lib:$ORIGIN"
+    write_so(
+        site / "torch" / "lib",
+        "libtorch_cuda.so",
+        needed=["libcusparse.so.12", "libcudart.so.12", "libnccl.so.2"],
+        rpath=rpath,
+        undefined=["cudaMalloc", "ncclAllReduce", "ncclCommResume"],
+    )
+    cudart = site / "nvidia" / "cuda_runtime" / "lib"  # one nccl* name: not NCCL's library
+    write_so(cudart, "libcudart.so.12", defines=["cudaMalloc", "ncclShim"])
+    (finding,) = analyze(site).errors
+    assert finding.code == "missing-symbol" and finding.missing == "libnccl.so.2"
+    assert "(the copy of libnccl.so.2 that loads is " in finding.message
+    assert finding.message.endswith("/nvidia/nccl/lib/libnccl.so.2)")
+    assert library.exists()
+    assert finding.hints[0].commands == (
+        "python -m pip install --force-reinstall nvidia-nccl-cu12",
+    )
+
+
 def test_scan_takes_ld_preload_and_a_cpu_level(tmp_path: Path) -> None:
     """An old nvJitLink preloaded wins by soname (a proof); a preload entry that does not exist
     is a warning quoting ld.so's line; the x86-64 level picks the glibc-hwcaps subfolder."""

@@ -139,8 +139,9 @@ def _old_libstdcxx(where: Path) -> Path:
 
 
 def _no_nvidia_wheels(site: Path, where: Path) -> dict[str, str]:
-    """``pip install torch --no-deps``: the CUDA build without any NVIDIA wheel, the closest
-    to a CPU-only layout PyPI's Linux torch gives (the CPU wheels live on another index)."""
+    """``pip install torch --no-deps``: the CUDA build without any NVIDIA wheel. global-deps
+    fails naming libcudart, and torch's strict preload raises ``ValueError`` for the first
+    library of its list (the real CPU-only build is in tests/test_linux_layouts.py)."""
     shutil.rmtree(site / "nvidia")
     for entry in site.iterdir():
         if entry.name.startswith("nvidia_") and entry.name.endswith(".dist-info"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import re
 import time
 from collections.abc import Iterator
 
@@ -15,6 +16,7 @@ from torchguard._linux.files import PosixFiles
 from torchguard._linux.nvidia import boot_id, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
+from torchguard._linux.records import owner as record_owner
 from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._model.cache import cache_dir
@@ -107,13 +109,24 @@ def torch_version(torch_dir: str) -> tuple[str, str | None]:
     return version, cuda
 
 
-def pinned_copies(site_dirs: tuple[str, ...]) -> dict[str, str]:
-    """soname -> the copy under ``<site>/nvidia/*/lib`` (what torch's wheels pin)."""
+def pinned_copies(site_dirs: tuple[str, ...], cuda_major: str | None = None) -> dict[str, str]:
+    """soname -> the copy under ``<site>/nvidia/*/lib`` (what torch's wheels pin). Two
+    CUDA majors' wheels share sonames (``libcusparse.so.12``, ``libcurand.so.10``): torch's
+    own major's ``nvidia/cu<major>/lib`` comes first, another major's folder last, whatever
+    order the directory lists them in."""
     pinned: dict[str, str] = {}
     for site in site_dirs:
-        for path in _glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*")):
+        found = _glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*"))
+        for path in sorted(found, key=lambda p: (_pin_rank(p, cuda_major), p)):
             pinned.setdefault(os.path.basename(path), path)
     return pinned
+
+
+def _pin_rank(path: str, cuda_major: str | None) -> int:
+    folder = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    if cuda_major is not None and folder == f"cu{cuda_major}":
+        return 0
+    return 2 if re.fullmatch(r"cu\d+", folder) else 1
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -197,8 +210,15 @@ def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Re
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
-        pinned = pinned_copies(system.site_dirs)
-        findings += shadowed(ldso.objects[first_new:], pinned, _same_file, hints=hints)
+        pinned = pinned_copies(system.site_dirs, plan.cuda_major)
+        site = os.path.dirname(os.path.abspath(torch_dir))
+        findings += shadowed(
+            ldso.objects[first_new:],
+            pinned,
+            _same_file,
+            owner=lambda path: record_owner(site, path),
+            hints=hints,
+        )
         late_facts = _LateFacts(files, cache)
         loads = late_loads(ldso, ldso.objects, late_facts)
         loads += exact_loads(ldso, ldso.objects, late_facts, cuda)

@@ -3,7 +3,8 @@
 ``_load_global_deps`` loads ``lib/libtorch_global_deps.so`` with ``RTLD_GLOBAL``; when that
 works and a ``libcudart.so`` is mapped, it preloads CUDA libraries by full path from the first
 ``sys.path`` entry holding them, silently stopping at the first failure (2.6-2.9: nvrtc,
-nvrtc-builtins, nvjitlink; 2.10 on: the whole list); when it fails naming one of them, it
+nvrtc-builtins, nvjitlink; 2.10 on: the whole list; 2.14 on, ``required=False``: a library
+in no entry is skipped, only a failing load stops it); when it fails naming one of them, it
 preloads the whole list strictly (a missing one raises ``ValueError``) and retries. Reading
 the literal lists from the release itself keeps an unknown release right; the table below
 only stands in for a file that cannot be parsed.
@@ -108,13 +109,18 @@ def _literal_call(node: ast.Call) -> Lib | None:
         return None
     if not (isinstance(a.value, str) and isinstance(b.value, str)):
         return None
-    required = True
-    for keyword in node.keywords:
-        if keyword.arg == "required" and isinstance(keyword.value, ast.Constant):
-            required = bool(keyword.value.value)
+    required = _required(node)
     if len(args) > 2 and isinstance(args[2], ast.Constant):
         required = bool(args[2].value)
-    return (a.value, b.value, required)
+    return (a.value, b.value, required is not False)
+
+
+def _required(node: ast.Call) -> bool | None:
+    """A literal ``required=`` keyword (None: not given)."""
+    for keyword in node.keywords:
+        if keyword.arg == "required" and isinstance(keyword.value, ast.Constant):
+            return bool(keyword.value.value)
+    return None
 
 
 def parse_plan(source: str, version: str, cuda: str | None) -> PreloadPlan:
@@ -160,7 +166,8 @@ def parse_plan(source: str, version: str, cuda: str | None) -> PreloadPlan:
             if literal is not None:
                 success.append(literal)
             elif isinstance(call.func, ast.Name) and call.func.id == "_preload_cuda_deps":
-                success.extend(libs)
+                best_effort = _required(call) is False  # 2.14: a missing wheel is skipped
+                success.extend((f, g, False) if best_effort else (f, g, r) for f, g, r in libs)
         break
     major = cuda.split(".")[0] if cuda else None
     return PreloadPlan(tuple(libs), tuple(success), major, "ast")

@@ -47,6 +47,25 @@ def shared_object_claims(site: str) -> dict[str, list[Claim]]:
     return {path: found for path, found in claims.items() if len(found) > 1}
 
 
+def owner(site: str, path: str) -> str | None:
+    """``"name version"`` of the ``nvidia_*`` distribution whose RECORD lists ``path``."""
+    try:
+        relative = os.path.relpath(path, site)
+    except ValueError:
+        return None
+    if relative.startswith(".."):
+        return None
+    for dist_info in sorted(glob.glob(os.path.join(site, "nvidia_*.dist-info"))):
+        try:
+            with open(os.path.join(dist_info, "RECORD"), encoding="utf-8") as handle:
+                rows = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if any(row.rsplit(",", 2)[0] == relative for row in rows):
+            return _dist_name(dist_info)
+    return None
+
+
 def on_disk(path: str, claims: list[Claim]) -> str | None:
     """The distribution whose bytes are on disk, told by size (None: not told apart)."""
     try:

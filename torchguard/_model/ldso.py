@@ -23,6 +23,7 @@ either of them might undo is reported with a ``doubt``: a warning, never a proof
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 
@@ -606,6 +607,8 @@ class Ldso:
             missing, doubt = self._unknown_scope(missing, files_of)
         symbol, version = missing[0]
         owner = next((o for o in scope if files_of.get(version) in o.names), None)
+        if owner is None and not version:
+            owner = self._family_provider(obj, symbol)
         return LoadError(
             SYMBOL,
             obj.path,
@@ -616,6 +619,23 @@ class Ldso:
             symbols=tuple(f"{s}@{v}" if v else s for s, v in missing[:5]),
             doubt=doubt,
         )
+
+    def _family_provider(self, obj: SharedObject, symbol: str) -> SharedObject | None:
+        """For an unversioned C symbol (``ncclCommResume``), the direct dependency that
+        exports its API family (most ``nccl*`` symbols): the library the caller was linked
+        against, named in the message and the hint. Only read on a failure."""
+        family = _FAMILY.match(symbol)
+        if family is None:
+            return None
+        best: tuple[int, SharedObject | None] = (0, None)
+        for dep in obj.deps:
+            table = self._table(dep)
+            if table is None:
+                continue
+            count = sum(1 for name in table.defined if name.startswith(family.group()))
+            if count > best[0]:
+                best = (count, dep)
+        return best[1] if best[0] >= 3 else None
 
     def _unknown_scope(
         self, missing: list[tuple[str, str]], files_of: Mapping[str, str]
@@ -647,6 +667,9 @@ class Ldso:
 
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
+
+
+_FAMILY = re.compile(r"[a-z]{4,}")
 
 
 def _defines(
