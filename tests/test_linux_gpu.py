@@ -32,6 +32,9 @@ WSL_KERNEL = "Linux version 5.15.153.1-microsoft-standard-WSL2 (root@65c757a075e
 TRIPLET = "usr/lib/x86_64-linux-gnu"
 
 
+#: What a driver's libcuda.so.1 offers cudart: its entry points come through cuGetProcAddress.
+DRIVER_API = ["cuInit", "cuGetProcAddress_v2"]
+
 def root_with_driver(tmp: Path, version: str | None, *, libcuda: bool = True) -> Path:
     """A system root whose kernel runs NVIDIA driver ``version`` (None: no driver), with the
     driver's ``libcuda.so.1`` in the default folder when ``libcuda``."""
@@ -42,7 +45,7 @@ def root_with_driver(tmp: Path, version: str | None, *, libcuda: bool = True) ->
         proc.mkdir(parents=True, exist_ok=True)
         (proc / "version").write_text(NVRM.format(version))
     if libcuda:
-        write_so(root / TRIPLET, "libcuda.so.1", defines=["cuInit"])
+        write_so(root / TRIPLET, "libcuda.so.1", defines=DRIVER_API)
     return root
 
 
@@ -138,7 +141,7 @@ def wsl_root(tmp: Path) -> Path:
     root = root_with_driver(tmp, None, libcuda=False)
     (root / "proc").mkdir(exist_ok=True)
     (root / "proc" / "version").write_text(WSL_KERNEL)
-    write_so(root / "usr" / "lib" / "wsl" / "lib", "libcuda.so.1", defines=["cuInit"])
+    write_so(root / "usr" / "lib" / "wsl" / "lib", "libcuda.so.1", defines=DRIVER_API)
     return root
 
 
@@ -183,7 +186,7 @@ def host_driver(root: Path, folder: str, version: tuple[int, int, int, int] | No
     """The host's NVIDIA driver-store folder as WSL2 mounts it: ``libcuda.so.1.1`` and the
     Windows driver's nvcuda64.dll with FileVersion ``version``."""
     store = root / STORE / folder
-    write_so(store, "libcuda.so.1.1", soname="libcuda.so.1", defines=["cuInit"])
+    write_so(store, "libcuda.so.1.1", soname="libcuda.so.1", defines=DRIVER_API)
     dll = store / "nvcuda64.dll"
     dll.write_bytes(build_pe(file_version=version))
     return dll
@@ -373,7 +376,7 @@ def test_the_pci_bus_is_read_once_per_boot(tmp_path: Path, monkeypatch: pytest.M
 
 def test_a_libcuda_already_mapped_is_the_one_cudart_reuses(tmp_path: Path) -> None:
     system = system_on(tmp_path, root_with_driver(tmp_path, "570.172.08", libcuda=False))
-    odd = write_so(tmp_path / "opt" / "driver", "libcuda.so.1", defines=["cuInit"])
+    odd = write_so(tmp_path / "opt" / "driver", "libcuda.so.1", defines=DRIVER_API)
     assert codes(system) == ["cuda-driver-missing"]
     assert codes(replace(system, mapped=(str(odd),))) == []
 
@@ -383,14 +386,16 @@ def test_libcuda_is_searched_as_cudarts_own_dlopen(tmp_path: Path) -> None:
     library that loaded it (libtorch_global_deps): a driver library there is found."""
     system = system_on(tmp_path, root_with_driver(tmp_path, "570.172.08", libcuda=False))
     assert codes(system) == ["cuda-driver-missing"]
-    write_so(tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib", "libcuda.so.1")
+    write_so(
+        tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib", "libcuda.so.1", defines=DRIVER_API
+    )
     assert codes(system) == []
 
 
 def driver_library(folder: Path, version: str) -> Path:
     """``libcuda.so.<version>`` and the ``libcuda.so.1`` link to it, as the driver (or a
     ``cuda-compat`` package) installs them."""
-    write_so(folder, f"libcuda.so.{version}", soname="libcuda.so.1", defines=["cuInit"])
+    write_so(folder, f"libcuda.so.{version}", soname="libcuda.so.1", defines=DRIVER_API)
     link = folder / "libcuda.so.1"
     link.symlink_to(f"libcuda.so.{version}")
     return link

@@ -16,14 +16,39 @@ from linux_elf import write_so
 from test_linux_import import analyze, torch_site
 
 from torchguard._binary.elf import ElfReadError
-from torchguard._binary.elf.strings import read_dlopen_stems, scan_stems
+from torchguard._binary.elf.strings import (
+    DlopenFacts,
+    read_dlopen_facts,
+    read_dlopen_stems,
+    scan_stems,
+)
 from torchguard._linux.system import offline_linux
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._pipeline_linux import analyze_linux
 
 GRAPH = "libcudnn_graph.so.9"
 ENGINES = "libcudnn_engines_precompiled.so.9"
+OPS = "libcudnn_ops.so.9"
 SUB_RUNPATH = "$ORIGIN:$ORIGIN/../../cublas/lib:$ORIGIN/../../nvrtc/lib"
+#: What the dispatcher looks up with dlsym (its .rodata), split over graph and ops.
+LOOKUPS = ["cudnnGetVersion", "cudnnCreate", "cudnnCreateTensorDescriptor"]
+GRAPH_API = ["cudnnGetVersion", "cudnnCreate", "cudnnBackendExecute"]
+OPS_IMPORT = "cudnnBackendExecute"
+
+
+def _graph(path: Path, api: list[str], stems: tuple[str, ...] = (), **kwargs: object) -> Path:
+    """A libcudnn_graph.so.9 exporting ``api`` under its version node, as cuDNN's does (a
+    foreign copy here names no engines: those would be searched from its own folder)."""
+    kwargs.setdefault("runpath", SUB_RUNPATH)
+    return _with_stems(
+        path.parent,
+        path.name,
+        list(stems),
+        soname=GRAPH,
+        defines=[f"{name}@{GRAPH}" for name in api],
+        verdef=[GRAPH],
+        **kwargs,
+    )
 
 
 def _with_stems(folder: Path, name: str, stems: list[str], **kwargs: object) -> Path:
@@ -37,13 +62,28 @@ def cudnn_site(root: Path) -> Path:
     """:func:`torch_site` plus the cuDNN 9 wheel's layout, with libtorch_cuda NEEDing libcudnn."""
     site = torch_site(root)
     cudnn = site / "nvidia" / "cudnn" / "lib"
-    _with_stems(cudnn, "libcudnn.so.9", ["libcudnn_graph.so", "libcudnn_ops.so"], runpath="$ORIGIN")
-    _with_stems(cudnn, GRAPH, ["libcudnn_engines_precompiled.so"], runpath=SUB_RUNPATH)
-    write_so(cudnn, "libcudnn_ops.so.9", runpath=SUB_RUNPATH)
+    _with_stems(
+        cudnn,
+        "libcudnn.so.9",
+        ["libcudnn_graph.so", "libcudnn_ops.so", *LOOKUPS],
+        runpath="$ORIGIN",
+        defines=LOOKUPS,
+    )
+    _graph(cudnn / GRAPH, GRAPH_API, ("libcudnn_engines_precompiled.so",))
+    write_so(
+        cudnn,
+        OPS,
+        runpath=SUB_RUNPATH,
+        needed=[GRAPH],
+        defines=["cudnnCreateTensorDescriptor"],
+        undefined=[f"{OPS_IMPORT}@{GRAPH}"],
+        verneed={GRAPH: [GRAPH]},
+    )
     write_so(cudnn, ENGINES, runpath=SUB_RUNPATH)
     lib = site / "torch" / "lib"
     rpath = (
         "$ORIGIN/../../nvidia/cuda_runtime/lib:$ORIGIN/../../nvidia/cusparse/lib:"
+        "$ORIGIN/../../nvidia/cuda_nvrtc/lib:"
         "$ORIGIN/../../nvidia/cudnn/lib:$ORIGIN"
     )
     write_so(
@@ -109,7 +149,7 @@ def test_the_callers_runpath_applies_not_torchs_rpath(tmp_path: Path) -> None:
 def test_a_copy_on_ld_library_path_wins_the_late_load(tmp_path: Path) -> None:
     site = cudnn_site(tmp_path)
     other = tmp_path / "cuda-12.1" / "lib64"
-    _with_stems(other, GRAPH, [], runpath="$ORIGIN")
+    _graph(other / GRAPH, GRAPH_API, runpath="$ORIGIN")
     report = analyze(site, ld_library_path=(str(other),))
     assert report.errors == ()
     (warning,) = report.warnings
@@ -121,7 +161,7 @@ def test_the_bare_stem_is_the_last_resort(tmp_path: Path) -> None:
     site = cudnn_site(tmp_path)
     (site / "nvidia" / "cudnn" / "lib" / GRAPH).unlink()
     other = tmp_path / "usr" / "lib"
-    write_so(other, "libcudnn_graph.so", soname=GRAPH)
+    _graph(other / "libcudnn_graph.so", GRAPH_API)
     (warning,) = analyze(site, ld_library_path=(str(other),)).warnings
     assert warning.code == "library-shadowed" and warning.path == f"{other}/libcudnn_graph.so"
 
@@ -134,11 +174,11 @@ def test_a_warm_run_reads_no_stems(tmp_path: Path, monkeypatch: object) -> None:
     analyze_linux(offline_linux([str(site)]), cache=cache)
     calls: list[str] = []
 
-    def counting(path: str, family: str) -> tuple[str, ...]:
+    def counting(path: str, family: str) -> DlopenFacts:
         calls.append(path)
-        return ()
+        return DlopenFacts()
 
-    monkeypatch.setattr(pipeline, "read_dlopen_stems", counting)  # type: ignore[attr-defined]
+    monkeypatch.setattr(pipeline, "read_dlopen_facts", counting)  # type: ignore[attr-defined]
     warm = analyze_linux(offline_linux([str(site)]), cache=LinuxCache(tmp_path / "cache"))
     assert calls == [] and warm.findings == ()
 
@@ -156,7 +196,9 @@ def test_a_damaged_dispatcher_is_a_clear_error_and_no_stems(tmp_path: Path) -> N
         read_dlopen_stems(tmp_path / "absent.so", "libcudnn")
 
 
-def test_a_dispatcher_unreadable_now_is_read_again_next_run(tmp_path: Path, monkeypatch: object) -> None:
+def test_a_dispatcher_unreadable_now_is_read_again_next_run(
+    tmp_path: Path, monkeypatch: object
+) -> None:
     """Access denied or an I/O error says nothing about the file: its stems are not cached
     as "none", so the next run reads them and finds the late loads."""
     import torchguard._pipeline_linux as pipeline
@@ -164,19 +206,19 @@ def test_a_dispatcher_unreadable_now_is_read_again_next_run(tmp_path: Path, monk
 
     site = cudnn_site(tmp_path)
 
-    def unreadable(path: str, family: str) -> tuple[str, ...]:
+    def unreadable(path: str, family: str) -> DlopenFacts:
         raise ElfUnreadable.from_error(PermissionError(13, "Permission denied"))
 
     with monkeypatch.context() as patch:  # type: ignore[attr-defined]
-        patch.setattr(pipeline, "read_dlopen_stems", unreadable)
+        patch.setattr(pipeline, "read_dlopen_facts", unreadable)
         analyze_linux(offline_linux([str(site)]), cache=LinuxCache(tmp_path / "cache"))
     calls: list[str] = []
 
-    def counting(path: str, family: str) -> tuple[str, ...]:
+    def counting(path: str, family: str) -> DlopenFacts:
         calls.append(path)
-        return read_dlopen_stems(path, family)
+        return read_dlopen_facts(path, family)
 
-    monkeypatch.setattr(pipeline, "read_dlopen_stems", counting)  # type: ignore[attr-defined]
+    monkeypatch.setattr(pipeline, "read_dlopen_facts", counting)  # type: ignore[attr-defined]
     analyze_linux(offline_linux([str(site)]), cache=LinuxCache(tmp_path / "cache"))
     assert calls
 
@@ -191,3 +233,122 @@ def test_reading_an_unopenable_dispatcher_is_unreadable_not_damage(tmp_path: Pat
     with pytest.raises(ElfReadError) as damaged:
         read_dlopen_stems(bad, "libcudnn")
     assert not isinstance(damaged.value, ElfUnreadable)
+
+
+def _versions(monkeypatch: pytest.MonkeyPatch, versions: dict[str, str]) -> None:
+    """The cuDNN version word of the files named (the fixtures' builder writes no data
+    objects; the reader itself is checked on the real files in the real-loader tier)."""
+    import torchguard._pipeline_linux as pipeline
+
+    def with_version(path: str, family: str) -> DlopenFacts:
+        found = read_dlopen_facts(path, family)
+        version = versions.get(str(Path(path).resolve()), found.version)
+        return DlopenFacts(found.stems, found.lookups, version)
+
+    monkeypatch.setattr(pipeline, "read_dlopen_facts", with_version)
+
+
+def test_a_fully_versioned_name_anywhere_wins_over_the_major_on_ld_library_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cuDNN tries ``.so.9.10.2`` through the whole search before ``.so.9``: a tarball-style
+    ``libcudnn_graph.so.9.10.2`` beside the dispatcher beats a ``.so.9`` on LD_LIBRARY_PATH."""
+    site = cudnn_site(tmp_path)
+    cudnn = site / "nvidia" / "cudnn" / "lib"
+    _versions(monkeypatch, {str(cudnn / GRAPH): "9.10.2"})
+    (cudnn / "libcudnn_graph.so.9.10.2").symlink_to(GRAPH)
+    other = tmp_path / "cuda" / "lib64"
+    _graph(other / GRAPH, GRAPH_API)
+    report = analyze(site, ld_library_path=(str(other),))
+    assert report.findings == ()
+    (cudnn / "libcudnn_graph.so.9.10.2").unlink()  # the major alone: the copy on the path wins
+    (warning,) = analyze(site, ld_library_path=(str(other),)).warnings
+    assert warning.code == "library-shadowed" and warning.path == f"{other}/{GRAPH}"
+
+
+def test_a_fully_versioned_copy_of_another_build_wins_and_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system cuDNN of the same release in a default folder (``/usr/lib/...so.9.10.2``):
+    found before the wheel's own ``.so.9``, so it is the copy that loads."""
+    site = cudnn_site(tmp_path)
+    cudnn = site / "nvidia" / "cudnn" / "lib"
+    _versions(monkeypatch, {str(cudnn / GRAPH): "9.10.2"})
+    system = tmp_path / "usr" / "lib" / "x86_64-linux-gnu"
+    _graph(system / "libcudnn_graph.so.9.10.2", GRAPH_API)
+    from dataclasses import replace
+
+    host = replace(offline_linux([str(site)]), default_dirs=(str(system),))
+    (warning,) = analyze_linux(host).warnings
+    assert warning.code == "library-shadowed"
+    assert warning.path == f"{system}/libcudnn_graph.so.9.10.2"
+    assert "as libcudnn_graph.so.9.10.2" in warning.message
+
+
+def test_a_shadowing_copy_without_a_looked_up_symbol_says_which_call_aborts(
+    tmp_path: Path,
+) -> None:
+    site = cudnn_site(tmp_path)
+    other = tmp_path / "cuda" / "lib64"
+    _graph(other / GRAPH, ["cudnnCreate", OPS_IMPORT])  # an impostor without cudnnGetVersion
+    report = analyze(site, ld_library_path=(str(other),))
+    assert report.errors == ()
+    (warning,) = report.warnings
+    assert warning.code == "missing-symbol" and warning.severity == "warning"
+    assert warning.symbols == ("cudnnGetVersion",) and warning.path == f"{other}/{GRAPH}"
+    assert "Could not load symbol cudnnGetVersion" in warning.message
+    assert "import torch works" in warning.message
+
+
+def test_a_sub_library_that_cannot_bind_to_the_shadowing_copy_is_named(tmp_path: Path) -> None:
+    """The dispatcher finds what it looks up in the foreign graph, but libcudnn_ops.so.9
+    imports ``cudnnBackendExecute@libcudnn_graph.so.9``, which the copy lacks: the
+    dispatcher's dlopen of ops fails ("Unable to load any of {...}")."""
+    site = cudnn_site(tmp_path)
+    other = tmp_path / "cuda" / "lib64"
+    _graph(other / GRAPH, ["cudnnGetVersion", "cudnnCreate"])
+    shadowed, warning = analyze(site, ld_library_path=(str(other),)).warnings
+    assert shadowed.code == "library-shadowed" and shadowed.missing == GRAPH
+    assert warning.code == "missing-symbol" and warning.missing == OPS
+    assert warning.symbols == (f"{OPS_IMPORT}@{GRAPH}",) and warning.path == f"{other}/{GRAPH}"
+    assert f"undefined symbol: {OPS_IMPORT}, version {GRAPH}" in warning.message
+    assert "Unable to load any of {libcudnn_ops.so.9, libcudnn_ops.so}" in warning.message
+
+
+def test_an_older_cudnn_answering_the_version_query_predicts_torchs_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = cudnn_site(tmp_path)
+    cudnn = site / "nvidia" / "cudnn" / "lib"
+    other = tmp_path / "cuda" / "lib64"
+    _graph(other / GRAPH, GRAPH_API)
+    _versions(monkeypatch, {str(cudnn / GRAPH): "9.10.2", str(other / GRAPH): "9.1.0"})
+    (warning,) = analyze(site, ld_library_path=(str(other),)).warnings
+    assert warning.code == "library-shadowed" and warning.path == f"{other}/{GRAPH}"
+    assert "cuDNN version incompatibility" in warning.message
+    assert "found runtime version (9, 1, 0)" in warning.message
+    _versions(monkeypatch, {str(cudnn / GRAPH): "9.10.2", str(other / GRAPH): "9.11.0"})
+    (newer,) = analyze(site, ld_library_path=(str(other),)).warnings
+    assert "incompatibility" not in newer.message and "cuDNN 9.11.0" in newer.message
+
+
+def test_a_warm_run_reads_no_symbol_table_for_a_shadowing_copy(tmp_path: Path) -> None:
+    from torchguard._linux.files import PosixFiles
+
+    site = cudnn_site(tmp_path)
+    other = tmp_path / "cuda" / "lib64"
+    _graph(other / GRAPH, ["cudnnGetVersion", "cudnnCreate"])
+    system = offline_linux([str(site)], ld_library_path=(str(other),))
+    cold = analyze_linux(system, cache=LinuxCache(tmp_path / "cache"))
+    reads: list[str] = []
+    original = PosixFiles.symbols
+
+    def counting(self: PosixFiles, path: str) -> object:
+        reads.append(path)
+        return original(self, path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PosixFiles, "symbols", counting)
+        warm = analyze_linux(system, cache=LinuxCache(tmp_path / "cache"))
+    assert reads == [] and warm.findings == cold.findings
+    assert [f.code for f in warm.findings] == ["library-shadowed", "missing-symbol"]

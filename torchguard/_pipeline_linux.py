@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
-from torchguard._binary.elf.strings import read_dlopen_stems
+from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
@@ -21,7 +21,9 @@ from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._linux.wsl import driver_store_dlls
 from torchguard._model.cache import cache_dir
-from torchguard._model.late_loads import Stems, late_loads
+from torchguard._model.late_driver import DRIVER, driver_lacks, driver_load
+from torchguard._model.late_exact import exact_loads
+from torchguard._model.late_loads import late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
@@ -38,6 +40,7 @@ from torchguard._rules.linux_loads import (
     LinuxHints,
     conflicting_files,
     cpu_build_on_gpu,
+    driver_library_findings,
     ignored_preload_findings,
     import_findings,
     late_load_findings,
@@ -134,23 +137,32 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _stems_reader(files: PosixFiles, cache: LinuxCache) -> Stems:
-    """:func:`read_dlopen_stems`, read once per file state (a warm run reads nothing)."""
+class _LateFacts:
+    """:func:`read_dlopen_facts` and symbol verdicts, kept by file state in the cache (a warm
+    run reads no file)."""
 
-    def stems(path: str, family: str) -> tuple[str, ...]:
-        key = f"{files.fingerprint(path)}|{family}"
-        known = cache.stems(key)
+    def __init__(self, files: PosixFiles, cache: LinuxCache) -> None:
+        self.files = files
+        self.cache = cache
+
+    def dlopen_facts(self, path: str, family: str) -> DlopenFacts:
+        key = f"{self.files.fingerprint(path)}|{family}"
+        known = self.cache.dlopen_facts(key)
         if known is None:
             try:
-                known = read_dlopen_stems(files.whole(path), family)
+                known = read_dlopen_facts(self.files.whole(path), family)
             except ElfUnreadable:
-                return ()  # not the file's doing: read it again next run, never cache it
+                return DlopenFacts()  # not the file's doing: read it again next run, never cache it
             except ElfReadError:
-                known = ()
-            cache.store_stems(key, known)
+                known = DlopenFacts()
+            self.cache.store_dlopen_facts(key, known)
         return known
 
-    return stems
+    def verdict(self, key: str) -> list[str] | None:
+        return self.cache.late_verdict(key)
+
+    def store_verdict(self, key: str, names: list[str]) -> None:
+        self.cache.store_late_verdict(key, names)
 
 
 def linux_cache() -> LinuxCache:
@@ -221,8 +233,15 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
             owner=lambda path: record_owner(site, path),
             hints=hints,
         )
-        loads = late_loads(ldso, ldso.objects, _stems_reader(files, cache))
+        late_facts = _LateFacts(files, cache)
+        loads = late_loads(ldso, ldso.objects, late_facts)
+        loads += exact_loads(ldso, ldso.objects, late_facts, cuda)
         findings += late_load_findings(loads, pinned, _same_file, hints)
+        driver = driver_load(ldso)
+        if driver is not None:
+            findings += driver_library_findings(
+                driver, driver_lacks(ldso, driver, late_facts), hints
+            )
     site = os.path.dirname(os.path.abspath(torch_dir))
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
     findings += package_mismatch(pins, version, hints)
@@ -372,22 +391,13 @@ def _file_version(
 
 
 def _libcuda(ldso: Ldso) -> tuple[str, str]:
-    """Where cudart's ``dlopen("libcuda.so.1")`` at CUDA initialisation lands ("": nowhere),
-    and how it is found.
-
-    Already mapped: reused by name. Otherwise the search is cudart's own: it has no RUNPATH,
-    so the RPATHs of the libraries that loaded it (torch's) come first, as glibc's dlopen does
-    for the calling object; without a loaded cudart, the interpreter's search."""
-    mapped = ldso.loaded("libcuda.so.1")
-    if mapped is not None:
-        return mapped.path, "loaded"
-    cudart = next(
-        (o for o in ldso.objects if (o.facts.soname or "").startswith("libcudart.so")), None
-    )
-    if cudart is None:
-        return ldso.locate("libcuda.so.1") or "", ""
-    found = ldso.late_load("libcuda.so.1", cudart)
-    return found.path or "", found.via
+    """Where the first ``dlopen("libcuda.so.1")`` lands ("": nowhere) and how it is found:
+    cuBLASLt's while torch imports, else cudart's at CUDA initialisation
+    (:func:`driver_load`); without either, the interpreter's search."""
+    load = driver_load(ldso)
+    if load is None:
+        return ldso.locate(DRIVER) or "", ""
+    return load.path or "", load.via
 
 
 def _nvidia_pci(root: str, cache: LinuxCache) -> bool:

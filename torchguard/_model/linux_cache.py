@@ -18,6 +18,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from torchguard._binary.elf.strings import DlopenFacts
 from torchguard._linux.files import LoadFacts as ElfFacts
 from torchguard._linux.preload import PreloadPlan
 from torchguard._linux.requirements import TorchRequirements
@@ -62,6 +63,10 @@ def facts_from_json(data: dict[str, Any]) -> ElfFacts:
     )
 
 
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(s, str) for s in value)
+
+
 def _digest(key: str) -> str:
     return hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()
 
@@ -80,9 +85,10 @@ class LinuxCache:
             "claims": {},
             "fatbin": {},
             "pci": {},
-            "stems": {},
             "versions": {},
             "stores": {},
+            "dlopen": {},
+            "late": {},
             "requirements": {},
             "subdirs": {},
         }
@@ -232,15 +238,36 @@ class LinuxCache:
     def store_nvidia_pci(self, boot: str, present: bool) -> None:
         self._put("pci", boot, present)
 
-    def stems(self, key: str) -> tuple[str, ...] | None:
-        """The bare library stems a file holds for ``dlopen`` (key: fingerprint and family)."""
-        found = self._data["stems"].get(key)
-        if not isinstance(found, list) or not all(isinstance(s, str) for s in found):
+    def dlopen_facts(self, key: str) -> DlopenFacts | None:
+        """What a file keeps to ``dlopen``/``dlsym`` later (key: fingerprint and family)."""
+        found = self._data["dlopen"].get(key)
+        if not isinstance(found, dict):
             return None
-        return tuple(found)
+        stems, lookups, version = found.get("stems"), found.get("lookups"), found.get("version")
+        names = found.get("names")
+        lists = (stems, lookups, names)
+        if not all(isinstance(v, list) and _strings(v) for v in lists):
+            return None
+        if version is not None and not isinstance(version, str):
+            return None
+        return DlopenFacts(tuple(stems), tuple(lookups), version, tuple(names))  # type: ignore[arg-type]
 
-    def store_stems(self, key: str, stems: tuple[str, ...]) -> None:
-        self._put("stems", key, list(stems))
+    def store_dlopen_facts(self, key: str, facts: DlopenFacts) -> None:
+        value = {
+            "stems": list(facts.stems),
+            "lookups": list(facts.lookups),
+            "version": facts.version,
+            "names": list(facts.names),
+        }
+        self._put("dlopen", key, value)
+
+    def late_verdict(self, key: str) -> list[str] | None:
+        """A late load's symbol verdict (the names found missing), by the files' states."""
+        found = self._data["late"].get(_digest(key))
+        return list(found) if isinstance(found, list) and _strings(found) else None
+
+    def store_late_verdict(self, key: str, names: list[str]) -> None:
+        self._put("late", _digest(key), list(names))
 
     def file_version(self, fingerprint: str) -> tuple[int, ...] | None:
         """A Windows DLL's FileVersion by file fingerprint: () when it has none; None when

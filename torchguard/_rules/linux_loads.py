@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from torchguard._linux.requirements import TorchRequirements, canonical
+from torchguard._model.late_loads import Late
 from torchguard._model.ldso import (
     CORRUPT,
     MISSING,
@@ -32,6 +33,7 @@ from torchguard._vocab import Code
 
 _RUNTIME_VERSION = re.compile(r"^(GLIBCXX|CXXABI|GLIBC|GCC)_[0-9.]+$")
 _NVIDIA_MINOR = re.compile(r"_(\d+)_(\d+)$")
+MAX_SHOWN = 4
 _TORCH_SYMBOL = re.compile(r"^_ZN(K?)(3c10|2at|5torch|6caffe2)")
 
 #: soname prefix -> the NVIDIA wheel (without the -cuNN suffix) that ships it.
@@ -626,7 +628,7 @@ def cpu_build_on_gpu(
 
 
 def late_load_findings(
-    loads: Sequence[LateLoad],
+    loads: Sequence[Late],
     pinned: Mapping[str, str],
     same_file: Callable[[str, str], bool],
     hints: LinuxHints,
@@ -634,52 +636,198 @@ def late_load_findings(
     """Warnings for libraries loaded by name at first use (cuDNN's sub-libraries).
 
     Never errors: ``import torch`` works; the first cuDNN call is what fails."""
-    for load in loads:
+    for late in loads:
+        load = late.load
         caller = _base(load.requester)
         if load.path is None:
             yield Finding(
                 code=Code.MISSING_DLL,
                 severity=WARNING,
                 message=(
-                    f"{load.name}, which {caller} loads by name at the first cuDNN call, is "
-                    "found nowhere: import torch works, but that call fails (cuDNN says "
-                    f'"Unable to load any of {{..., {load.name}, ...}}" then "Invalid handle. '
-                    'Cannot load symbol ...")'
+                    f"{late.soname}, which {caller} loads by name at {late.when}, is found "
+                    "nowhere: import torch works, but that call fails ("
+                    + (
+                        late.failure
+                        or f'cuDNN says "Unable to load any of {{{_names(late.tried)}}}" then '
+                        '"Invalid handle. Cannot load symbol ..."'
+                    )
+                    + ")"
                 ),
                 dll=caller,
-                missing=load.name,
-                chain=(caller, load.name),
-                hints=_reinstall(hints, nvidia_wheel(caller, hints.cuda_major)),
+                missing=late.soname,
+                chain=(caller, late.soname),
+                hints=_reinstall(hints, nvidia_wheel(late.soname, hints.cuda_major)),
                 rank=62,
             )
             continue
-        shipped = pinned.get(load.name)
-        if load.name.endswith(".so"):  # the bare-stem fallback: no versioned copy anywhere
-            shipped = "none: no versioned copy is found"
-        elif load.via == "loaded" or shipped is None or same_file(shipped, load.path):
-            continue
-        folder = load.path.rsplit("/", 1)[0]
-        yield Finding(
+        finding = _late_symbols(late, caller, hints) or _late_shadowed(
+            late, caller, pinned, same_file, hints
+        )
+        if finding is not None:
+            yield finding
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names)
+
+
+def _drop(hints: LinuxHints, path: str, via: str) -> tuple[RepairHint, ...]:
+    folder = path.rsplit("/", 1)[0]
+    return (
+        RepairHint(
+            f"Remove {folder} from LD_LIBRARY_PATH (or the ld.so cache) so that the shipped "
+            "copy loads",
+            _drop_commands(hints, folder, via),
+        ),
+    )
+
+
+def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
+    """A landing copy that lacks what its callers ask of it: the first call aborts."""
+    path = late.load.path
+    assert path is not None
+    if late.unbound and late.provider:
+        symbol, _, version = late.unbound[0].partition("@")
+        return Finding(
+            code=Code.MISSING_SYMBOL,
+            severity=WARNING,
+            message=(
+                f"{late.soname}, which {caller} loads by name at the first cuDNN call that "
+                f"needs it, cannot load: {path}: undefined symbol: {symbol}, version {version} "
+                f"(it binds to the copy of {version} at {late.provider}, found through "
+                f"{late.provider_via or 'another search'}): import torch works, but that call "
+                f'aborts (cuDNN says "Unable to load any of {{{_names(late.tried)}}}")'
+            ),
+            dll=caller,
+            missing=late.soname,
+            chain=(caller, late.soname),
+            path=late.provider,
+            symbols=late.unbound,
+            hints=_drop(hints, late.provider, late.provider_via),
+            rank=61,
+        )
+    if late.answers_version and late.expected and _older(late.version, late.expected):
+        version = _triple(late.version or "")
+        return Finding(
             code=Code.LIBRARY_SHADOWED,
             severity=WARNING,
             message=(
-                f"{load.name}, which {caller} loads by name at the first cuDNN call, would load "
-                f"from {load.path} (found through {load.via}), not the copy torch's packages "
-                f"ship ({shipped}): import torch works, but that call can fail or abort"
+                f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
+                f"load from {path} (found through {late.load.via}): cuDNN {late.version}, "
+                f"older than the cuDNN {late.expected} beside {caller}, and the one that "
+                "answers cudnnGetVersion: torch.backends.cudnn compares it with the cuDNN "
+                'torch was built against and raises "cuDNN version incompatibility: ... but '
+                f'found runtime version {version}" when that minor is newer'
+                + (
+                    f"; it also lacks {', '.join(late.lacks[:MAX_SHOWN])} that {caller} looks "
+                    "up in it"
+                    if late.lacks
+                    else ""
+                )
             ),
             dll=caller,
-            missing=load.name,
-            chain=(caller, load.name),
-            path=load.path,
-            hints=(
-                RepairHint(
-                    f"Remove {folder} from LD_LIBRARY_PATH (or the ld.so cache) so that the "
-                    "shipped copy loads",
-                    _drop_commands(hints, folder, load.via),
-                ),
-            ),
+            missing=late.soname,
+            chain=(caller, late.soname),
+            path=path,
+            symbols=late.lacks,
+            hints=_drop(hints, path, late.load.via),
             rank=61,
         )
+    if late.lacks:
+        return Finding(
+            code=Code.MISSING_SYMBOL,
+            severity=WARNING,
+            message=(
+                f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
+                f"load from {path} (found through {late.load.via}), which lacks "
+                f"{', '.join(late.lacks[:MAX_SHOWN])} that {caller} looks up in it: import "
+                "torch works, but the first call that needs one aborts (cuDNN says "
+                f'"Could not load symbol {late.lacks[0]}")'
+            ),
+            dll=caller,
+            missing=late.soname,
+            chain=(caller, late.soname),
+            path=path,
+            symbols=late.lacks,
+            hints=_drop(hints, path, late.load.via),
+            rank=61,
+        )
+    return None
+
+
+def _triple(version: str) -> str:
+    return "(" + ", ".join(version.split(".")) + ")"
+
+
+def _older(version: str | None, than: str) -> bool:
+    if version is None:
+        return False
+    mine, theirs = version.split("."), than.split(".")
+    return (int(mine[0]), int(mine[1])) < (int(theirs[0]), int(theirs[1]))
+
+
+def _late_shadowed(
+    late: Late,
+    caller: str,
+    pinned: Mapping[str, str],
+    same_file: Callable[[str, str], bool],
+    hints: LinuxHints,
+) -> Finding | None:
+    load = late.load
+    path = load.path
+    assert path is not None
+    shipped = pinned.get(late.soname)
+    if load.name.endswith(".so"):  # the bare-stem fallback: no versioned copy anywhere
+        shipped = "none: no versioned copy is found"
+    elif load.via == "loaded" or shipped is None or same_file(shipped, path):
+        return None
+    return Finding(
+        code=Code.LIBRARY_SHADOWED,
+        severity=WARNING,
+        message=(
+            f"{late.soname}, which {caller} loads by name at {late.when}, would load "
+            f"from {path} (found through {load.via}"
+            + (f", as {load.name}" if load.name != late.soname else "")
+            + f"), not the copy torch's packages ship ({shipped}): import torch works, but "
+            "that call can fail or abort"
+            + (f" (this copy is cuDNN {late.version})" if late.version else "")
+        ),
+        dll=caller,
+        missing=late.soname,
+        chain=(caller, late.soname),
+        path=path,
+        hints=_drop(hints, path, late.load.via),
+        rank=61,
+    )
+
+
+def driver_library_findings(
+    load: LateLoad, lacks: Sequence[str], hints: LinuxHints
+) -> Iterator[Finding]:
+    """``cuda-driver-missing`` (a warning): the ``libcuda.so.1`` CUDA would load is no driver
+    library it can use (it lacks the entry points cudart takes every call through), so CUDA
+    reports no driver, whatever the kernel module. ``import torch`` works."""
+    if not lacks or load.path is None:
+        return
+    caller = _base(load.requester)
+    when = "at CUDA initialisation" if caller.startswith("libcudart") else "while torch imports"
+    yield Finding(
+        code=Code.CUDA_DRIVER_MISSING,
+        severity=WARNING,
+        message=(
+            f"libcuda.so.1, which {caller} loads by name {when}, would load from {load.path} "
+            f"(found through {load.via}), which lacks {', '.join(lacks)}: it is not an NVIDIA "
+            "driver library CUDA can use, so CUDA finds no driver: torch.cuda.is_available() "
+            'is False and torch.cuda.init() raises "Found no NVIDIA driver on your system"'
+        ),
+        dll=caller,
+        missing="libcuda.so.1",
+        chain=(caller, "libcuda.so.1"),
+        path=load.path,
+        symbols=tuple(lacks),
+        hints=_drop(hints, load.path, load.via),
+        rank=58,
+    )
 
 
 def unread_findings(objects: Sequence[SharedObject]) -> Iterator[Finding]:
@@ -716,15 +864,13 @@ def ignored_preload_findings(ignored: Sequence[IgnoredPreload]) -> Iterator[Find
     """A preload entry ld.so cannot load: it prints an error and goes on without it, so
     ``import torch`` is unaffected; every process started with it prints that line."""
     for item in ignored:
-        setting = (
-            "LD_PRELOAD" if item.source == "LD_PRELOAD" else f"the file {item.source}"
-        )
+        setting = "LD_PRELOAD" if item.source == "LD_PRELOAD" else f"the file {item.source}"
         yield Finding(
             code=Code.MISSING_DLL,
             severity=WARNING,
             message=(
                 f"{setting} names {item.entry}, which ld.so cannot preload ({item.reason}); "
-                f"every process prints \"{item.message()}\" and runs without it"
+                f'every process prints "{item.message()}" and runs without it'
             ),
             dll=item.entry.rsplit("/", 1)[-1],
             missing=item.entry,
