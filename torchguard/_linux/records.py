@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -27,15 +28,21 @@ def _dist_name(dist_info: str) -> str:
     return f"{name.replace('_', '-')} {version}"
 
 
-def shared_object_claims(site: str) -> dict[str, list[Claim]]:
-    """path (absolute) -> the claims of every ``nvidia_*`` distribution in ``site``."""
-    claims: dict[str, list[Claim]] = {}
+def _nvidia_records(site: str) -> Iterator[tuple[str, list[str]]]:
+    """(dist-info folder, RECORD rows) of each readable ``nvidia_*`` distribution in ``site``."""
     for dist_info in sorted(glob.glob(os.path.join(site, "nvidia_*.dist-info"))):
         try:
             with open(os.path.join(dist_info, "RECORD"), encoding="utf-8") as handle:
                 rows = handle.read().splitlines()
         except (OSError, UnicodeDecodeError):
             continue
+        yield dist_info, rows
+
+
+def shared_object_claims(site: str) -> dict[str, list[Claim]]:
+    """path (absolute) -> the claims of every ``nvidia_*`` distribution in ``site``."""
+    claims: dict[str, list[Claim]] = {}
+    for dist_info, rows in _nvidia_records(site):
         for row in rows:
             parts = row.rsplit(",", 2)
             if len(parts) != 3 or ".so" not in parts[0]:
@@ -55,12 +62,7 @@ def owner(site: str, path: str) -> str | None:
         return None
     if relative.startswith(".."):
         return None
-    for dist_info in sorted(glob.glob(os.path.join(site, "nvidia_*.dist-info"))):
-        try:
-            with open(os.path.join(dist_info, "RECORD"), encoding="utf-8") as handle:
-                rows = handle.read().splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue
+    for dist_info, rows in _nvidia_records(site):
         if any(row.rsplit(",", 2)[0] == relative for row in rows):
             return _dist_name(dist_info)
     return None
