@@ -47,6 +47,10 @@ def test_common_paths_keep_their_meaning() -> None:
     assert normpath("C:\\sklearn\\.libs\\vcomp140.dll") == "C:\\sklearn\\.libs\\vcomp140.dll"
     assert split("C:\\x.dll") == ("C:\\", "x.dll")
     assert path_key("C:/Python/Lib/") == "c:\\python\\lib"
+    # not a drive: what ntpath answers differs by Python (3.13 changed it), so ask it
+    for odd in ("\\:\\", "1:\\x", "\u00c9:\\x\\"):
+        assert normpath(odd) == ntpath.normpath(odd), odd
+        assert split(odd) == ntpath.split(ntpath.normpath(odd)), odd
 
 
 def test_canonical_names_are_packagings() -> None:

@@ -175,7 +175,7 @@ def normpath(path: str) -> str:
     :func:`join`, so already normal; a few substring tests (~0.3 us) then replace
     ``ntpath.normpath``'s ~1.5 us, which every lookup of the tree paid several times.
     """
-    if path[1:3] == ":\\" and "/" not in path:
+    if path[1:3] == ":\\" and path[0].isascii() and path[0].isalpha() and "/" not in path:
         rest = path[3:]
         if not rest:
             return path
@@ -190,7 +190,8 @@ def split(path: str) -> tuple[str, str]:
     """``ntpath.split(normpath(path))``: the folder and the name of a path."""
     normal = normpath(path)
     head, _, name = normal.rpartition("\\")
-    if len(head) > 2 and head[1:2] == ":":  # below a drive's root: nothing more to strip
+    if len(head) > 2 and head[1:2] == ":" and head[0].isascii() and head[0].isalpha():
+        # below a drive's root: nothing more to strip
         return head, name
     return ntpath.split(normal)
 
