@@ -14,7 +14,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from linux_realloader import LOCAL_WHEELS
+from linux_realloader import LOCAL_WHEELS, TAG, torch_wheels
 from realwheels import download
 
 CACHE = Path(
@@ -32,6 +32,10 @@ def wheel(project: str, version: str, platform: str) -> Path:
         local = sorted(p for p in folder.glob(f"{dist}-{version}-*.whl") if platform in p.name)
         if local:
             return local[0]
+    if project == "torch" and TAG == "cp311":  # the real-loader tier's wheel: one copy
+        kept = sorted(p for p in torch_wheels(version).glob("torch-*.whl") if platform in p.name)
+        if kept:
+            return kept[0]
     CACHE.mkdir(parents=True, exist_ok=True)
     found = sorted(CACHE.glob(f"{dist}-{version}-*.whl"))
     if not found:

@@ -1,10 +1,10 @@
 """The real-loader tier's fixtures: genuine manylinux torch wheels, scratch layouts, two judges.
 
-torch 2.9.1+cu128 and its NVIDIA wheels are installed once into a cache keyed by version and
+torch 2.9.1+cu128 and its NVIDIA wheels are downloaded once into a cache keyed by version and
 Python tag (``~/.cache/torchguard-ci/linux``; triton is left out: ``import torch`` never needs
-it). The CUDA 13 and CPU-only layouts install per test session from wheel files already on the
-machine into a temporary folder removed at the end (:func:`session_site`), so they cost no
-cache space. Each scenario builds a scratch site-packages of symlinks (real directories where
+it) and installed once per test process into a temporary folder removed at exit
+(:func:`torch_site`). The CUDA 13 and CPU-only layouts install per test session from wheel
+files already on the machine (:func:`session_site`), so they cost no cache space. Each scenario builds a scratch site-packages of symlinks (real directories where
 ``$ORIGIN`` must stay inside the scratch copy), breaks it the way the public record breaks
 installs, and runs, in child processes, the real ``import torch`` and torchguard's
 ``diagnose()``. Nothing in the cache or the session's install is ever modified.
@@ -12,6 +12,7 @@ installs, and runs, in child processes, the real ``import torch`` and torchguard
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from realwheels import download
+from realwheels import build_once, download
 
 CACHE = Path(
     os.environ.get("TORCHGUARD_LINUX_CACHE", Path.home() / ".cache" / "torchguard-ci" / "linux")
@@ -50,27 +51,43 @@ def _prune(site: Path) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def torch_site(version: str, index_url: str | None = None) -> Path:
-    """torch ``version`` with its dependencies (but :data:`NOT_NEEDED`), installed once into
-    the cache."""
-    label = (
-        version if index_url is None else f"{version}-{index_url.rstrip('/').rsplit('/', 1)[-1]}"
-    )
-    site = CACHE / f"torch-{label}-{TAG}" / "site"
-    if (site / "torch" / "__init__.py").is_file() and (site.parent / "complete").is_file():
-        _prune(site)
-        return site
-    staging = site.parent / "staging"
-    shutil.rmtree(staging, ignore_errors=True)
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile"]
-    command += ["--target", str(staging), f"torch=={version}"]
-    if index_url:
-        command += ["--index-url", index_url, "--extra-index-url", "https://pypi.org/simple"]
-    subprocess.run(command, check=True, env=_pip_env(), timeout=3000)
-    _prune(staging)
-    shutil.rmtree(site, ignore_errors=True)
-    staging.rename(site)
-    (site.parent / "complete").write_text(version)
+def torch_wheels(version: str) -> Path:
+    """The wheels of torch ``version`` and of its dependencies (but :data:`NOT_NEEDED`) for
+    this Python, downloaded once into the cache (about 3 GB for 2.9.1+cu128: half of what the
+    installed tree would keep)."""
+
+    def fill(folder: Path) -> None:
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:"]
+        command += ["--dest", str(folder), f"torch=={version}"]
+        subprocess.run(command, check=True, env=_pip_env(), timeout=3000)
+        for project in NOT_NEEDED:
+            for unwanted in folder.glob(f"{project}-*.whl"):
+                unwanted.unlink()
+
+    return build_once(CACHE / f"wheels-torch-{version}-{TAG}", fill)
+
+
+_SITES: dict[str, Path] = {}
+
+
+def torch_site(version: str) -> Path:
+    """torch ``version`` with its dependencies (but :data:`NOT_NEEDED`), installed once per
+    test process from :func:`torch_wheels` into a temporary folder removed at exit: the cache
+    keeps the wheels only."""
+    found = _SITES.get(version)
+    if found is not None:
+        return found
+    old = CACHE / f"torch-{version}-{TAG}"  # the installed tree earlier versions kept (6 GB)
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+    wheels = sorted(torch_wheels(version).glob("*.whl"))
+    where = Path(tempfile.mkdtemp(prefix=f"torchguard-torch-{version}-"))
+    atexit.register(shutil.rmtree, where, True)
+    site = where / "site"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps"]
+    command += ["--no-index", "--disable-pip-version-check", "--target", str(site)]
+    subprocess.run([*command, *map(str, wheels)], check=True, env=_pip_env(), timeout=3000)
+    _SITES[version] = site
     return site
 
 

@@ -22,11 +22,9 @@ from pathlib import Path
 
 import pytest
 from linux_realloader import (
-    CACHE,
     CPU,
     CU13,
     LOCAL_WHEELS,
-    TAG,
     Verdict,
     agree,
     farm_folder,
@@ -47,7 +45,13 @@ pytestmark = [
     pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the local wheels are cp311"),
 ]
 
-CU12_SITE = CACHE / f"torch-2.9.1-{TAG}" / "site"
+
+
+def _cu12_site() -> Path:
+    """torch 2.9.1+cu128's install for this test process (installed on first use)."""
+    from linux_realloader import torch_site
+
+    return torch_site("2.9.1")
 """The cu12 tier's install (tests/test_linux_realloader.py): its NVIDIA CUDA 12 wheels are
 the leftovers of an in-place upgrade."""
 
@@ -158,7 +162,7 @@ def _cu13_no_nvrtc_builtins(site: Path, where: Path) -> dict[str, str]:
 def _cu12_toolkit_on_ld_library_path(site: Path, where: Path) -> dict[str, str]:
     """A CUDA 12 install first on LD_LIBRARY_PATH (the cu12 wheels' libraries): same sonames
     for cuSPARSE, cuRAND, cuFile, cuDNN, NCCL; torch's RPATH and its preload by path win."""
-    folders = sorted(glob.glob(str(CU12_SITE / "nvidia" / "*" / "lib")))
+    folders = sorted(glob.glob(str(_cu12_site() / "nvidia" / "*" / "lib")))
     return {"LD_LIBRARY_PATH": ":".join(folders)}
 
 
@@ -193,12 +197,12 @@ def _leave_cu12_wheels(site: Path) -> list[str]:
     (no longer required), and the CUDA 13 ones that share their folders (cuDNN, NCCL,
     cuSPARSELt, NVSHMEM) overwrote those files. Returns the CUDA 12 folders added."""
     added = []
-    for folder in sorted(os.listdir(CU12_SITE / "nvidia")):
-        source = CU12_SITE / "nvidia" / folder
+    for folder in sorted(os.listdir(_cu12_site() / "nvidia")):
+        source = _cu12_site() / "nvidia" / folder
         if source.is_dir() and not (site / "nvidia" / folder).exists():
             farm_folder(source, site / "nvidia" / folder)
             added.append(folder)
-    for dist_info in CU12_SITE.glob("nvidia_*_cu12-*.dist-info"):
+    for dist_info in _cu12_site().glob("nvidia_*_cu12-*.dist-info"):
         os.symlink(dist_info, site / dist_info.name)
     return added
 
@@ -243,8 +247,8 @@ def test_nccl_for_cuda_12_installed_over_cuda_13s(
     site = scratch_site(cu13_site, tmp_path)
     library = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
     library.unlink()
-    os.symlink(CU12_SITE / "nvidia" / "nccl" / "lib" / "libnccl.so.2", library)
-    for dist_info in CU12_SITE.glob("nvidia_nccl_cu12-*.dist-info"):
+    os.symlink(_cu12_site() / "nvidia" / "nccl" / "lib" / "libnccl.so.2", library)
+    for dist_info in _cu12_site().glob("nvidia_nccl_cu12-*.dist-info"):
         os.symlink(dist_info, site / dist_info.name)
     real, live, _ = _judge(site, {}, tg_cache, "nccl-cu12 over nccl-cu13")
     assert not real.ok and "undefined symbol: nccl" in real.line, real
