@@ -682,36 +682,59 @@ def _drop(hints: LinuxHints, path: str, via: str) -> tuple[RepairHint, ...]:
     )
 
 
+def _late_warning(
+    code: Code,
+    late: Late,
+    caller: str,
+    path: str,
+    message: str,
+    hints: tuple[RepairHint, ...],
+    symbols: tuple[str, ...],
+) -> Finding:
+    """A warning about a library ``caller`` loads later by name (import torch works)."""
+    return Finding(
+        code=code,
+        severity=WARNING,
+        message=message,
+        dll=caller,
+        missing=late.soname,
+        chain=(caller, late.soname),
+        path=path,
+        symbols=symbols,
+        hints=hints,
+        rank=61,
+    )
+
+
 def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
     """A landing copy that lacks what its callers ask of it: the first call aborts."""
     path = late.load.path
     assert path is not None
     if late.unbound and late.provider:
         symbol, _, version = late.unbound[0].partition("@")
-        return Finding(
-            code=Code.MISSING_SYMBOL,
-            severity=WARNING,
-            message=(
+        return _late_warning(
+            Code.MISSING_SYMBOL,
+            late,
+            caller,
+            late.provider,
+            (
                 f"{late.soname}, which {caller} loads by name at the first cuDNN call that "
                 f"needs it, cannot load: {path}: undefined symbol: {symbol}, version {version} "
                 f"(it binds to the copy of {version} at {late.provider}, found through "
                 f"{late.provider_via or 'another search'}): import torch works, but that call "
                 f'aborts (cuDNN says "Unable to load any of {{{_names(late.tried)}}}")'
             ),
-            dll=caller,
-            missing=late.soname,
-            chain=(caller, late.soname),
-            path=late.provider,
-            symbols=late.unbound,
-            hints=_drop(hints, late.provider, late.provider_via),
-            rank=61,
+            _drop(hints, late.provider, late.provider_via),
+            late.unbound,
         )
     if late.answers_version and late.expected and _older(late.version, late.expected):
         version = _triple(late.version or "")
-        return Finding(
-            code=Code.LIBRARY_SHADOWED,
-            severity=WARNING,
-            message=(
+        return _late_warning(
+            Code.LIBRARY_SHADOWED,
+            late,
+            caller,
+            path,
+            (
                 f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
                 f"load from {path} (found through {late.load.via}): cuDNN {late.version}, "
                 f"older than the cuDNN {late.expected} beside {caller}, and the one that "
@@ -725,32 +748,24 @@ def _late_symbols(late: Late, caller: str, hints: LinuxHints) -> Finding | None:
                     else ""
                 )
             ),
-            dll=caller,
-            missing=late.soname,
-            chain=(caller, late.soname),
-            path=path,
-            symbols=late.lacks,
-            hints=_drop(hints, path, late.load.via),
-            rank=61,
+            _drop(hints, path, late.load.via),
+            late.lacks,
         )
     if late.lacks:
-        return Finding(
-            code=Code.MISSING_SYMBOL,
-            severity=WARNING,
-            message=(
+        return _late_warning(
+            Code.MISSING_SYMBOL,
+            late,
+            caller,
+            path,
+            (
                 f"{late.soname}, which {caller} loads by name at the first cuDNN call, would "
                 f"load from {path} (found through {late.load.via}), which lacks "
                 f"{', '.join(late.lacks[:MAX_SHOWN])} that {caller} looks up in it: import "
                 "torch works, but the first call that needs one aborts (cuDNN says "
                 f'"Could not load symbol {late.lacks[0]}")'
             ),
-            dll=caller,
-            missing=late.soname,
-            chain=(caller, late.soname),
-            path=path,
-            symbols=late.lacks,
-            hints=_drop(hints, path, late.load.via),
-            rank=61,
+            _drop(hints, path, late.load.via),
+            late.lacks,
         )
     return None
 
