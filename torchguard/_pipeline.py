@@ -102,7 +102,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         plan,
         guarded,
         unguarded,
-        _hints(system, torch),
+        _hints(system, torch, dists),
         binaries.facts,
         dists,
         packages,
@@ -263,8 +263,9 @@ def _runtime_preloads(
     return (PreloadRecord(path, reason, VCRUNTIME_SWITCH),)
 
 
-def _hints(system: System, torch: TorchInstall) -> HintContext:
+def _hints(system: System, torch: TorchInstall, dists: list[InstalledDist]) -> HintContext:
     installer = torch.installer()
+    names = {d.name for d in dists}
     interpreter = system.interpreter
     return HintContext(
         python_cmd=system.python_cmd,
@@ -273,6 +274,7 @@ def _hints(system: System, torch: TorchInstall) -> HintContext:
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
         python_machine=interpreter.machine,
+        siblings=tuple(n for n in ("torchvision", "torchaudio") if n in names),
     )
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from torchguard._model.openmp import NAMES, SIBLING_COPY, STARTED, Conflict, OpenMPState
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.hints import install_release
 from torchguard._vocab import Code
 
 ABORT = (
@@ -106,7 +107,7 @@ def _names(context: CheckContext, state: OpenMPState, conflict: Conflict) -> Fin
             RepairHint(
                 "torch 2.4.0 uses LLVM OpenMP (libomp140.x86_64.dll); 2.4.1 returned to "
                 "Intel's runtime",
-                (context.hints.pip("install", "--upgrade", "torch>=2.4.1"),),
+                (install_release(context.hints, "2.4.1"),),
             ),
         )
     return Finding(
