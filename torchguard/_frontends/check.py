@@ -17,8 +17,10 @@ from typing import IO
 
 from torchguard._frontends.cache_command import wheel_cache
 from torchguard._frontends.check_error import CheckError
+from torchguard._frontends.index_probe import IndexProblem
 from torchguard._frontends.pip_reasons import PipFailure
 from torchguard._frontends.progress import Progress, human_size
+from torchguard._frontends.requirement_input import RequirementInput, Unchecked
 from torchguard._frontends.resolve import Planned, resolve, running_python, valid_python
 from torchguard._report.report import Report
 
@@ -40,6 +42,10 @@ class Check:
     downloaded_bytes: int = 0
     resolution_reused: bool = False
     fix: dict[str, object] | None = None
+    arguments: tuple[str, ...] = ()
+    """What pip resolved: requirement files read in, unchecked requirements left out."""
+    unchecked: tuple[Unchecked, ...] = ()
+    index_problems: tuple[IndexProblem, ...] = ()
 
     @property
     def wheel_names(self) -> list[str]:
@@ -57,6 +63,8 @@ class Check:
             "scanned": [os.path.basename(w) for w in self.wheels],
             "downloaded_bytes": self.downloaded_bytes,
             "fix": self.fix,
+            "unchecked": [u.to_dict() for u in self.unchecked],
+            "index_problems": [p.to_dict() for p in self.index_problems],
         }
 
 
@@ -110,7 +118,7 @@ def check(
         from torchguard._frontends.verify import verify_fix as verify
 
         result.fix = verify(
-            result.requirements,
+            result.arguments,
             result.report,
             result.notes,
             lambda reqs, urls: (
@@ -141,14 +149,22 @@ def _run(
     cuda: tuple[int, int] | None,
 ) -> Check:
     from torchguard._frontends.download import fetch
+    from torchguard._frontends.requirement_input import read_requirements
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
     from torchguard._windows.assumptions import assumed_line, assumed_system32
     from torchguard._windows.system import TargetError, offline_windows
 
+    given = read_requirements(requirements)
+    problems, index_urls, arguments = _reachable_indexes(given, index_urls, bar)
+    unchecked = [f"not checked: {u.requirement} ({u.where}): {u.why}" for u in given.unchecked]
+    if not any(not a.startswith("-") for a in arguments):
+        raise CheckError(
+            ["no requirement left to resolve", *unchecked] if unchecked else "no requirement given"
+        )
     try:
         planned, reused = resolve(
-            requirements,
+            arguments,
             python=version,
             index_urls=index_urls,
             memo_dir=cache,
@@ -156,11 +172,13 @@ def _run(
         )
         if not any(p.name.lower() == "torch" for p in planned):
             names = ", ".join(p.filename for p in planned) or "nothing"
-            raise CheckError(f"these requirements install no torch (pip resolved {names})")
+            raise CheckError(
+                [f"these requirements install no torch (pip resolved {names})", *unchecked]
+            )
         binary = [p for p in planned if not p.pure]
         fetched = fetch(binary, cache, version, bar)
     except PipFailure as exc:
-        raise CheckError(exc.lines, exc.kind) from None
+        raise CheckError([*exc.lines, *unchecked, *problem_lines(problems)], exc.kind) from None
     bar.show(f"reading {len(fetched.paths)} wheel(s)...", force=True)
     assumed = assumed_system32(clean_windows)
     try:
@@ -190,6 +208,8 @@ def _run(
         + ("; pip's resolution from the last 10 minutes reused" if reused else "")
         + ")",
         machine,
+        *unchecked,
+        *problem_lines(problems),
     ]
     notes += _cpu_build_note(report, gpus, cuda, planned)
     return Check(
@@ -204,7 +224,67 @@ def _run(
         cuda,
         fetched.downloaded_bytes,
         reused,
+        arguments=tuple(arguments),
+        unchecked=tuple(given.unchecked),
+        index_problems=tuple(problems),
     )
+
+
+def problem_lines(problems: Sequence[IndexProblem]) -> list[str]:
+    return [p.line for p in problems]
+
+
+def _reachable_indexes(
+    given: RequirementInput, index_urls: Sequence[str], bar: Progress
+) -> tuple[list[IndexProblem], list[str], list[str]]:
+    """Every index asked before pip runs; an extra one that fails is said at once and left
+    out (pip would wait minutes on it, then answer without it in silence); a main index that
+    fails ends the check. Returns the problems, the indexes and the arguments kept."""
+    from torchguard._frontends.index_probe import probe_all, what_it_changes
+    from torchguard._frontends.pip_reasons import PYPI
+
+    named = given.index_urls()
+    main = next((url for option, url in named if option != "--extra-index-url"), None)
+    if index_urls:
+        main = index_urls[0]
+    asked: list[tuple[str, bool]] = [(url, url != main) for url in index_urls]
+    asked += [(url, url != main) for _, url in named]
+    environment = os.environ.get("PIP_INDEX_URL", "").strip()
+    extra_environment = os.environ.get("PIP_EXTRA_INDEX_URL", "").split()
+    if main is None and environment:
+        asked.append((environment, False))
+    asked += [(url, True) for url in extra_environment]
+    if not asked:
+        return [], list(index_urls), list(given.arguments)
+    bar.show(f"asking {len(set(asked))} package index(es)...", force=True)
+    found = probe_all(asked)
+    bar.clear()
+    every = [url for url, _ in asked] + ([] if main or environment else [PYPI])
+    problems: list[IndexProblem] = []
+    for problem in found:
+        if not problem.extra:
+            raise CheckError(
+                [f"cannot reach the package index {problem.url}: {problem.reason}"], "network"
+            )
+        others = [u for u in dict.fromkeys(every) if u not in {p.url for p in found}]
+        problems.append(_with_line(problem, what_it_changes(problem, others)))
+    if problems:  # at once, before pip's minutes: the answer's question has changed
+        import sys
+
+        sys.stderr.write("".join(f"torchguard: {p.line}\n" for p in problems))
+        sys.stderr.flush()
+    failed = {p.url for p in problems}
+    return (
+        problems,
+        [u for u in index_urls if u not in failed],
+        given.without_indexes(sorted(failed)),
+    )
+
+
+def _with_line(problem: IndexProblem, line: str) -> IndexProblem:
+    import dataclasses
+
+    return dataclasses.replace(problem, line=line)
 
 
 def _cpu_build_note(

@@ -1,0 +1,167 @@
+"""`check` on requirement files as published: files read in, VCS/URL/local requirements named
+and left out, every index asked before pip runs (a local HTTP server and a closed port stand in
+for the indexes; no network)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from fakes import FakeTorch
+from test_check import local_index, run
+
+from torchguard._frontends import index_probe
+from torchguard._frontends.requirement_input import read_requirements
+
+DIFFUSERS = "git+https://github.com/huggingface/diffusers@363d1ab7e24c5ed6c190abb00df66d9edb74383b"
+
+
+def test_a_published_file_is_read_and_what_cannot_be_resolved_is_named(tmp_path: Path) -> None:
+    (tmp_path / "base.txt").write_text("numpy<2  # pinned for the extension\n")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(
+        "# ai-toolkit-like\n"
+        "--extra-index-url https://download.pytorch.org/whl/cu126\n"
+        "-r base.txt\n"
+        "torch==2.4.1\n"
+        f"{DIFFUSERS}\n"
+        "-e ./sd-scripts\n"
+        "lycoris-lora==1.8.3 \\\n"
+        "    --hash=sha256:0123\n"
+        "pkg @ https://example.org/pkg-1.0.tar.gz\n"
+        "wheel @ https://example.org/wheel-1.0-py3-none-any.whl\n"
+    )
+    given = read_requirements(["-r", str(requirements), "-c", "c.txt"])
+    assert given.arguments == [
+        "--extra-index-url",
+        "https://download.pytorch.org/whl/cu126",
+        "numpy<2",
+        "torch==2.4.1",
+        "lycoris-lora==1.8.3",
+        "wheel @ https://example.org/wheel-1.0-py3-none-any.whl",
+        "-c",
+        str(Path.cwd() / "c.txt"),
+    ]
+    assert [(u.requirement, u.where) for u in given.unchecked] == [
+        (DIFFUSERS, "requirements.txt:5"),
+        ("-e ./sd-scripts", "requirements.txt:6"),
+        ("pkg @ https://example.org/pkg-1.0.tar.gz", "requirements.txt:9"),
+    ]
+    assert "VCS requirement" in given.unchecked[0].why
+    assert "local folder" in given.unchecked[1].why
+    assert "source archive" in given.unchecked[2].why
+    assert given.index_urls() == [("--extra-index-url", "https://download.pytorch.org/whl/cu126")]
+    assert "--extra-index-url" not in given.without_indexes(
+        ["https://download.pytorch.org/whl/cu126"]
+    )
+
+
+class _NotFound(BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.send_response(404)
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self.do_HEAD()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def not_found() -> Iterator[str]:
+    """An HTTP server that answers 404 to everything: a mistyped index."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/whl/cu126"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A port that accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/simple"
+    listener.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_answers() -> Iterator[None]:
+    index_probe.forget()
+    yield
+    index_probe.forget()
+
+
+def test_probe_tells_404_refused_and_silent_apart(not_found: str, silent: str) -> None:
+    assert index_probe.probe(not_found, timeout=5) == "answers HTTP 404 Not Found"
+    refused = index_probe.probe("http://127.0.0.1:9/simple", timeout=5)
+    assert refused is not None and refused.startswith("cannot be reached (")
+    assert index_probe.probe(silent, timeout=1) == "did not answer within 1 s"
+
+
+def test_a_cuda_index_that_fails_says_the_answer_is_about_another_build(not_found: str) -> None:
+    (problem,) = index_probe.probe_all([(not_found, True)], timeout=5)
+    line = index_probe.what_it_changes(problem, ["https://pypi.org/simple"])
+    assert line.startswith(f"warning: the extra index {not_found} answers HTTP 404 Not Found")
+    assert "torch's cu126 build comes from it" in line
+    assert "not the cu126 one" in line
+
+
+def test_a_real_file_gets_an_answer_with_the_unchecked_named_and_the_index_said(
+    tmp_path: Path, not_found: str
+) -> None:
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch==2.4.1\n{DIFFUSERS}\n--extra-index-url {not_found}\n")
+    result = run(
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--no-verify",
+        "--",
+        "-r",
+        str(requirements),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"not checked: {DIFFUSERS} (requirements.txt:2): a VCS requirement" in result.stdout
+    said = f"warning: the extra index {not_found} answers HTTP 404 Not Found"
+    assert said in result.stdout
+    assert result.stderr.startswith(f"torchguard: {said}")  # at once, not only at the end
+    head = result.stdout.splitlines()[0]
+    assert "import torch succeeds" in head and "(1 requirement(s) not checked: named below)" in head
+
+
+def test_a_fix_whose_index_cannot_be_reached_is_never_called_verified() -> None:
+    """As with download.pytorch.org out of reach: pip would answer from PyPI, and "verified"
+    would be about a build the fix does not install."""
+    from torchguard._frontends.verify import verify_fix
+    from torchguard._report.findings import ERROR, Finding, RepairHint
+    from torchguard._report.report import ImportOutcome, Report, TorchSummary
+    from torchguard._vocab import Code
+
+    command = "py -3.11 -m pip install torch==2.4.1 --index-url http://127.0.0.1:9/whl/cpu"
+    broken = Report(
+        findings=(
+            Finding(Code.MISSING_DLL, ERROR, "libomp", hints=(RepairHint("fix", (command,)),)),
+        )
+    )
+    fixed = Report(torch=TorchSummary("2.4.1", "site/torch"), import_torch=ImportOutcome(ok=True))
+    ran: list[object] = []
+    notes: list[str] = []
+    result = verify_fix(["torch==2.4.0"], broken, notes, lambda r, i: ran.append(r) or fixed, [])
+    assert result is not None and result["verified"] is False and ran == []
+    assert notes[0].startswith(
+        "fix (not verified: its index http://127.0.0.1:9/whl/cpu cannot be reached ("
+    )
+    assert notes[0].endswith(f"): {command}")
