@@ -165,3 +165,34 @@ def test_a_fix_whose_index_cannot_be_reached_is_never_called_verified() -> None:
         "fix (not verified: its index http://127.0.0.1:9/whl/cpu cannot be reached ("
     )
     assert notes[0].endswith(f"): {command}")
+
+
+def test_the_fix_runs_the_pip_of_the_python_the_user_installs_into(tmp_path: Path) -> None:
+    from torchguard._frontends.install_python import install_python
+
+    portable = tmp_path / "ComfyUI_windows_portable"
+    (portable / "python_embeded").mkdir(parents=True)
+    (portable / "python_embeded" / "python.exe").write_bytes(b"MZ")
+    (portable / "ComfyUI").mkdir()
+    requirements = str(portable / "ComfyUI" / "requirements.txt")
+    assert install_python("3.12", [requirements], cwd=str(portable)) == (
+        "python_embeded\\python.exe"
+    )
+    assert install_python("3.12", [requirements], cwd=str(portable / "ComfyUI")) == (
+        "..\\python_embeded\\python.exe"
+    )
+    elsewhere = str(tmp_path / "elsewhere")
+    venv = {"VIRTUAL_ENV": "C:\\venv"}
+    assert install_python(
+        "3.12", [], cwd=elsewhere, environ=venv, windows=True, running="3.12"
+    ) == ("python")
+    # another Python version than the venv's, a Linux venv, or nothing known: py -3.X
+    assert install_python(
+        "3.11", [], cwd=elsewhere, environ=venv, windows=True, running="3.12"
+    ) == ("py -3.11")
+    assert install_python(
+        "3.12", [], cwd=elsewhere, environ=venv, windows=False, running="3.12"
+    ) == ("py -3.12")
+    assert install_python("3.12", [], cwd=elsewhere, environ={}, windows=True, running="3.12") == (
+        "py -3.12"
+    )

@@ -19,6 +19,7 @@ from torchguard._frontends.cache_command import wheel_cache
 from torchguard._frontends.check_error import CheckError
 from torchguard._frontends.index_probe import IndexProblem
 from torchguard._frontends.pip_reasons import PipFailure
+from torchguard._frontends.pip_watch import RESOLVE_TIMEOUT, Status
 from torchguard._frontends.progress import Progress, human_size
 from torchguard._frontends.requirement_input import RequirementInput, Unchecked
 from torchguard._frontends.resolve import Planned, resolve, running_python, valid_python
@@ -97,6 +98,7 @@ def check(
     gpus: Sequence[str] = (),
     cuda: str | None = None,
     verify_fix: bool = True,
+    resolve_timeout: float | None = None,
 ) -> Check:
     """Resolve, download and scan ``requirements`` for Windows x64 CPython ``python``."""
     version = python or running_python()
@@ -104,6 +106,9 @@ def check(
         raise CheckError(f"--python {version}: expected a CPython version such as 3.11")
     driver_cuda = parse_cuda_option(cuda)
     bar = Progress(progress)
+    timeout = RESOLVE_TIMEOUT if resolve_timeout is None else resolve_timeout
+    if timeout <= 0:
+        raise CheckError(f"--resolve-timeout {timeout:g}: expected seconds above 0")
     result = _run(
         requirements,
         version,
@@ -113,6 +118,7 @@ def check(
         bar,
         tuple(gpus),
         driver_cuda,
+        timeout,
     )
     if verify_fix:
         from torchguard._frontends.verify import verify_fix as verify
@@ -131,6 +137,7 @@ def check(
                     bar,
                     tuple(gpus),
                     driver_cuda,
+                    timeout,
                 ).report
             ),
             index_urls,
@@ -147,8 +154,10 @@ def _run(
     bar: Progress,
     gpus: tuple[str, ...],
     cuda: tuple[int, int] | None,
+    timeout: float,
 ) -> Check:
     from torchguard._frontends.download import fetch
+    from torchguard._frontends.install_python import install_python
     from torchguard._frontends.requirement_input import read_requirements
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
@@ -169,6 +178,8 @@ def _run(
             index_urls=index_urls,
             memo_dir=cache,
             status=bar.stream,
+            timeout=timeout,
+            watch=_watcher(bar),
         )
         if not any(p.name.lower() == "torch" for p in planned):
             names = ", ".join(p.filename for p in planned) or "nothing"
@@ -185,6 +196,7 @@ def _run(
         system = offline_windows(
             fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
         )
+        system.python_cmd = install_python(version, given.files)
         try:
             report = analyze(system, cache=user_cache())
         finally:
@@ -228,6 +240,25 @@ def _run(
         unchecked=tuple(given.unchecked),
         index_problems=tuple(problems),
     )
+
+
+def _watcher(bar: Progress) -> Status:
+    """pip's progress: on a terminal the status line each second; otherwise one line on
+    stderr each minute, so a log shows a long resolution working, never a silent half hour."""
+    import sys
+
+    said = [0.0]
+
+    def show(elapsed: float, collected: int, step: str) -> None:
+        text = f"resolving with pip: {elapsed:.0f} s, {collected} collected, now: {step}"
+        if bar.stream is not None:
+            bar.show(text, force=True)
+        elif elapsed - said[0] >= 60:
+            said[0] = elapsed
+            sys.stderr.write(f"torchguard: {text}\n")
+            sys.stderr.flush()
+
+    return show
 
 
 def problem_lines(problems: Sequence[IndexProblem]) -> list[str]:
