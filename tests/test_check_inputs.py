@@ -60,6 +60,26 @@ def test_a_published_file_is_read_and_what_cannot_be_resolved_is_named(tmp_path:
     )
 
 
+def test_an_index_on_a_requirement_line_applies_to_the_run(tmp_path: Path) -> None:
+    """kohya_ss's requirements_pytorch_windows.txt: pip takes a line's --index-url for all."""
+    cu118 = "https://download.pytorch.org/whl/cu118"
+    requirements = tmp_path / "requirements_pytorch_windows.txt"
+    requirements.write_text(
+        f"torch==2.4.0+cu118 --index-url {cu118}\n"
+        f"torchvision==0.19.0+cu118 --index-url {cu118} --hash sha256:00\n"
+    )
+    given = read_requirements(["-r", str(requirements)])
+    assert given.arguments == [
+        "torch==2.4.0+cu118",
+        "--index-url",
+        cu118,
+        "torchvision==0.19.0+cu118",
+        "--index-url",
+        cu118,
+    ]
+    assert given.index_urls() == [("--index-url", cu118), ("--index-url", cu118)]
+
+
 class _NotFound(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.send_response(404)

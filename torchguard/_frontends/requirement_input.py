@@ -38,6 +38,7 @@ _WITH_VALUE = (
     "--hash",
 )
 INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url")
+_PER_REQUIREMENT = ("--hash", "--config-settings", "--global-option", "--install-option")
 
 
 @dataclass(frozen=True)
@@ -213,12 +214,34 @@ def _read_file(path: str, result: RequirementInput, depth: int) -> None:
                 words = line.split()
             _read_words(words, where, folder, result, depth + 1)
             continue
-        requirement = line.split(" --", 1)[0].strip()  # per-requirement options (--hash)
+        requirement, _, options = line.partition(" --")
+        requirement = requirement.strip()
         why = why_unchecked(requirement)
         if why is None:
             result.arguments.append(requirement)
         else:
             result.unchecked.append(Unchecked(requirement, where, why))
+        if options:  # pip applies a line's --index-url to the whole run, as if on its own line
+            try:
+                words = shlex.split("--" + options, posix=True)
+            except ValueError:
+                words = ("--" + options).split()
+            _read_words(_global_options(words), where, folder, result, depth + 1)
+
+
+def _global_options(words: list[str]) -> list[str]:
+    """A requirement line's options without the ones that only describe it (its hashes, its
+    build settings)."""
+    kept: list[str] = []
+    position = 0
+    while position < len(words):
+        option, value = _split_option(words[position], _PER_REQUIREMENT)
+        if option is not None:
+            position += 2 if value is None else 1
+            continue
+        kept.append(words[position])
+        position += 1
+    return kept
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
