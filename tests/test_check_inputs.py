@@ -216,3 +216,99 @@ def test_the_fix_runs_the_pip_of_the_python_the_user_installs_into(tmp_path: Pat
     assert install_python("3.12", [], cwd=elsewhere, environ={}, windows=True, running="3.12") == (
         "py -3.12"
     )
+
+
+BACKEND = '''\
+"""A PEP 517 backend of a few lines: metadata only, as pip's dry run asks for."""
+import os
+
+METADATA = "Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
+
+
+def prepare_metadata_for_build_wheel(directory, config_settings=None):
+    info = "{name}-{version}.dist-info"
+    os.makedirs(os.path.join(directory, info))
+    with open(os.path.join(directory, info, "METADATA"), "w") as handle:
+        handle.write(METADATA)
+    return info
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+'''
+
+
+def sdist(folder: Path, name: str, version: str, extra: dict[str, str]) -> None:
+    """A real sdist in a ``file://`` index, building its metadata without any download."""
+    import io
+    import tarfile
+
+    root = f"{name}-{version}"
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+        'backend-path = ["."]\n',
+        "backend.py": BACKEND.replace("{name}", name).replace("{version}", version),
+        f"{name}.py": "",
+        **extra,
+    }
+    project = folder / name
+    project.mkdir(parents=True)
+    filename = f"{root}.tar.gz"
+    with tarfile.open(project / filename, "w:gz") as archive:
+        for path, text in files.items():
+            data = text.encode()
+            member = tarfile.TarInfo(f"{root}/{path}")
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+    (project / "index.html").write_text(f'<a href="{filename}">{filename}</a>\n')
+
+
+def test_an_sdist_only_release_is_judged_by_its_source(tmp_path: Path) -> None:
+    """lycoris-lora 1.8.3's shape (Python only, no wheel): resolved from its source, the rest
+    judged; a release whose source has C++ and a CUDAExtension is named as compiling."""
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    simple = tmp_path / "index" / "simple"
+    sdist(simple, "purepkg", "1.8.3", {})
+    sdist(
+        simple,
+        "nativepkg",
+        "2.1.2",
+        {
+            "csrc/scatter.cpp": "int main() {}",
+            "setup.py": "from torch.utils.cpp_extension import CUDAExtension\n"
+            "setup(ext_modules=[CUDAExtension('x', ['csrc/scatter.cpp'])])\n",
+        },
+    )
+    common = ["--python", "3.11", "--index-url", index, "--cache-dir", str(tmp_path / "c")]
+    pure = run("torch==2.4.1", "purepkg==1.8.3", *common, "--no-verify")
+    assert pure.returncode == 0, pure.stdout + pure.stderr
+    assert "built from source: purepkg 1.8.3 publishes only purepkg-1.8.3.tar.gz" in pure.stdout
+    native = run("torch==2.4.1", "nativepkg", *common, "--no-verify")
+    assert native.returncode == 2, native.stdout + native.stderr
+    assert (
+        "nativepkg 2.1.2 would compile native code on the machine that installs it (its source "
+        "has csrc/scatter.cpp; its setup.py uses ext_modules"
+    ) in native.stderr, native.stderr
+
+
+def test_pure_python_source_compiles_nothing() -> None:
+    import io
+    import tarfile
+
+    from torchguard._frontends.sdist_source import native_reasons
+
+    def archive(files: dict[str, str]) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as opened:
+            for path, text in files.items():
+                member = tarfile.TarInfo(f"p-1.0/{path}")
+                member.size = len(text.encode())
+                opened.addfile(member, io.BytesIO(text.encode()))
+        return buffer.getvalue()
+
+    setup = "from setuptools import setup, find_packages\nsetup(packages=find_packages())\n"
+    assert native_reasons(archive({"setup.py": setup, "p/__init__.py": ""}), "p-1.0.tar.gz") == []
+    rust = '[build-system]\nbuild-backend = "maturin"\n'
+    assert native_reasons(archive({"pyproject.toml": rust}), "p-1.0.tar.gz") == [
+        "its build backend is maturin, which compiles"
+    ]

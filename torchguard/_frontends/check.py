@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from torchguard._frontends.cache_command import wheel_cache
 from torchguard._frontends.check_error import CheckError
@@ -171,9 +171,11 @@ def _run(
         raise CheckError(
             ["no requirement left to resolve", *unchecked] if unchecked else "no requirement given"
         )
+    built: list[str] = []
     try:
-        planned, reused = resolve(
+        planned, reused = _resolve_from_sources(
             arguments,
+            built,
             python=version,
             index_urls=index_urls,
             memo_dir=cache,
@@ -186,7 +188,7 @@ def _run(
             raise CheckError(
                 [f"these requirements install no torch (pip resolved {names})", *unchecked]
             )
-        binary = [p for p in planned if not p.pure]
+        binary = [p for p in planned if not p.pure and not p.source]
         fetched = fetch(binary, cache, version, bar)
     except PipFailure as exc:
         raise CheckError([*exc.lines, *unchecked, *problem_lines(problems)], exc.kind) from None
@@ -220,6 +222,7 @@ def _run(
         + ("; pip's resolution from the last 10 minutes reused" if reused else "")
         + ")",
         machine,
+        *built,
         *unchecked,
         *problem_lines(problems),
     ]
@@ -240,6 +243,60 @@ def _run(
         unchecked=tuple(given.unchecked),
         index_problems=tuple(problems),
     )
+
+
+def _resolve_from_sources(
+    arguments: list[str], built: list[str], **options: Any
+) -> tuple[list[Planned], bool]:
+    """pip's resolution, where a release published only as an sdist whose source compiles
+    nothing is resolved from that sdist (pip builds its metadata, as it would when installing);
+    one whose source compiles is named with what in it does. ``built`` gets a line for each."""
+    from tarfile import TarError
+    from zipfile import BadZipFile
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from torchguard._frontends.sdist_source import download_sdist, native_reasons
+
+    def project(argument: str) -> str | None:
+        try:
+            return canonicalize_name(Requirement(argument).name)
+        except InvalidRequirement:
+            return None
+
+    for _ in range(10):
+        try:
+            return resolve(arguments, **options)
+        except PipFailure as exc:
+            if exc.sdist is None:
+                raise
+            name, sdist = exc.sdist
+            release = f"{name} {sdist.version}"
+            try:
+                reasons = native_reasons(download_sdist(sdist.url), sdist.filename)
+            except (OSError, ValueError, EOFError, TarError, BadZipFile) as error:
+                exc.lines.append(
+                    f"its source ({sdist.filename}) could not be read ({error}): torchguard "
+                    "cannot tell whether it compiles native code"
+                )
+                raise exc from None
+            if reasons:
+                exc.lines.append(
+                    f"{release} would compile native code on the machine that installs it "
+                    f"({'; '.join(reasons)}): there is no Windows binary to check; its authors "
+                    "may publish wheels on their own index (pass it with --index-url)"
+                )
+                raise exc from None
+            wanted = canonicalize_name(name)
+            arguments = [a for a in arguments if a.startswith("-") or project(a) != wanted]
+            arguments.append(f"{name} @ {sdist.url}")
+            built.append(
+                f"built from source: {release} publishes only {sdist.filename}, with no C, C++ "
+                "or CUDA source, no ext_modules and no compiling build backend: pip builds a "
+                "pure-Python wheel from it on any machine; resolved from that source"
+            )
+    raise PipFailure(["more than 10 source-only releases: resolve them into wheels first"])
 
 
 def _watcher(bar: Progress) -> Status:

@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchguard._frontends.index_files import IndexFile
 
 _NETWORK = re.compile(
     r"NewConnectionError|ConnectTimeout|Could not fetch URL|NameResolutionError|ReadTimeout|"
@@ -38,6 +42,8 @@ class PipFailure(Exception):
         super().__init__("\n".join(lines))
         self.lines = list(lines)
         self.kind = kind
+        self.sdist: tuple[str, IndexFile] | None = None
+        """(project, newest matching sdist) when pip failed on a release with no wheels."""
 
 
 _ERROR_LINE = re.compile(r"^\s*error:\s*(.*)$", re.IGNORECASE)
@@ -188,7 +194,9 @@ def explain_failure(
         found = _NOT_FOUND.search(error)
         if found:
             why = _why_not_found(found.group(1), found.group(2), index_urls, python)
-            return PipFailure([error, *why, *_constraint_note()])
+            failure = PipFailure([error, *why, *_constraint_note()])
+            failure.sdist = sdist_only(found.group(1), index_urls)
+            return failure
     if errors:
         return PipFailure([errors[0], *_constraint_note()])
     tail = [
@@ -293,11 +301,32 @@ def _why_not_found(
     if all(not f.wheel for f in matching):
         return [
             f"{wanted.name} publishes only source distributions ({matching[-1].filename}): "
-            "pip would compile it on your machine (a C++ compiler, and for CUDA code the CUDA "
-            "toolkit), so there is no Windows binary to check; its authors may publish wheels "
-            "on their own index (find it in the project's README and pass it with --index-url)"
+            "pip builds it on the machine that installs it"
         ]
     return [f"{wanted.name} {wanted.specifier} has wheels, but none for Windows x64"]
+
+
+def sdist_only(requirement: str, index_urls: Sequence[str]) -> tuple[str, IndexFile] | None:
+    """(project, its newest sdist matching ``requirement``) when no matching release has a
+    wheel at all; None otherwise."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from torchguard._frontends.index_files import project_files
+
+    try:
+        wanted = Requirement(requirement.split(" (from ")[0].split(" ;")[0].strip())
+    except InvalidRequirement:
+        return None
+    index = index_urls[0] if index_urls else os.environ.get("PIP_INDEX_URL", PYPI)
+    files = project_files(index, wanted.name) or []
+    matching = [
+        f
+        for f in files
+        if f.version is not None and wanted.specifier.contains(f.version, prereleases=True)
+    ]
+    if not matching or any(f.wheel for f in matching):
+        return None
+    return wanted.name, matching[-1]
 
 
 def _tag_order(tag: str) -> tuple[int, str]:

@@ -41,6 +41,12 @@ class Planned:
     sha256: str | None
 
     @property
+    def source(self) -> bool:
+        """A source distribution (pip builds it on the installing machine): nothing to scan;
+        ``check`` resolves one only when its source says it compiles nothing."""
+        return self.filename.endswith((".tar.gz", ".zip", ".tar.bz2", ".tgz"))
+
+    @property
     def pure(self) -> bool:
         """A ``none-any`` wheel: Python only, nothing the Windows loader would read."""
         tags = self.filename[: -len(".whl")].split("-")[-2:]
