@@ -160,6 +160,7 @@ def test_a_real_file_gets_an_answer_with_the_unchecked_named_and_the_index_said(
     assert result.stderr.startswith(f"torchguard: {said}")  # at once, not only at the end
     head = result.stdout.splitlines()[0]
     assert "import torch succeeds" in head and "(1 requirement(s) not checked: named below)" in head
+    assert "(without 1 index(es) that failed: see below)" in head
 
 
 def test_a_fix_whose_index_cannot_be_reached_is_never_called_verified() -> None:
