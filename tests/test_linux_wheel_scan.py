@@ -322,3 +322,27 @@ def test_a_wheel_gpu_scan_reads_the_fatbin_from_the_stream(
     streamed = torchguard.scan(targets, sysroot=root, gpus=gpu)
     assert [f.code for f in streamed.findings] == ["gpu-arch-unsupported"]
     assert [f.message for f in streamed.findings] == [f.message for f in installed.findings]
+
+
+def test_a_pure_python_wheel_joins_a_linux_wheel_set(tmp_path: Path) -> None:
+    """``pip download torch -d wheels`` on Linux fetches pure-Python wheels too
+    (``cuda_pathfinder-...-py3-none-any.whl``): they belong to every platform, so the set is
+    scanned, and what they install is part of the site-packages."""
+    targets = wheels(tmp_path)
+    expected = [f.code for f in torchguard.scan(targets).findings]
+    pure = tmp_path / "wheels" / "cuda_pathfinder-1.3.2-py3-none-any.whl"
+    with zipfile.ZipFile(pure, "w") as archive:
+        archive.writestr("cuda/pathfinder/__init__.py", "")
+        archive.writestr(
+            "cuda_pathfinder-1.3.2.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: cuda-pathfinder\nVersion: 1.3.2\n",
+        )
+    report = torchguard.scan([pure, *targets])
+    assert [f.code for f in report.findings] == expected
+    assert report.python["platform"] == "linux" and report.torch is not None
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    lay_out_wheels([str(pure)], str(scratch))
+    assert (scratch / "cuda_pathfinder-1.3.2.dist-info" / "METADATA").is_file()
+    with pytest.raises(ValueError, match="not a Linux site-packages"):
+        torchguard.scan([*targets, tmp_path / "wheels" / "other-1.0-py3-none-win_amd64.whl"])
