@@ -283,6 +283,7 @@ def _python(system: System) -> dict[str, str]:
         "executable": interpreter.executable,
         "app_dir": interpreter.app_dir,
         "machine": label(interpreter.machine),
+        **({"environment": system.environment} if system.environment else {}),
     }
 
 
