@@ -220,3 +220,21 @@ def test_a_folder_of_packages_outside_any_environment_is_scanned_as_before(
     site = FakeTorch().write(tmp_path / "site")
     report = torchguard.scan([site])
     assert report.python["app_dir"] == "C:\\Python" and "environment" not in report.python
+
+
+def test_the_assumed_line_names_the_environment(
+    tmp_path: Path, drive: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchguard._frontends.cli import main
+
+    empty = tmp_path / "system32"
+    empty.mkdir()
+    places, site = machine(drive, "conda")
+    status = main(["scan", str(site), "--system32", str(empty), "--clean-windows"])
+    last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+    assert status == 0 and last.startswith("assumed: a clean Windows")
+    assert f"a conda environment (conda-meta) at {places.prefix}" in last
+    assert "PATH is not known offline" in last
+    assert main(["scan", str(site), "--json", "--clean-windows"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["python"]["environment"].startswith("a conda environment")
