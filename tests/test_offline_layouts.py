@@ -238,3 +238,21 @@ def test_the_assumed_line_names_the_environment(
     assert main(["scan", str(site), "--json", "--clean-windows"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["python"]["environment"].startswith("a conda environment")
+
+
+def test_a_wheel_with_a_venv_as_python_dir_runs_from_its_home(tmp_path: Path, drive: Path) -> None:
+    """``--python-dir <venv>``: python.exe's folder is pyvenv.cfg's home, read where it is."""
+    empty = tmp_path / "system32"
+    empty.mkdir()
+    places, _ = machine(drive, "venv")
+    expected = live(places, drive, empty)
+    wheel = tmp_path / "torch-2.4.1+cpu-cp311-cp311-win_amd64.whl"
+    write_wheel(wheel, torch_files())
+    report = offline([wheel], empty, python_dir=host_of(drive, places.prefix))
+    assert report.python["app_dir"] == places.app_dir and "a venv" in report.python["environment"]
+    assert [(f.code, f.severity, f.missing) for f in report.findings] == [
+        (f.code, f.severity, f.missing) for f in expected.findings
+    ]
+    assert ("missing-dll", "error", "MSVCP140.dll") in [
+        (f.code, f.severity, f.missing) for f in report.findings
+    ]
