@@ -16,6 +16,7 @@ from typing import IO
 from torchguard._binary.pe.machine import interpreter_machine
 from torchguard._interpreter import torch_package_dir
 from torchguard._windows.gpus import DisplayAdapter
+from torchguard._windows.python_dlls import live_free_threaded
 from torchguard._windows.system import Interpreter, System
 from torchguard._windows.tree import WinTree, path_key
 
@@ -324,6 +325,7 @@ def live_windows() -> System:
             p for p in os.environ.get("PATH", "").split(os.pathsep) if p and ntpath.isabs(p)
         ),
         is_conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        free_threaded=live_free_threaded(),
     )
     executable = sys.executable
     modules = loaded_paths()
