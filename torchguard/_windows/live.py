@@ -19,6 +19,7 @@ from torchguard._windows.gpus import DisplayAdapter
 from torchguard._windows.python_dlls import live_free_threaded
 from torchguard._windows.system import Interpreter, System
 from torchguard._windows.tree import WinTree, path_key
+from torchguard._windows.user_dirs import library_dirs, maybe_registered, registered
 
 _ONLY_WINDOWS = "only available on Windows"
 
@@ -329,10 +330,13 @@ def live_windows() -> System:
     )
     executable = sys.executable
     modules = loaded_paths()
+    system32 = system_directory()
+    known = registered()
+    site_dirs = interpreter.site_dirs
     return System(
         tree=WinTree(passthrough=True),
         interpreter=interpreter,
-        system32=system_directory(),
+        system32=system32,
         known_dlls=known_dlls(),
         loaded=loaded_modules(modules),
         live=True,
@@ -342,6 +346,8 @@ def live_windows() -> System:
         commit=_commit_or_none(),
         loaded_paths=modules,
         kmp_started=kmp_started(),
+        registered_dirs=known,
+        unseen_dirs=maybe_registered(modules, library_dirs(site_dirs), known, (system32, app_dir)),
     )
 
 

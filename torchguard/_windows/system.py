@@ -77,6 +77,10 @@ class System:
     """Live: every module of the process in load order, same-named copies included."""
     kmp_started: str | None = None
     """Live: the module whose KMP (OpenMP) runtime already registered in this process."""
+    registered_dirs: tuple[str, ...] = ()
+    """Live: folders the program registered with ``os.add_dll_directory`` (observed)."""
+    unseen_dirs: tuple[str, ...] = ()
+    """Live: folders the program may have registered unseen (``_windows.user_dirs``)."""
 
     def close(self) -> None:
         self.tree.close()
