@@ -293,6 +293,8 @@ def _scan(args: argparse.Namespace) -> int:
     from torchguard._frontends.check import gpu_assumption, parse_cuda_option
 
     note = assumed_line(args.clean_windows, args.system32, args.python_dir)
+    if report.python.get("environment"):  # what the scan inferred from the folders around
+        note += f"; {report.python['environment']}"
     note += gpu_assumption(args.gpu, parse_cuda_option(args.cuda))
     extra = {"scan": {"vc_redist": not args.clean_windows}}
     return _emit(report, args, [note], extra)

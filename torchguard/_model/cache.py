@@ -119,6 +119,7 @@ class FactsCache:
                 linker_version=(int(raw["linker_version"][0]), int(raw["linker_version"][1])),
                 file_version=_version(raw.get("file_version")),
                 openmp=_names(raw.get("openmp", [])),
+                mutex=_optional_text(raw.get("mutex")),
             )
         except (KeyError, TypeError, ValueError, IndexError):
             self._facts.pop(key, None)  # a damaged entry is dropped and read again
@@ -285,6 +286,12 @@ def _names(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list):
         raise TypeError("a list of names")
     return tuple(str(name) for name in raw)
+
+
+def _optional_text(raw: Any) -> str | None:
+    if raw is not None and not isinstance(raw, str):
+        raise TypeError("a string or null")
+    return raw
 
 
 def _version(raw: Any) -> tuple[int, int, int, int] | None:
