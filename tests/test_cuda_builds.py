@@ -9,7 +9,7 @@ from fakes import FakeTorch, system32
 from pe_builder import build_pe
 
 import torchguard
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     MINIMUM_DRIVER,
     RELEASES,
     all_variants,

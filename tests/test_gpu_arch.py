@@ -12,7 +12,8 @@ from pe_sections import with_section
 from test_fatbin import container, entry
 
 import torchguard
-from torchguard._windows.gpus import DisplayAdapter, compute_capability, cuda_can_build
+from torchguard._facts.gpus import compute_capability, cuda_can_build
+from torchguard._windows.gpus import DisplayAdapter
 
 
 def torch_cuda(sass: tuple[int, ...], ptx: tuple[int, ...] = ()) -> bytes:

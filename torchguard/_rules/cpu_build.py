@@ -3,16 +3,14 @@
 The answer to "torch.cuda.is_available() is False": the torch wheel on PyPI for Windows is the
 CPU build, the CUDA builds live on download.pytorch.org, one index per CUDA version. Which one
 fits is decided by the driver (read from ``System32\\nvcuda.dll`` as a file, never loaded) and
-by the variants this torch release was published for (:mod:`torchguard._rules.cuda_builds`).
+by the variants this torch release was published for (:mod:`torchguard._facts.cuda_builds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     install_command,
@@ -20,9 +18,11 @@ from torchguard._rules.cuda_builds import (
     newest_runnable,
     release_of,
 )
+from torchguard._facts.gpus import Capability, compute_capability, cuda_can_build
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
 from torchguard._vocab import Code
-from torchguard._windows.gpus import Capability, compute_capability, cuda_can_build
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")

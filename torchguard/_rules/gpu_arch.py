@@ -12,10 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
-from torchguard._model.cache import host_key
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     Cuda,
@@ -24,16 +21,19 @@ from torchguard._rules.cuda_builds import (
     minimum_driver,
     release_of,
 )
-from torchguard._rules.cuda_driver import find_driver, parse_cuda
-from torchguard._rules.kernels import no_kernels_message
-from torchguard._vocab import Code
-from torchguard._windows.gpus import (
+from torchguard._facts.gpus import (
     CUDA_GPUS_URL,
     FIRST_CUDA,
     Capability,
     compute_capability,
     cuda_can_build,
 )
+from torchguard._model.cache import host_key
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_driver import find_driver, parse_cuda
+from torchguard._rules.kernels import no_kernels_message
+from torchguard._vocab import Code
 from torchguard._windows.tree import HostFile, ZipMember
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torchguard._binary.fatbin import FatbinArchs
 
-#: (major, minor) compute capability, as ``torchguard._windows.gpus.Capability``.
+#: (major, minor) compute capability, as ``torchguard._facts.gpus.Capability``.
 Capability = tuple[int, int]
 
 

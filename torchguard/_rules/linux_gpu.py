@@ -6,10 +6,9 @@ The driver is the kernel module's version (``/proc/driver/nvidia/version``) or, 
 Windows host's (the FileVersion of its DLLs in ``/usr/lib/wsl/drivers``), whose
 ``libcuda.so.1`` is in ``/usr/lib/wsl/lib``; whether ``libcuda.so.1`` is found at all is
 ld.so's answer (cudart ``dlopen``s it by name at the first CUDA call). The minimum drivers are
-the Linux column of NVIDIA's table (:mod:`.cuda_builds`), its Windows column for a WSL2 host's
-driver, the GPUs' architectures
-the table of :mod:`torchguard._windows.gpus`, torch's kernels the ``.nv_fatbin`` of
-``libtorch_cuda.so``.
+the Linux column of NVIDIA's table (:mod:`torchguard._facts.cuda_builds`), its Windows column
+for a WSL2 host's driver, the GPUs' architectures the table of :mod:`torchguard._facts.gpus`,
+torch's kernels the ``.nv_fatbin`` of ``libtorch_cuda.so``.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from torchguard._binary.fatbin import FatbinArchs
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     LINUX_FAMILY_FLOOR,
     MINIMUM_DRIVER,
     PREVIOUS_VERSIONS_URL,
@@ -34,10 +32,11 @@ from torchguard._rules.cuda_builds import (
     minimum_driver,
     release_of,
 )
+from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_loads import LinuxHints
 from torchguard._vocab import Code
-from torchguard._windows.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
 
 DRIVERS_URL = "https://www.nvidia.com/drivers"
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
