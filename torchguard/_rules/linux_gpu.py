@@ -32,7 +32,8 @@ from torchguard._facts.cuda_builds import (
     minimum_driver,
     release_of,
 )
-from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
+from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
+from torchguard._facts.torch_archs import carries_kernels
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_loads import LinuxHints
@@ -409,26 +410,27 @@ def _arch_hints(
     base = torch_version.split("+")[0]
     release = release_of(base)
 
-    def fits(variant: Cuda, on: LinuxDriver | None) -> bool:
-        """Compiles the GPU and starts on driver ``on`` (minor-version compatibility counts:
-        a variant that only lacks PTX JIT still runs the SASS it ships)."""
-        if variant == cuda or not cuda_can_build(variant, capability):
+    def fits(row: Release, variant: Cuda, on: LinuxDriver | None) -> bool:
+        """Has kernels for the GPU (PyTorch's build policy for that release and variant) and
+        starts on driver ``on`` (minor-version compatibility counts: a variant that only lacks
+        PTX JIT still runs the SASS it ships)."""
+        if variant == cuda or not carries_kernels(row.releases[-1], variant, capability):
             return False
         need = LINUX_FAMILY_FLOOR.get(variant[0]) or linux_minimum_driver(variant)
         return on is None or need is None or need <= on
 
     rows = [release] if release is not None else []
     rows += [row for row in RELEASES if release is None or row.series > release.series]
-    choice = _first_fit(rows, lambda v: fits(v, driver))
+    choice = _first_fit(rows, lambda row, v: fits(row, v, driver))
     new_driver = False
     if choice is None and driver is not None:  # none runs on this driver: a newer one first
-        choice = _first_fit(rows, lambda v: fits(v, None))
+        choice = _first_fit(rows, lambda row, v: fits(row, v, None))
         new_driver = True
     arch = f"sm_{capability[0]}{capability[1]}"
     if choice is None:
         return (
             RepairHint(
-                f"no torch build torchguard knows of compiles {arch} for this driver; see "
+                f"no torch build torchguard knows of has {arch} kernels for this driver; see "
                 "which CUDA versions support the GPU",
                 (),
                 CUDA_GPUS_URL,
@@ -445,18 +447,20 @@ def _arch_hints(
         note = f" (its full feature set needs NVIDIA driver {format_linux_driver(need)} or newer)"
     return (
         RepairHint(
-            f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a CUDA version "
-            f"that compiles {arch}{note}",
+            f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
+            f"carries {arch} kernels{note}",
             (install_command(hints.python_cmd, target, variant, conda=hints.conda, release=row),),
             PREVIOUS_VERSIONS_URL,
         ),
     )
 
 
-def _first_fit(rows: list[Release], fits: Callable[[Cuda], bool]) -> tuple[Release, Cuda] | None:
+def _first_fit(
+    rows: list[Release], fits: Callable[[Release, Cuda], bool]
+) -> tuple[Release, Cuda] | None:
     """The first release (this one, then newer) with a fitting variant, and its newest."""
     for row in rows:
-        fitting = [v for v in row.variants if fits(v)]
+        fitting = [v for v in row.variants if fits(row, v)]
         if fitting:
             return row, max(fitting)
     return None
