@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
 from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
+from torchguard._facts.cuda_builds import driver_version, linux_minimum_driver
+from torchguard._facts.gpus import compute_capability
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nvidia_on_pci
@@ -29,7 +31,6 @@ from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
-from torchguard._rules.cuda_builds import driver_version, linux_minimum_driver
 from torchguard._rules.linux_gpu import (
     LinuxDriverFacts,
     driver_findings,
@@ -50,7 +51,6 @@ from torchguard._rules.linux_loads import (
     unread_findings,
 )
 from torchguard._vocab import Analysis, Code, Step
-from torchguard._windows.gpus import compute_capability
 
 
 def glob_sorted(pattern: str) -> list[str]:
