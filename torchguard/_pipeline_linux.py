@@ -184,6 +184,10 @@ def _plan(
 def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
     """The whole Linux analysis of ``system``; problems become findings."""
     cache = cache if cache is not None else LinuxCache(None)
+    # one file per environment: a warm run parses only its own (wheels: all in one, as their
+    # scratch folder is new each run and their facts are keyed by content)
+    wheels = system.wheels is not None
+    cache.use_scope("linux-wheels" if wheels else f"linux|{system.torch_package_dir}")
     if system.wheels is None:
         return _analyze(system, cache, PosixFiles(cache, 2, system.machine))
     from torchguard._linux.wheel_files import WheelFiles  # zipfile: only for wheels
