@@ -21,7 +21,8 @@ def _cache() -> Path:
 def _files() -> list[Path]:
     """The environment files of the cache."""
     folder = _cache() / FOLDER
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    found = folder.glob("*.json") if folder.is_dir() else []
+    return sorted(path for path in found if not path.name.endswith(".cold.json"))
 
 
 def _only() -> Path:
@@ -253,7 +254,10 @@ def test_many_processes_at_once_lose_nothing(
     ]
     outputs = [process.communicate(timeout=120)[0].split() for process in processes]
     assert outputs == [["True"]] * 6
-    documents = [json.loads(path.read_text()) for path in _files()]
+    from torchguard._model.cache import cold_file
+
+    every = [*_files(), *(cold_file(p) for p in _files() if cold_file(p).exists())]
+    documents = [json.loads(path.read_text()) for path in every]
     cached = " ".join(name for data in documents for name in data["entries"])
     assert str(sites[0]) in cached and str(sites[1]) in cached
 

@@ -12,6 +12,7 @@ from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
 from torchguard._model.extensions import refine
+from torchguard._model.linked import RememberedLinks
 from torchguard._model.loader import LoaderModel
 from torchguard._model.openmp import STARTED, Candidates, OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
@@ -78,8 +79,12 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     binaries = Binaries(system.tree, cache)
     guarded, unguarded, process, plan = _replay(system, torch, plan, binaries, cwd)
     clock.lap("resolve")
+    links = RememberedLinks(system.tree, cache, binaries.facts) if cache is not None else None
+    found = discover(dists, binaries.facts, links)
+    if links is not None:
+        links.save()
     packages = refine(
-        simulate_packages(process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok),
+        simulate_packages(process, found, torch_ok=guarded.outcome().ok),
         process,
         torch.version,
         cache,

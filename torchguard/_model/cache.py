@@ -8,10 +8,13 @@ identity and the member's CRC and size); facts of a folder by the folder's state
 about files are stored: a reader that fails for any reason other than the file's own damage
 raises instead, and nothing is written.
 
-Layout: one small JSON file per *scope* (an environment: the torch installation a run
-analyses), in ``facts-v3/`` under the user cache folder (``platformdirs``) or
-``TORCHGUARD_CACHE_DIR``; ``TORCHGUARD_CACHE=off`` disables it. A warm run parses only its own
-environment's file, whose size follows that environment, never the history of others.
+Layout: two JSON files per *scope* (an environment: the torch installation a run analyses),
+in ``facts-v3/`` under the user cache folder (``platformdirs``) or ``TORCHGUARD_CACHE_DIR``;
+``TORCHGUARD_CACHE=off`` disables it. The *hot* file holds what the last writing run used,
+the *cold* one the rest of that environment's entries (the facts of every binary, read
+once after a change). A warm run parses only its environment's hot file, whose size follows
+what a run needs, never the history of other environments; it reads the cold file only when
+the hot one lacks an entry, and then writes, so that the next run does not.
 
 Bounds: an environment keeps at most :data:`MAX_ENTRIES` entries and :data:`MAX_BYTES`, the
 least recently used dropped first, and an entry no run has used for :data:`KEEP_DAYS`
@@ -48,10 +51,12 @@ SCHEMA = 3
 FOLDER = f"facts-v{SCHEMA}"
 LOCK_NAME = f"facts-v{SCHEMA}.lock"
 SUFFIX = ".json"
+COLD_SUFFIX = ".cold.json"
 DEFAULT_SCOPE = "default"
 MAX_ENTRIES = 16384  # per environment: a large CUDA environment uses about 3,000
 MAX_BYTES = 8 << 20  # per environment: a larger file is not ours to parse; writes stay under
 MAX_SCOPES = 64  # environments kept; the least recently used file goes first
+SMALL_HOT = 256  # entries: a hot file this small is never rewritten just to shrink it
 KEEP_DAYS = 30  # days an entry survives unused (the facts of a replaced file)
 TOUCH_AFTER = 86400.0  # seconds: a used environment file older than this has its time renewed
 LEFTOVER_AGE = 3600.0  # seconds after which a temporary file is a killed writer's
@@ -97,6 +102,11 @@ def scope_file(directory: Path, scope: str) -> Path:
     return directory / FOLDER / f"{digest}{SUFFIX}"
 
 
+def cold_file(hot: Path) -> Path:
+    """The file that holds the entries of an environment its last writing run did not use."""
+    return hot.with_name(hot.name[: -len(SUFFIX)] + COLD_SUFFIX)
+
+
 def host_key(path: str) -> str | None:
     """The identity of a file on disk, or None when it cannot be stat-ed."""
     try:
@@ -125,10 +135,12 @@ class FactsCache:
     def __init__(self, directory: Path | None, scope: str = DEFAULT_SCOPE) -> None:
         self.directory = directory
         self.scope = scope
-        self._entries: Entries | None = None
+        self._entries: Entries | None = None  # the hot file's
+        self._cold: Entries | None = None  # read only when the hot file lacks an entry
         self._stale = False  # the file's time is old: renew it so the environment stays
         self._new: dict[str, Any] = {}
         self._used: set[str] = set()
+        self._from_cold: set[str] = set()
 
     def use_scope(self, scope: str) -> None:
         """Serve ``scope`` from now on; what another scope learned is saved first."""
@@ -136,9 +148,10 @@ class FactsCache:
             return
         if self._new:
             self.save()
-        self.scope, self._entries = scope, None
+        self.scope, self._entries, self._cold = scope, None, None
         self._new.clear()
         self._used.clear()
+        self._from_cold.clear()
 
     # -- generic entries ----------------------------------------------------------------
     def found(self, kind: str, key: str | None) -> Any:
@@ -148,10 +161,9 @@ class FactsCache:
         name = f"{kind}|{key}"
         if name in self._new:
             return self._new[name]
-        entry = self._loaded().get(name)
-        if not _well_formed(entry):
+        entry = self._entry(name)
+        if entry is None:
             return None
-        assert entry is not None
         self._used.add(name)
         return entry[1]
 
@@ -160,23 +172,21 @@ class FactsCache:
         if key is None:
             return
         name = f"{kind}|{key}"
-        entry = self._loaded().get(name)
-        if (
-            name not in self._new
-            and _well_formed(entry)
-            and entry is not None
-            and entry[1] == value
-        ):
-            self._used.add(name)
-            return
+        if name not in self._new:
+            entry = self._entry(name)
+            if entry is not None and entry[1] == value:
+                self._used.add(name)
+                return
         self._new[name] = value
 
     def forget(self, kind: str, key: str) -> None:
         """Drop a damaged entry of this run's view (a later store replaces it on disk)."""
         name = f"{kind}|{key}"
         self._loaded().pop(name, None)
+        self._cold_loaded().pop(name, None)
         self._new.pop(name, None)
         self._used.discard(name)
+        self._from_cold.discard(name)
 
     # -- the PE side ---------------------------------------------------------------------
     def get(self, key: str | None) -> PEFacts | PEReadError | None:
@@ -221,6 +231,15 @@ class FactsCache:
             self.store(kind, identity, value)
 
     # -- loading and saving --------------------------------------------------------------
+    def _entry(self, name: str) -> list[Any] | None:
+        """The well-formed entry ``name``: from the hot file, else from the cold one."""
+        entry = self._loaded().get(name)
+        if entry is None:
+            entry = self._cold_loaded().get(name)
+            if entry is not None:
+                self._from_cold.add(name)
+        return entry
+
     def _loaded(self) -> Entries:
         if self._entries is None:
             self._entries = {}
@@ -230,17 +249,25 @@ class FactsCache:
                 self._stale = age > TOUCH_AFTER
         return self._entries
 
+    def _cold_loaded(self) -> Entries:
+        if self._cold is None:
+            self._cold = {}
+            if self.directory is not None:
+                path = cold_file(scope_file(self.directory, self.scope))
+                self._cold = _load(path, self.scope)[0]
+        return self._cold
+
     def save(self) -> None:
         """Write what this run learned; failures are ignored (the cache is only a speed-up).
 
-        A run that only read writes nothing unless an entry it used is about to be dropped
-        (:meth:`_used_at_risk`); it then renews those entries' place. The file of an
-        environment that is used but unchanged has only its time renewed, once a day.
+        A run that only read writes nothing unless its view of the hot file is worth
+        renewing (:meth:`_worth_rewriting`). The file of an environment that is used but
+        unchanged has only its time renewed, once a day.
         """
         if self.directory is None or self._entries is None:
             return
         path = scope_file(self.directory, self.scope)
-        if not self._new and not self._used_at_risk():
+        if not self._new and not self._worth_rewriting():
             if self._stale and self._used:
                 with suppress(OSError):
                     os.utime(path)
@@ -255,7 +282,11 @@ class FactsCache:
                 _evict_scopes(path.parent, keep=path)
 
     def _merge_and_write(self, path: Path) -> bool:
-        entries, _age = _load(path, self.scope)
+        """Under the lock: both files read again, this run's uses and news laid over them,
+        the bounds applied, then split: what this run used or learned is the hot file."""
+        cold = cold_file(path)
+        entries = _load(cold, self.scope)[0]
+        entries.update(_load(path, self.scope)[0])
         today = _today()
         for name in self._used:  # used now: moved to the most recent end
             entry = entries.pop(name, None)
@@ -267,6 +298,26 @@ class FactsCache:
         oldest = today - KEEP_DAYS
         kept = [(name, entry) for name, entry in entries.items() if entry[0] >= oldest]
         kept = kept[-MAX_ENTRIES:]
+        wanted = self._used | set(self._new)
+        hot = [(name, entry) for name, entry in kept if name in wanted]
+        rest = [(name, entry) for name, entry in kept if name not in wanted]
+        if rest:
+            if not self._write(cold, rest):
+                return False
+        else:
+            with suppress(OSError):
+                cold.unlink()
+        if not self._write(path, hot):
+            return False
+        self._entries, self._cold = dict(hot), None
+        self._new.clear()
+        self._used.clear()
+        self._from_cold.clear()
+        self._stale = False
+        return True
+
+    def _write(self, path: Path, kept: list[tuple[str, list[Any]]]) -> bool:
+        """Write one file, under :data:`MAX_BYTES` (its older half dropped until it is)."""
         while True:
             document = {
                 "schema": SCHEMA,
@@ -277,21 +328,21 @@ class FactsCache:
             text = json.dumps(document, separators=(",", ":"))
             if len(text) < MAX_BYTES or not kept:
                 break
-            kept = kept[len(kept) // 2 :]  # over the size bound: the older half goes
-        if not _replace(path, text):
-            return False
-        self._entries = dict(kept)
-        self._new.clear()
-        self._used.clear()
-        self._stale = False
-        return True
+            kept[:] = kept[len(kept) // 2 :]  # over the size bound: the older half goes
+        return _replace(path, text)
 
-    def _used_at_risk(self) -> bool:
-        """Whether an entry this run used is in the older half of a file past half full, or
-        was last renewed more than half of :data:`KEEP_DAYS` ago."""
+    def _worth_rewriting(self) -> bool:
+        """Whether a run that learned nothing should still write: it needed entries of the
+        cold file (the next run would read it again), it used under half of a large hot
+        file (what a change left there), an entry it used was last renewed more than half
+        of :data:`KEEP_DAYS` ago, or one is in the older half of a file past half full."""
         entries = self._entries or {}
         if not self._used:
             return False
+        if self._from_cold:
+            return True
+        if len(entries) > SMALL_HOT and len(self._used) < len(entries) // 2:
+            return True
         limit = _today() - KEEP_DAYS // 2
         if any(entries[name][0] < limit for name in self._used if name in entries):
             return True
@@ -355,10 +406,10 @@ def _replace(path: Path, text: str) -> bool:
 
 
 def _evict_scopes(folder: Path, keep: Path) -> None:
-    """Remove the least recently used environment files past :data:`MAX_SCOPES`, and the
+    """Remove the least recently used environments' files past :data:`MAX_SCOPES`, and the
     temporary files of killed writers; only the cache's own file names are ever removed."""
     now = time.time()
-    scopes: list[tuple[float, Path]] = []
+    scopes: dict[str, float] = {}
     with suppress(OSError):
         for entry in os.scandir(folder):
             name = entry.name
@@ -366,18 +417,24 @@ def _evict_scopes(folder: Path, keep: Path) -> None:
                 if name.startswith(".facts-") and name.endswith(".tmp"):
                     if now - entry.stat().st_mtime > LEFTOVER_AGE:
                         os.unlink(entry.path)
-                elif _ours(name) and entry.path != str(keep):
-                    scopes.append((entry.stat().st_mtime, Path(entry.path)))
-    scopes.sort()
-    for _mtime, path in scopes[: max(0, len(scopes) + 1 - MAX_SCOPES)]:
-        with suppress(OSError):
-            path.unlink()
+                elif _digest_of(name) and _digest_of(name) != _digest_of(keep.name):
+                    digest = _digest_of(name)
+                    scopes[digest] = max(scopes.get(digest, 0.0), entry.stat().st_mtime)
+    order = sorted(scopes, key=lambda digest: scopes[digest])
+    for digest in order[: max(0, len(order) + 1 - MAX_SCOPES)]:
+        for suffix in (SUFFIX, COLD_SUFFIX):
+            with suppress(OSError):
+                (folder / f"{digest}{suffix}").unlink()
 
 
-def _ours(name: str) -> bool:
-    """Whether ``name`` is an environment file's (a hex digest and the suffix)."""
-    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
-    return len(stem) == 20 and all(c in "0123456789abcdef" for c in stem)
+def _digest_of(name: str) -> str:
+    """The environment digest of one of its files' names; "" for any other name."""
+    for suffix in (COLD_SUFFIX, SUFFIX):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            if len(stem) == 20 and all(c in "0123456789abcdef" for c in stem):
+                return stem
+    return ""
 
 
 @contextmanager
