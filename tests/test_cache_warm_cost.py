@@ -133,3 +133,26 @@ def test_a_warm_run_parses_only_what_it_used_last(
     assert loaded == [scope_file(tmp_path, "env").name]
     assert len(json.loads(scope_file(tmp_path, "env").read_text())["entries"]) == 3
     assert FactsCache(tmp_path, "env").found("k", "300") == [300] * 10  # cold: still there
+
+
+def test_a_warm_linux_analysis_rewrites_nothing(tmp_path: Path) -> None:
+    """The Linux cache rewrote its whole file on every warm diagnose() (issue 22)."""
+    from test_linux_import import torch_site
+
+    from torchguard._linux.system import offline_linux
+    from torchguard._model.linux_cache import LinuxCache
+    from torchguard._pipeline_linux import analyze_linux
+
+    site = torch_site(tmp_path)
+    binary_dists(site, 3)
+    age(site)
+    folder = tmp_path / "cache"
+    for _ in range(3):
+        analyze_linux(offline_linux([str(site)]), cache=LinuxCache(folder))
+    files = sorted((folder / _cache.FOLDER).iterdir())
+    assert files
+    before = [(p.name, p.stat().st_mtime_ns, p.read_bytes()) for p in files]
+    report = analyze_linux(offline_linux([str(site)]), cache=LinuxCache(folder))
+    assert report.import_torch is not None and report.import_torch.ok
+    after = [(p.name, p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(files)]
+    assert after == before
