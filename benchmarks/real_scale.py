@@ -31,7 +31,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
 from fakes import KERNEL, FakeTorch, system32  # noqa: E402
 from linux_elf import write_so  # noqa: E402

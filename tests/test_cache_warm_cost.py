@@ -75,7 +75,11 @@ def test_a_warm_scan_touches_as_many_files_with_300_binaries_as_with_7(
 
 
 def test_an_install_costs_its_own_files_and_the_answer_follows_it(
-    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, reads: list[str]
+    tmp_path: Path,
+    fake_torch: FakeTorch,
+    runtime_dir: Path,
+    reads: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     site = fake_torch.write(tmp_path / "site")
     binary_dists(site, 20)
@@ -84,7 +88,9 @@ def test_an_install_costs_its_own_files_and_the_answer_follows_it(
     age(site / "torch_ext", site / "torch_ext-1.0.dist-info")
     age(site, below=False)  # the folder's own time changes too: others' files keep theirs
     reads.clear()
-    report = torchguard.scan([site], system32=[runtime_dir])
+    with counted(monkeypatch) as seen:
+        report = torchguard.scan([site], system32=[runtime_dir])
+    assert not [p for p in seen if os.sep + "pkg" in p and p.endswith(".pyd")]  # nobody else
     assert {"_C.pyd", "_ops.pyd"} <= set(reads)  # its own binaries (and what they bind to)
     assert not [name for name in reads if name.startswith("_ext")]  # no other distribution's
     assert [p.status for p in report.packages] == ["fails"]

@@ -80,7 +80,7 @@ def test_each_folder_is_listed_once_and_absent_ones_never(tmp_path: Path) -> Non
     search = ListingGlob(roots)
     folders = [f"lib{index}" for index in range(16)]
     found = []
-    for folder in folders + ["cuda_runtime"]:
+    for folder in [*folders, "cuda_runtime"]:
         for entry in roots:
             found += search(os.path.join(entry, "nvidia", folder, "lib", "lib*.so.*[0-9]"))
             found += search(os.path.join(entry, folder, "lib", "lib*.so.*[0-9]"))

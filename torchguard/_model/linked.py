@@ -6,8 +6,9 @@ whose identity must be taken (a ``stat`` each) before the facts cache can answer
 answers are kept in the persistent cache, one entry per site-packages folder, keyed by the
 folder's state as :mod:`~torchguard._model.records` keeps RECORD summaries (pip, uv and conda
 create or remove a ``.dist-info`` on every install, which changes that state). A warm run in
-an unchanged folder takes no binary's identity; after a change, each distribution's answer
-is worked out again from the facts cache (no binary is read unless it changed).
+an unchanged folder takes no binary's identity; after a change, a distribution whose RECORD
+is unchanged keeps its answer (one ``stat``), and only the others are worked out again from
+their binaries' facts.
 
 An answer that leaned on a file that could not be read now is not kept.
 """
@@ -21,6 +22,7 @@ from torchguard._binary.pe.errors import FileUnreadable, PEReadError
 from torchguard._binary.pe.image import PEFacts
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import is_torch_dll
+from torchguard._model.records import record_state
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import WinTree
 
@@ -37,38 +39,50 @@ class RememberedLinks:
         self.cache = cache
         self.facts = facts
         self._sites: dict[str, tuple[str, str | None, dict[str, Any], bool]] = {}
+        self._changed: set[str] = set()
+        self._asked: dict[str, set[str]] = {}
 
     def __call__(self, dist: InstalledDist, paths: Callable[[], list[str]]) -> list[str]:
         """The binaries of ``dist`` (``paths``: all it lists, asked only when not
         remembered) that import a torch DLL."""
-        identity, state, known, _changed = self._site(dist.site_dir)
+        _identity, state, known, settled = self._site(dist.site_dir)
         name = dist.distribution.dist_info
+        self._asked.setdefault(dist.site_dir, set()).add(name)
         stored: Any = known.get(name) if state is not None else None
-        if _strings(stored):
-            return list(stored)
+        if settled and _entry(stored):  # the folder is as it was: no file looked at
+            return list(stored[1:])
+        record = record_state(self.tree, dist.distribution)
+        if record is not None and _entry(stored) and stored[0] == record:
+            return list(stored[1:])  # the folder changed, this distribution did not
         linked, certain = self._linked(paths())
-        if certain and state is not None:
-            known[name] = linked
-            self._sites[dist.site_dir] = (identity, state, known, True)
+        if certain and state is not None and record is not None:
+            known[name] = [record, *linked]
+            self._changed.add(dist.site_dir)
         return linked
 
     def save(self) -> None:
-        """Keep the answers of every folder that gained one."""
-        for identity, state, known, changed in self._sites.values():
-            if changed:
-                self.cache.put_derived(KIND, identity, {"state": state, "dists": known})
+        """Keep the answers of every folder that gained one, or changed (then only those of
+        the distributions it holds now)."""
+        for site_dir, (identity, state, known, settled) in self._sites.items():
+            if state is not None and (site_dir in self._changed or not settled):
+                asked = self._asked.get(site_dir, set())
+                kept = {name: value for name, value in known.items() if name in asked}
+                self.cache.put_derived(KIND, identity, {"state": state, "dists": kept})
 
     def _site(self, site_dir: str) -> tuple[str, str | None, dict[str, Any], bool]:
+        """(the folder's identity, its state, the answers kept for it, whether it is as it
+        was when they were kept)."""
         found = self._sites.get(site_dir)
         if found is None:
             identity = self.tree.folder_identity(site_dir)
             state = self.tree.folder_state(site_dir)
             stored = self.cache.get_derived(KIND, identity)
             known: dict[str, Any] = {}
-            if isinstance(stored, dict) and stored.get("state") == state:
-                dists = stored.get("dists")
-                known = dict(dists) if isinstance(dists, dict) else {}
-            found = self._sites[site_dir] = (identity, state, known, False)
+            settled = False
+            if isinstance(stored, dict) and isinstance(stored.get("dists"), dict):
+                known = dict(stored["dists"])
+                settled = state is not None and stored.get("state") == state
+            found = self._sites[site_dir] = (identity, state, known, settled)
         return found
 
     def _linked(self, paths: list[str]) -> tuple[list[str], bool]:
@@ -88,5 +102,6 @@ class RememberedLinks:
         return linked, certain
 
 
-def _strings(value: Any) -> bool:
-    return type(value) is list and all(type(item) is str for item in value)
+def _entry(value: Any) -> bool:
+    """Whether a kept answer is whole: its RECORD's state, then the linked paths."""
+    return type(value) is list and bool(value) and all(type(item) is str for item in value)
