@@ -159,7 +159,7 @@ def test_pytest_plugin_with_the_hook_installed_runs_the_session(tmp_path: Path) 
     (suite / "test_one.py").write_text("def test_one():\n    import torch\n")
     code = (
         "import sys, pytest\n"
-        f"sys.exit(pytest.main(['-p', 'no:cacheprovider', '--torchguard', {str(suite)!r}]))\n"
+        f"sys.exit(int(pytest.main(['-p', 'no:cacheprovider', '--torchguard', {str(suite)!r}])))\n"
     )
     result = both(code.replace("sys.exit(", "print('exit', "), tmp_path)
     lines = [line for line in result.stdout.splitlines() if line.startswith("torchguard ")]
