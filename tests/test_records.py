@@ -26,10 +26,10 @@ PURE = 30
 
 def extension(name: str, version: str, *broken: str) -> dict[str, bytes]:
     """A torch extension: ``_C.pyd`` linking torch, plus a ``.pyd`` per name in ``broken``
-    that also imports a DLL nobody ships."""
+    that also imports a DLL nobody ships; its ``__init__.py`` imports them all."""
     module = name.replace("-", "_")
     files = {
-        f"{module}/__init__.py": b"",
+        f"{module}/__init__.py": f"from . import {', '.join(('_C', *broken))}\n".encode(),
         f"{module}/_C.pyd": build_pe([*TORCH, *KERNEL]),
     }
     for stem in broken:
