@@ -223,6 +223,41 @@ def test_two_differently_named_runtimes_are_an_error_of_the_package(
     assert report.preloads == ()
 
 
+def test_one_package_with_two_runtimes_and_four_users_is_one_finding(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """faiss-cpu 1.8.0's shape: LLVM's libomp140 (both _swigfaiss builds) and libomp (flang's
+    two DLLs). One cause, one finding, every runtime and user folded under it."""
+    llvm = build_pe(
+        list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL], strings=[REGISTERED]
+    )
+    libs = "faiss_cpu.libs/"
+    files = {
+        f"{libs}libomp140.x86_64-21fc.dll": llvm,
+        f"{libs}libomp-2625.dll": llvm,
+        "faiss/_swigfaiss.cp311-win_amd64.pyd": build_pe(["libomp140.x86_64-21fc.dll", *KERNEL]),
+        "faiss/_swigfaiss_avx2.cp311-win_amd64.pyd": build_pe(
+            ["libomp140.x86_64-21fc.dll", *KERNEL]
+        ),
+        f"{libs}flang-d389.dll": build_pe(["libomp-2625.dll", *KERNEL]),
+        f"{libs}flangrti-5bba.dll": build_pe(["libomp-2625.dll", *KERNEL]),
+    }
+    faiss = companion("faiss-cpu", "1.8.0", files, {})
+    report = torchguard.scan([site(tmp_path, fake_torch, faiss)], system32=[runtime_dir])
+    (finding,) = openmp(report)
+    for name in (
+        "libomp140.x86_64-21fc.dll",
+        "libomp-2625.dll",
+        "_swigfaiss.cp311-win_amd64.pyd",
+        "_swigfaiss_avx2.cp311-win_amd64.pyd",
+        "flang-d389.dll",
+        "flangrti-5bba.dll",
+    ):
+        assert finding.message.count(name) >= 1, name
+    assert finding.message.count("two different OpenMP runtimes") == 1
+    assert finding.hints[0].commands == ("py -3.11 -m pip install --upgrade faiss-cpu",)
+
+
 def test_a_renamed_stub_is_not_a_runtime(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
