@@ -256,3 +256,27 @@ def test_a_wheel_with_a_venv_as_python_dir_runs_from_its_home(tmp_path: Path, dr
     assert ("missing-dll", "error", "MSVCP140.dll") in [
         (f.code, f.severity, f.missing) for f in report.findings
     ]
+
+
+def test_a_venv_with_the_system_site_finds_torch_in_its_base(tmp_path: Path, drive: Path) -> None:
+    """``include-system-site-packages = true``: the base's site-packages follow the venv's, as
+    on ``sys.path``; torch installed there is the one ``import torch`` finds."""
+    import dataclasses
+
+    empty = tmp_path / "system32"
+    empty.mkdir()
+    places = write_layout(LAYOUTS["venv"], PYTHON, drive, python_folder("msvcp140.dll"), {})
+    base_site = f"{places.app_dir}\\Lib\\site-packages"
+    for name, data in torch_files().items():
+        path = host_of(drive, base_site).joinpath(*name.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    config = host_of(drive, places.prefix) / "pyvenv.cfg"
+    config.write_text(config.read_text().replace("= false", "= true"))
+    places = dataclasses.replace(places, site_dirs=(*places.site_dirs, base_site))
+    expected = live(places, drive, empty)
+    assert expected.torch is not None
+    report = offline([host_of(drive, places.install_site)], empty)
+    assert report.torch is not None and report.torch.location == expected.torch.location
+    assert verdict(report) == verdict(expected)
+    assert "include-system-site-packages" in report.python["environment"]
