@@ -280,3 +280,20 @@ def test_a_venv_with_the_system_site_finds_torch_in_its_base(tmp_path: Path, dri
     assert report.torch is not None and report.torch.location == expected.torch.location
     assert verdict(report) == verdict(expected)
     assert "include-system-site-packages" in report.python["environment"]
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["home = ..\\elsewhere\n", "home = /usr/bin\n", "", "\0\xff" * 40000, "home\n= = =\n"],
+)
+def test_a_damaged_pyvenv_cfg_leaves_python_exes_folder_assumed(
+    tmp_path: Path, config: str
+) -> None:
+    """Anything but a Windows folder in ``home`` is unknown, never a path to read."""
+    venv = tmp_path / "venv"
+    FakeTorch().write(venv / "Lib" / "site-packages")
+    (venv / "pyvenv.cfg").write_text(config, encoding="utf-8", errors="surrogateescape")
+    report = torchguard.scan([venv / "Lib" / "site-packages"])
+    assert report.ok and report.torch is not None
+    assert "not found here: python.org's DLLs assumed" in report.python["environment"]
+    assert report.python["app_dir"] == "C:\\Python"

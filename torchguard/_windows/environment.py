@@ -149,6 +149,8 @@ def environment_of(root: str) -> Environment | None:
     site = child(lib, "site-packages") if lib else None
     config = _venv_config(root) if kind == VENV else {}
     home = ntpath.normpath(config["home"]) if "home" in config else None
+    if home is not None and not (ntpath.isabs(home) and ntpath.splitdrive(home)[0]):
+        home = None  # not a Windows folder: python.exe's folder is unknown
     return Environment(
         kind=kind,
         root=os.path.abspath(root),
