@@ -114,3 +114,37 @@ def test_newest_verified_row_agrees_with_the_pypi_wheel() -> None:
     row = build_archs(newest, cuda)
     assert row is not None and row.verified, (newest, reading.cuda)
     assert frozenset(reading.sass) == row.sass and frozenset(reading.ptx) == row.ptx
+
+
+#: uv's Windows table (crates/uv-torch/src/backend.rs): backend -> minimum driver, newest first.
+UV_WINDOWS = (((13, 2), (580, 0)), ((13, 0), (580, 0)), ((12, 9), (528, 33)), ((12, 8), (528, 33)))
+
+
+def _uv_pick(driver: tuple[int, int]) -> tuple[str, tuple[int, int]]:
+    """uv --torch-backend=auto: the first index the driver allows that has torch, its newest."""
+    for variant, need in UV_WINDOWS:
+        if need <= driver:
+            rows = [row for row in RELEASES if variant in row.variants]
+            if rows:
+                return rows[-1].releases[-1], variant
+    raise AssertionError("no index")
+
+
+def test_readme_gpu_table_matches_the_tables() -> None:
+    from torchguard._facts.torch_archs import newest_build
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- gpu-table -->\n")[1].split("<!-- /gpu-table -->")[0]
+    rows = [line.strip("|").split("|") for line in block.splitlines()[2:]]
+    driver = (581, 57)
+    assert len(rows) == 8
+    for gpu, arch, uv, runs, ours in ([cell.strip() for cell in row] for row in rows):
+        capability = compute_capability(gpu)
+        assert capability is not None and arch == f"sm_{capability[0]}{capability[1]}"
+        version, variant = _uv_pick(driver)
+        assert uv == f"{version}+cu{variant[0]}{variant[1]}"
+        assert runs == ("yes" if carries_kernels(version, variant, capability) else "no")
+        found = newest_build(capability, driver)
+        assert found is not None
+        row, best = found
+        assert ours == f"{row.releases[-1]}+cu{best[0]}{best[1]}", gpu

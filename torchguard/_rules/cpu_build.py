@@ -128,7 +128,8 @@ def _no_build_for_gpu(
     path: str | None,
     capabilities: list[Capability],
 ) -> Finding:
-    """No CUDA build of this release compiles the GPU: the first release one does."""
+    """No CUDA build of this release has kernels for the GPU: the first newer release one
+    has, else (the GPU is older than every build since) the newest release that has one."""
     arch = ", ".join(f"sm_{c[0]}{c[1]}" for c in capabilities)
     later = [
         (row, max(fit))
@@ -140,13 +141,15 @@ def _no_build_for_gpu(
         for row, v in later
         if row.series > tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     ]
+    older = [(row, v) for row, v in later if (row, v) not in newer]
     hints: tuple[RepairHint, ...] = ()
-    if newer:
-        row, variant = newer[0]
+    if newer or older:
+        row, variant = newer[0] if newer else older[-1]
         target = row.releases[-1]
+        which = "first" if newer else "newest"
         hints = (
             RepairHint(
-                f"torch {row.series[0]}.{row.series[1]} is the first release with a CUDA build "
+                f"torch {row.series[0]}.{row.series[1]} is the {which} release with a CUDA build "
                 f"for {arch} (CUDA {variant[0]}.{variant[1]})",
                 (
                     install_command(
