@@ -204,7 +204,7 @@ def test_offline_cu128_wheel_of_28_has_no_pascal_kernels(tmp_path: Path) -> None
     report = scan_wheel(tmp_path, "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8")
     (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
     assert "sm_61" in finding.message and "sm_70" in finding.message
-    assert "read from the real wheel" in finding.message
+    assert "read from the real 2.8.0 wheel" in finding.message
     assert (
         finding.hints[0]
         .commands[0]

@@ -125,14 +125,14 @@ def _policy_finding(
     context: CheckContext, cuda: Cuda, name: str, capability: Capability, row: BuildArchs
 ) -> Finding:
     """No kernels for the GPU in this build by PyTorch's build policy (the table's row)."""
-    how = "read from the real wheel" if row.verified else "as PyTorch's build scripts state"
     arch = capability[0] * 10 + capability[1]
     message = (
         f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) cannot "
         f"run torch {context.torch.version}: no kernels for sm_{arch} in its CUDA "
         f"{cuda[0]}.{cuda[1]} build, which PyTorch built for {arch_names(row.sass)}"
         + (f" with PTX for {arch_names(row.ptx)}" if row.ptx else " and no PTX")
-        + f' ({how}: {row.source}); CUDA operations fail with "no kernel image is available '
+        + f" ({row.provenance(context.torch.version)}); CUDA operations fail with "
+        + '"no kernel image is available '
         'for execution on the device"'
     )
     return Finding(
