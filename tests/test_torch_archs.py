@@ -182,3 +182,23 @@ def test_readme_gpu_table_matches_the_tables() -> None:
         assert found is not None
         row, best = found
         assert ours == f"{row.releases[-1]}+cu{best[0]}{best[1]}", gpu
+
+
+@pytest.mark.realwheel
+@pytest.mark.skipif(sys.platform != "linux", reason="cuobjdump from PyPI is a Linux x86-64 binary")
+def test_cuobjdump_agrees_on_a_sample_of_a_real_torch_fatbin(tmp_path: Path) -> None:
+    """NVIDIA's cuobjdump, an independent judge, lists the same architectures in the first 16
+    containers of torch 2.8.0's libtorch_cuda.so (about 40 MiB of range requests)."""
+    from gpuwheels import DLL_CACHE
+    from test_fatbin import cuobjdump, judged_by_cuobjdump
+
+    reader = _reader()
+    wheel = next(w for w in reader.pypi_wheels() if w.version == "2.8.0")
+    sample = tmp_path / "sample.fatbin"
+    with sample.open("wb") as sink:
+        reading = reader.read_wheel(wheel, 16, sink)
+    sass, ptx, entries = judged_by_cuobjdump(cuobjdump(DLL_CACHE.parent / "tools"), sample)
+    assert (set(reading.sass), set(reading.ptx)) == (sass, ptx)
+    assert entries == 16 * len(sass)  # every container carries the whole list
+    row = build_archs("2.8.0", (12, 8))
+    assert row is not None and row.sass == sass
