@@ -221,6 +221,9 @@ def test_cache_info_and_clean(index: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     info = run_cache("info", cache)
     assert "1 wheel(s)" in info.stdout and "torch-2.4.1-cp311-cp311-win_amd64.whl" in info.stdout
+    assert [p.name for p in (cache / ".verified").iterdir()] == [
+        "torch-2.4.1-cp311-cp311-win_amd64.whl.json"
+    ]
     # a wheel of the user's own in check's folder, and an interrupted download of check's
     (cache / "precious-1.0-py3-none-any.whl").write_bytes(b"x")
     (cache / "notes.whl.part").write_bytes(b"x")
@@ -234,6 +237,7 @@ def test_cache_info_and_clean(index: Path, tmp_path: Path) -> None:
     assert clean.returncode == 0 and "deleted 1 wheel(s)" in clean.stdout
     assert [p.name for p in cache.glob("*.whl")] == ["precious-1.0-py3-none-any.whl"]
     assert not partial.exists() and (cache / "notes.whl.part").exists()
+    assert not (cache / ".verified").exists()
     # check wrote into a folder of the user's own wheels: clean deletes only what it wrote
     assert check(index, tmp_path, "torch==2.4.1").returncode == 0
     assert "1 wheel(s)" in run_cache("info", cache).stdout

@@ -12,6 +12,7 @@ from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
 from torchguard._model.extensions import refine
+from torchguard._model.linked import RememberedLinks
 from torchguard._model.loader import LoaderModel
 from torchguard._model.openmp import STARTED, Candidates, OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
@@ -30,6 +31,7 @@ from torchguard._report.report import (
 )
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
+from torchguard._rules.unseen_dirs import doubt_unseen
 from torchguard._vocab import Analysis, Code
 from torchguard._windows.dists import InstalledDist, find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
@@ -67,6 +69,8 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         return Report(
             findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
         )
+    if cache is not None:  # one file per environment: a warm run parses only its own
+        cache.use_scope(f"windows|{system.torch_package_dir}")
     dists = find_dists(system.tree, interpreter.site_dirs)
     remember_records(system.tree, dists, cache)
     torch = locate_torch(system.tree, system.torch_package_dir, dists)
@@ -76,8 +80,12 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     binaries = Binaries(system.tree, cache)
     guarded, unguarded, process, plan = _replay(system, torch, plan, binaries, cwd)
     clock.lap("resolve")
+    links = RememberedLinks(system.tree, cache, binaries.facts) if cache is not None else None
+    found = discover(dists, binaries.facts, links)
+    if links is not None:
+        links.save()
     packages = refine(
-        simulate_packages(process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok),
+        simulate_packages(process, found, torch_ok=guarded.outcome().ok),
         process,
         torch.version,
         cache,
@@ -102,7 +110,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         plan,
         guarded,
         unguarded,
-        _hints(system, torch),
+        _hints(system, torch, dists),
         binaries.facts,
         dists,
         packages,
@@ -111,7 +119,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         stale_runtimes=stale,
         preloads=preloads,
     )
-    findings = run_rules(context)
+    findings = doubt_unseen(run_rules(context), system.tree, system.unseen_dirs)
     if cache is not None:
         cache.save()
     clock.lap("check")
@@ -155,7 +163,7 @@ def _replay(
             machine=interpreter.machine,
             app_dir=interpreter.app_dir,
             system32=system.system32,
-            user_dirs=tuple(d.path for d in dirs),
+            user_dirs=(*(d.path for d in dirs), *system.registered_dirs),
             known_dlls=system.known_dlls,
             loaded={k.lower(): v for k, v in system.loaded.items()},
             bindings=binaries,
@@ -263,8 +271,9 @@ def _runtime_preloads(
     return (PreloadRecord(path, reason, VCRUNTIME_SWITCH),)
 
 
-def _hints(system: System, torch: TorchInstall) -> HintContext:
+def _hints(system: System, torch: TorchInstall, dists: list[InstalledDist]) -> HintContext:
     installer = torch.installer()
+    names = {d.name for d in dists}
     interpreter = system.interpreter
     return HintContext(
         python_cmd=system.python_cmd,
@@ -273,6 +282,7 @@ def _hints(system: System, torch: TorchInstall) -> HintContext:
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
         python_machine=interpreter.machine,
+        siblings=tuple(n for n in ("torchvision", "torchaudio") if n in names),
     )
 
 
@@ -283,6 +293,7 @@ def _python(system: System) -> dict[str, str]:
         "executable": interpreter.executable,
         "app_dir": interpreter.app_dir,
         "machine": label(interpreter.machine),
+        **({"environment": system.environment} if system.environment else {}),
     }
 
 
