@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch, system32
+from fakes import FakeTorch, companion, system32, write_tree
 from pe_builder import build_pe
 
 import torchguard
@@ -187,4 +187,17 @@ def test_a_gpu_older_than_every_build_since_gets_the_newest_release_that_runs_it
         finding.hints[0]
         .commands[0]
         .endswith("torch==2.14.1 --index-url https://download.pytorch.org/whl/cu126")
+    )
+
+
+def test_the_cuda_command_keeps_torchvision_and_torchaudio_pinned(tmp_path: Path) -> None:
+    """Changing torch's build alone would leave torchvision on the CPU build's index."""
+    site = FakeTorch(version="2.4.1").write(tmp_path / "site")
+    write_tree(site, companion("torchvision", "0.19.1", {"torchvision/__init__.py": b""}, {}))
+    write_tree(site, companion("torchaudio", "2.4.1", {"torchaudio/__init__.py": b""}, {}))
+    report = torchguard.scan([site], system32=[gpu_machine(tmp_path, (32, 0, 15, 6094))])
+    (finding,) = report.findings
+    assert finding.hints[0].commands[0].endswith(
+        "torch==2.4.1 torchvision==0.19.1 torchaudio==2.4.1 "
+        "--index-url https://download.pytorch.org/whl/cu124"
     )

@@ -272,3 +272,27 @@ def test_member_archs_reads_the_stream_and_reports_damage(tmp_path: Path) -> Non
     with pytest.raises(FatbinError):
         member_archs(tree, ZipMember(str(path), "torch/lib/cut.dll", len(dll) - 40))
     tree.close()
+
+
+def test_the_hint_keeps_torchvision_for_the_same_release_only(tmp_path: Path) -> None:
+    from fakes import companion, write_tree
+
+    fake = FakeTorch(
+        version="2.9.1+cu128",
+        cuda="12.8",
+        extra={"torch/lib/torch_cuda.dll": torch_cuda((75, 80, 86, 90, 100, 120))},
+    )
+    site = fake.write(tmp_path / "site")
+    vision = {"torchvision/__init__.py": b""}
+    write_tree(site, companion("torchvision", "0.24.1+cu128", vision, {}))
+    report = torchguard.scan(
+        [site], system32=[system32(tmp_path / "s32")], gpus=["NVIDIA GeForce GTX 1080"]
+    )
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith(
+            "torch==2.9.1 torchvision==0.24.1 --index-url https://download.pytorch.org/whl/cu126"
+        )
+    )

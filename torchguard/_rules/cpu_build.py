@@ -76,7 +76,16 @@ def check(context: CheckContext) -> Iterator[Finding]:
             RepairHint(
                 f"install the CUDA {best[0]}.{best[1]} build of torch {version}: {why}"
                 + table_note,
-                (install_command(python, version, best, conda=conda, release=release),),
+                (
+                    install_command(
+                        python,
+                        version,
+                        best,
+                        conda=conda,
+                        release=release,
+                        siblings=installed_siblings(context),
+                    ),
+                ),
                 PREVIOUS_VERSIONS_URL,
             )
         )
@@ -103,6 +112,17 @@ def check(context: CheckContext) -> Iterator[Finding]:
         path=installed.file,
         hints=tuple(hints),
         rank=75,
+    )
+
+
+def installed_siblings(context: CheckContext) -> tuple[tuple[str, str], ...]:
+    """torchvision and torchaudio as installed beside this torch (made for this release): a
+    command that changes torch's build keeps them, pinned, in the same command."""
+    return tuple(
+        (name, dist.version.partition("+")[0])
+        for name in ("torchvision", "torchaudio")
+        for dist in context.dists
+        if dist.name.lower() == name
     )
 
 

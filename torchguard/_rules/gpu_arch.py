@@ -32,6 +32,7 @@ from torchguard._facts.torch_archs import BuildArchs, build_archs, carries_kerne
 from torchguard._model.cache import host_key, member_key
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
 from torchguard._rules.kernels import arch_names, no_kernels_message
 from torchguard._vocab import Code
@@ -260,6 +261,7 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
                     variant,
                     conda=context.hints.conda,
                     release=row,
+                    siblings=installed_siblings(context) if target == version else (),
                 ),
             ),
             PREVIOUS_VERSIONS_URL,
