@@ -39,6 +39,7 @@ from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
+from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
 from torchguard._rules.linux_gpu import (
     LinuxDriverFacts,
     driver_findings,
@@ -375,6 +376,30 @@ def _gpu_findings(
     if any(compute_capability(g) is not None for g in system.gpus):
         archs = _torch_archs(torch_dir, files, cache)
         found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
+        found += _extension_kernels(system, files, cache)
+    return found
+
+
+def _extension_kernels(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[Finding]:
+    """Extensions that carry their own kernels (xformers, flash-attn, torchvision ...): the
+    union of each package's binaries' ``.nv_fatbin`` against each named GPU."""
+    by_package: dict[str, tuple[set[int], set[int]]] = {}
+    for package, path in _extensions(system, files, cache):
+        if extension_losses(package) is None:
+            continue
+        archs = _file_archs(path, files, cache)
+        if archs is not None and (archs.sass or archs.ptx):
+            sass, ptx = by_package.setdefault(package, (set(), set()))
+            sass.update(archs.sass)
+            ptx.update(archs.ptx)
+    found: list[Finding] = []
+    gpus = nvidia_gpus(system.gpus)
+    for package, (sass, ptx) in by_package.items():
+        union = FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
+        loses = extension_losses(package) or ""
+        for name, capability in gpus.items():
+            if not union.runs_on(capability):
+                found.append(extension_finding(package, package, loses, name, capability, union))
     return found
 
 
@@ -458,7 +483,11 @@ def _driver_numbers(text: str | None) -> tuple[int, ...] | None:
 def _torch_archs(torch_dir: str, files: PosixFiles, cache: LinuxCache) -> FatbinArchs | None:
     """The architectures in ``libtorch_cuda.so``'s ``.nv_fatbin``, read once per file state
     (a warm run reads nothing); None when it is absent or unreadable."""
-    path = os.path.join(torch_dir, "lib", "libtorch_cuda.so")
+    return _file_archs(os.path.join(torch_dir, "lib", "libtorch_cuda.so"), files, cache)
+
+
+def _file_archs(path: str, files: PosixFiles, cache: LinuxCache) -> FatbinArchs | None:
+    """A shared object's ``.nv_fatbin`` architectures, cached by file state."""
     if not files.is_file(path):
         return None
     fingerprint = files.fingerprint(path)
