@@ -392,9 +392,9 @@ def test_cpu_note_names_siblings_and_releases_past_the_table(index: Path, tmp_pa
         "pip install torch==2.4.0 torchvision==0.19.0 "
         "--index-url https://download.pytorch.org/whl/cu124"
     ) in pair.stdout, pair.stdout + pair.stderr
-    publish(index, "torch", "torch-2.15.0-cp311-cp311-win_amd64.whl", torch_files("2.15.0"))
-    newest = check(index, tmp_path, "torch==2.15.0")
-    assert "pip install torch==2.15.0 --index-url https://download.pytorch.org/whl/cu132" in (
+    publish(index, "torch", "torch-2.16.0-cp311-cp311-win_amd64.whl", torch_files("2.16.0"))
+    newest = check(index, tmp_path, "torch==2.16.0")
+    assert "pip install torch==2.16.0 --index-url https://download.pytorch.org/whl/cu132" in (
         newest.stdout
     ), newest.stdout + newest.stderr
-    assert "torchguard's table ends at 2.14" in newest.stdout
+    assert "torchguard's table ends at 2.15" in newest.stdout

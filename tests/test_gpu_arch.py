@@ -12,7 +12,8 @@ from pe_sections import with_section
 from test_fatbin import container, entry
 
 import torchguard
-from torchguard._windows.gpus import DisplayAdapter, compute_capability, cuda_can_build
+from torchguard._facts.gpus import compute_capability, cuda_can_build
+from torchguard._windows.gpus import DisplayAdapter
 
 
 def torch_cuda(sass: tuple[int, ...], ptx: tuple[int, ...] = ()) -> bytes:
@@ -183,3 +184,115 @@ def test_cli_gpu_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert '"gpu-arch-unsupported"' in capsys.readouterr().out
     assert main(argv) == 0
     assert '"gpu-arch-unsupported"' not in capsys.readouterr().out
+
+
+def scan_wheel(
+    tmp_path: Path, gpu: str, version: str, cuda: str, dll: bytes | None = None
+) -> torchguard.Report:
+    """A torch CUDA wheel checked offline. Its torch_cuda.dll member is read from its stream;
+    one without a readable ``.nv_fatb`` (the default here) is judged by PyTorch's build policy."""
+    dll = build_pe(["KERNEL32.dll"]) if dll is None else dll
+    fake = FakeTorch(version=version, cuda=cuda, extra={"torch/lib/torch_cuda.dll": dll})
+    (tmp_path / "wheels").mkdir(parents=True)
+    wheel = fake.wheel(tmp_path / "wheels")
+    return torchguard.scan([wheel], system32=[system32(tmp_path / "s32")], gpus=[gpu])
+
+
+def test_offline_cu128_wheel_of_28_has_no_pascal_kernels(tmp_path: Path) -> None:
+    """CUDA 12.8 can compile sm_61, but PyTorch's cu128 builds of 2.8+ carry no Pascal kernels."""
+    assert cuda_can_build((12, 8), (6, 1))  # toolkit capability alone would say "fine"
+    report = scan_wheel(tmp_path, "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8")
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert "sm_61" in finding.message and "sm_70" in finding.message
+    assert "read from the real 2.8.0 wheel" in finding.message
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith("torch==2.8.0 --index-url https://download.pytorch.org/whl/cu126")
+    )
+
+
+def test_offline_cu126_wheel_runs_pascal_and_cu128_of_211_drops_volta(tmp_path: Path) -> None:
+    ok = scan_wheel(tmp_path / "a", "NVIDIA GeForce GTX 1080", "2.8.0+cu126", "12.6")
+    assert [f for f in ok.findings if f.code == "gpu-arch-unsupported"] == []
+    volta = scan_wheel(tmp_path / "b", "NVIDIA Tesla V100-SXM2-16GB", "2.11.0+cu128", "12.8")
+    (finding,) = [f for f in volta.findings if f.code == "gpu-arch-unsupported"]
+    assert "sm_70" in finding.message and "sm_75" in finding.message
+    still = scan_wheel(tmp_path / "c", "NVIDIA Tesla V100-SXM2-16GB", "2.10.0+cu128", "12.8")
+    assert [f for f in still.findings if f.code == "gpu-arch-unsupported"] == []
+
+
+def test_gtx_1080_under_291_cu130_is_told_to_take_cu126_not_cu128(tmp_path: Path) -> None:
+    """cu128 of 2.9.1 was built without sm_50/sm_60 although CUDA 12.8 compiles them."""
+    report = scan(
+        tmp_path,
+        "NVIDIA GeForce GTX 1080",
+        version="2.9.1+cu130",
+        cuda="13.0",
+        sass=(75, 80, 86, 90, 100, 120),
+    )
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    command = finding.hints[0].commands[0]
+    assert command.endswith("torch==2.9.1 --index-url https://download.pytorch.org/whl/cu126")
+    assert "sm_61 kernels" in finding.hints[0].summary
+
+
+def test_offline_wheel_member_fatbin_is_read_before_the_table(tmp_path: Path) -> None:
+    """What the binary carries decides: a member with sm_61 SASS runs a GTX 1080 whatever the
+    table says of its variant; one without is judged by its own list, not the table's."""
+    with_pascal = torch_cuda((60, 61, 70, 75, 80, 86, 90, 100, 120))
+    report = scan_wheel(
+        tmp_path / "a", "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8", with_pascal
+    )
+    assert [f for f in report.findings if f.code == "gpu-arch-unsupported"] == []
+    without = torch_cuda((75, 86))
+    report = scan_wheel(tmp_path / "b", "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8", without)
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert "built for sm_75, sm_86" in finding.message  # the member's own list
+    assert "build policy" not in finding.message
+
+
+def test_member_archs_reads_the_stream_and_reports_damage(tmp_path: Path) -> None:
+    import zipfile
+
+    from torchguard._binary.fatbin import FatbinError
+    from torchguard._windows.member_fatbin import member_archs
+    from torchguard._windows.tree import WinTree, ZipMember
+
+    dll = torch_cuda((80, 90), (90,))
+    path = tmp_path / "w.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("torch/lib/torch_cuda.dll", dll)
+        archive.writestr("torch/lib/cut.dll", dll[: len(dll) - 40])
+        archive.writestr("torch/lib/plain.dll", build_pe(["KERNEL32.dll"]))
+    tree = WinTree()
+    archs = member_archs(tree, ZipMember(str(path), "torch/lib/torch_cuda.dll", len(dll)))
+    assert archs is not None and archs.sass == {80, 90} and archs.ptx == {90}
+    assert member_archs(tree, ZipMember(str(path), "torch/lib/plain.dll", 10**6)) is None
+    with pytest.raises(FatbinError):
+        member_archs(tree, ZipMember(str(path), "torch/lib/cut.dll", len(dll) - 40))
+    tree.close()
+
+
+def test_the_hint_keeps_torchvision_for_the_same_release_only(tmp_path: Path) -> None:
+    from fakes import companion, write_tree
+
+    fake = FakeTorch(
+        version="2.9.1+cu128",
+        cuda="12.8",
+        extra={"torch/lib/torch_cuda.dll": torch_cuda((75, 80, 86, 90, 100, 120))},
+    )
+    site = fake.write(tmp_path / "site")
+    vision = {"torchvision/__init__.py": b""}
+    write_tree(site, companion("torchvision", "0.24.1+cu128", vision, {}))
+    report = torchguard.scan(
+        [site], system32=[system32(tmp_path / "s32")], gpus=["NVIDIA GeForce GTX 1080"]
+    )
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith(
+            "torch==2.9.1 torchvision==0.24.1 --index-url https://download.pytorch.org/whl/cu126"
+        )
+    )

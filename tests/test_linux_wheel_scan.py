@@ -71,11 +71,12 @@ def test_a_rescan_of_the_same_wheels_reads_no_member(
     monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(cache))
     targets = wheels(tmp_path)
     first = torchguard.scan(targets)
-    stored = json.loads((cache / "elf-facts-v1.json").read_text())
-    keys = set(stored["facts"])
-    assert any(k.startswith("wheel-member|torch/lib/libtorch_cuda.so|") for k in keys)
-    sections = [k for v in stored.values() if isinstance(v, dict) for k in v]
-    assert not any("torchguard-wheels-" in k for k in sections)  # never the scratch folder
+    from torchguard._model.cache import scope_file
+
+    path = scope_file(cache, "linux-wheels")  # wheels share one file: their scratch is new
+    keys = set(json.loads(path.read_text())["entries"])
+    assert any(k.startswith("linux-facts|wheel-member|torch/lib/libtorch_cuda.so|") for k in keys)
+    assert not any("torchguard-wheels-" in k for k in keys)  # never the scratch folder
 
     def no_read(*args: object, **kwargs: object) -> object:
         raise AssertionError("a wheel member read on a warm rescan")
@@ -84,7 +85,7 @@ def test_a_rescan_of_the_same_wheels_reads_no_member(
     monkeypatch.setattr(wheel_files.WheelFiles, "_materialise", no_read)
     again = torchguard.scan(targets)
     assert [f.code for f in again.findings] == [f.code for f in first.findings]
-    assert set(json.loads((cache / "elf-facts-v1.json").read_text())["facts"]) == keys
+    assert set(json.loads(path.read_text())["entries"]) == keys
 
 
 def test_a_broken_set_in_wheels_is_found_as_in_the_installed_tree(tmp_path: Path) -> None:

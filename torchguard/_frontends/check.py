@@ -383,7 +383,7 @@ def _cpu_build_note(
 ) -> list[str]:
     """For a CPU build: the CUDA build of this release (with the torchvision/torchaudio pip
     resolved, which come from the same index) and its exact index URL."""
-    from torchguard._rules.cuda_builds import (
+    from torchguard._facts.cuda_builds import (
         RELEASES,
         index_url,
         minimum_driver,

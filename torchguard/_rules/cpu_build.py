@@ -3,26 +3,29 @@
 The answer to "torch.cuda.is_available() is False": the torch wheel on PyPI for Windows is the
 CPU build, the CUDA builds live on download.pytorch.org, one index per CUDA version. Which one
 fits is decided by the driver (read from ``System32\\nvcuda.dll`` as a file, never loaded) and
-by the variants this torch release was published for (:mod:`torchguard._rules.cuda_builds`).
+by the variants this torch release was published for (:mod:`torchguard._facts.cuda_builds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
+    Cuda,
+    Release,
     install_command,
     minimum_driver,
     newest_runnable,
     release_of,
 )
+from torchguard._facts.gpus import Capability, compute_capability
+from torchguard._facts.torch_archs import carries_kernels
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
 from torchguard._vocab import Code
-from torchguard._windows.gpus import Capability, compute_capability, cuda_can_build
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
@@ -45,7 +48,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     python = context.hints.python_cmd
     conda = context.hints.conda
     capabilities = _named_capabilities(context)
-    runs_gpu = [v for v in row.variants if all(cuda_can_build(v, c) for c in capabilities)]
+    runs_gpu = [v for v in row.variants if _runs(row, v, capabilities)]
     if capabilities and not runs_gpu:
         named = ", ".join(a.name for a in context.system.display_adapters if a.is_nvidia)
         yield _no_build_for_gpu(context, version, named, installed.file, capabilities)
@@ -73,7 +76,16 @@ def check(context: CheckContext) -> Iterator[Finding]:
             RepairHint(
                 f"install the CUDA {best[0]}.{best[1]} build of torch {version}: {why}"
                 + table_note,
-                (install_command(python, version, best, conda=conda, release=release),),
+                (
+                    install_command(
+                        python,
+                        version,
+                        best,
+                        conda=conda,
+                        release=release,
+                        siblings=installed_siblings(context),
+                    ),
+                ),
                 PREVIOUS_VERSIONS_URL,
             )
         )
@@ -103,6 +115,17 @@ def check(context: CheckContext) -> Iterator[Finding]:
     )
 
 
+def installed_siblings(context: CheckContext) -> tuple[tuple[str, str], ...]:
+    """torchvision and torchaudio as installed beside this torch (made for this release): a
+    command that changes torch's build keeps them, pinned, in the same command."""
+    return tuple(
+        (name, dist.version.partition("+")[0])
+        for name in ("torchvision", "torchaudio")
+        for dist in context.dists
+        if dist.name.lower() == name
+    )
+
+
 def _named_capabilities(context: CheckContext) -> list[Capability]:
     """Compute capabilities of the machine's NVIDIA GPUs whose model is known."""
     found = [
@@ -113,6 +136,11 @@ def _named_capabilities(context: CheckContext) -> list[Capability]:
     return sorted({c for c in found if c is not None})
 
 
+def _runs(row: Release, variant: Cuda, capabilities: list[Capability]) -> bool:
+    """That release's build for ``variant`` has kernels for every named GPU (build policy)."""
+    return all(carries_kernels(row.releases[-1], variant, c) for c in capabilities)
+
+
 def _no_build_for_gpu(
     context: CheckContext,
     version: str,
@@ -120,25 +148,28 @@ def _no_build_for_gpu(
     path: str | None,
     capabilities: list[Capability],
 ) -> Finding:
-    """No CUDA build of this release compiles the GPU: the first release one does."""
+    """No CUDA build of this release has kernels for the GPU: the first newer release one
+    has, else (the GPU is older than every build since) the newest release that has one."""
     arch = ", ".join(f"sm_{c[0]}{c[1]}" for c in capabilities)
     later = [
         (row, max(fit))
         for row in RELEASES
-        if (fit := [v for v in row.variants if all(cuda_can_build(v, c) for c in capabilities)])
+        if (fit := [v for v in row.variants if _runs(row, v, capabilities)])
     ]
     newer = [
         (row, v)
         for row, v in later
         if row.series > tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     ]
+    older = [(row, v) for row, v in later if (row, v) not in newer]
     hints: tuple[RepairHint, ...] = ()
-    if newer:
-        row, variant = newer[0]
+    if newer or older:
+        row, variant = newer[0] if newer else older[-1]
         target = row.releases[-1]
+        which = "first" if newer else "newest"
         hints = (
             RepairHint(
-                f"torch {row.series[0]}.{row.series[1]} is the first release with a CUDA build "
+                f"torch {row.series[0]}.{row.series[1]} is the {which} release with a CUDA build "
                 f"for {arch} (CUDA {variant[0]}.{variant[1]})",
                 (
                     install_command(

@@ -12,10 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
-from torchguard._model.cache import host_key
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     Cuda,
@@ -24,17 +21,23 @@ from torchguard._rules.cuda_builds import (
     minimum_driver,
     release_of,
 )
-from torchguard._rules.cuda_driver import find_driver, parse_cuda
-from torchguard._rules.kernels import no_kernels_message
-from torchguard._vocab import Code
-from torchguard._windows.gpus import (
+from torchguard._facts.gpus import (
     CUDA_GPUS_URL,
     FIRST_CUDA,
     Capability,
     compute_capability,
     cuda_can_build,
 )
-from torchguard._windows.tree import HostFile, ZipMember
+from torchguard._facts.torch_archs import BuildArchs, build_archs, carries_kernels
+from torchguard._model.cache import host_key, member_key
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cpu_build import installed_siblings
+from torchguard._rules.cuda_driver import find_driver, parse_cuda
+from torchguard._rules.kernels import arch_names, no_kernels_message
+from torchguard._vocab import Code
+from torchguard._windows.member_fatbin import member_archs
+from torchguard._windows.tree import ZIP_ERRORS, HostFile, WinTree, ZipMember
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")
@@ -81,9 +84,15 @@ def _kernels_in_wheel(context: CheckContext) -> bool:
 def _by_cuda_version(
     context: CheckContext, cuda: Cuda, gpus: dict[str, Capability]
 ) -> Iterator[Finding]:
-    """torch's kernel DLL not readable in place (inside a wheel): a CUDA release that cannot
-    compile the GPU's architecture built no kernels for it, whatever torch asked for."""
+    """torch's kernel DLL not readable in place (inside a wheel): the architectures PyTorch
+    built this (release, CUDA variant) for, from the table; for a build the table does not
+    know, a CUDA release that cannot compile the GPU's architecture built no kernels for it."""
+    row = build_archs(context.torch.version, cuda)
     for name, capability in gpus.items():
+        if row is not None:
+            if not row.runs_on(capability):
+                yield _policy_finding(context, cuda, name, capability, row)
+            continue
         if cuda_can_build(cuda, capability):
             continue
         arch = capability[0] * 10 + capability[1]
@@ -113,6 +122,29 @@ def _by_cuda_version(
         )
 
 
+def _policy_finding(
+    context: CheckContext, cuda: Cuda, name: str, capability: Capability, row: BuildArchs
+) -> Finding:
+    """No kernels for the GPU in this build by PyTorch's build policy (the table's row)."""
+    arch = capability[0] * 10 + capability[1]
+    message = (
+        f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) cannot "
+        f"run torch {context.torch.version}: no kernels for sm_{arch} in its CUDA "
+        f"{cuda[0]}.{cuda[1]} build, which PyTorch built for {arch_names(row.sass)}"
+        + (f" with PTX for {arch_names(row.ptx)}" if row.ptx else " and no PTX")
+        + f" ({row.provenance(context.torch.version)}); CUDA operations fail with "
+        + '"no kernel image is available '
+        'for execution on the device"'
+    )
+    return Finding(
+        code=Code.GPU_ARCH_UNSUPPORTED,
+        severity=WARNING,
+        message=message,
+        hints=_hints(context, cuda, capability),
+        rank=72,
+    )
+
+
 def _torch_archs(context: CheckContext) -> FatbinArchs | None:
     """The union of the architectures in torch's kernel DLLs; None if none can be read."""
     tree = context.system.tree
@@ -122,13 +154,22 @@ def _torch_archs(context: CheckContext) -> FatbinArchs | None:
     found = False
     for name in KERNEL_DLLS:
         hit = tree.lookup(context.torch.lib_dir, name)
-        if hit is None or not isinstance(hit[1], HostFile):
-            continue  # in a wheel (not mapped in place) or absent
-        identity = host_key(hit[1].path)
+        if hit is None:
+            continue
+        entry = hit[1]
+        if isinstance(entry, HostFile):
+            identity = host_key(entry.path)
+        elif isinstance(entry, ZipMember):  # a wheel checked offline: its stream, headers only
+            identity = _member_identity(tree, entry)
+        else:
+            continue
         archs = _cached_archs(cache.get_derived("fatbin", identity) if cache else None)
         if archs is None:
             try:
-                archs = read_dll_archs(hit[1].path)
+                if isinstance(entry, HostFile):
+                    archs = read_dll_archs(entry.path)
+                else:
+                    archs = member_archs(tree, entry)
             except FatbinError:
                 continue  # a damaged or unreadable DLL: nothing to judge the GPU against
             if cache is not None:
@@ -144,6 +185,15 @@ def _torch_archs(context: CheckContext) -> FatbinArchs | None:
     return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
 
 
+def _member_identity(tree: WinTree, entry: ZipMember) -> str | None:
+    """The cache identity of a wheel member (archive state, name, CRC); None if unreadable."""
+    try:
+        info = tree.archive(entry.archive).getinfo(entry.member)
+    except (KeyError, *ZIP_ERRORS):
+        return None
+    return member_key(entry.archive, entry.member, info.CRC, info.file_size)
+
+
 def _cached_archs(raw: object) -> FatbinArchs | None:
     """The architectures a cache entry holds, or None when it is absent or damaged."""
     if not isinstance(raw, list) or len(raw) != 2:
@@ -156,29 +206,29 @@ def _cached_archs(raw: object) -> FatbinArchs | None:
         return None
 
 
-
-
 def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[RepairHint, ...]:
     installed = find_driver(context)
     driver = installed.driver if installed else None
     version = context.torch.base_version
     release = release_of(version)
 
-    def fits(variant: Cuda) -> bool:
-        if variant == cuda or not cuda_can_build(variant, capability):
+    def fits(row: Release, variant: Cuda) -> bool:
+        """Kernels for the GPU in that build (PyTorch's build policy, not just what the CUDA
+        version could compile) and a driver that starts it."""
+        if variant == cuda or not carries_kernels(row.releases[-1], variant, capability):
             return False
         need = minimum_driver(variant)
         return driver is None or need is None or need <= driver
 
     choice: tuple[Release, Cuda] | None = None
     if release is not None:
-        own = [v for v in release.variants if fits(v)]
+        own = [v for v in release.variants if fits(release, v)]
         if own:
             choice = (release, max(own))
     if choice is None:
         later = [row for row in RELEASES if release is None or row.series > release.series]
         for row in later:
-            fitting = [v for v in row.variants if fits(v)]
+            fitting = [v for v in row.variants if fits(row, v)]
             if fitting:
                 choice = (row, max(fitting))
                 break
@@ -186,7 +236,7 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
     if choice is None:
         return (
             RepairHint(
-                f"no torch build torchguard knows of compiles {arch} for this driver; see "
+                f"no torch build torchguard knows of has {arch} kernels for this driver; see "
                 "which CUDA versions support the GPU and install a matching torch build",
                 (),
                 CUDA_GPUS_URL,
@@ -202,8 +252,8 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
     )
     return (
         RepairHint(
-            f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a CUDA version "
-            f"that compiles {arch}{driver_note}",
+            f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
+            f"carries {arch} kernels{driver_note}",
             (
                 install_command(
                     context.hints.python_cmd,
@@ -211,6 +261,7 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
                     variant,
                     conda=context.hints.conda,
                     release=row,
+                    siblings=installed_siblings(context) if target == version else (),
                 ),
             ),
             PREVIOUS_VERSIONS_URL,

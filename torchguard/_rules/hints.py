@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchguard._binary.pe.machine import ARM64, X64, X86, label
-from torchguard._report.findings import RepairHint
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     install_command,
     release_of,
     variant_tag,
 )
+from torchguard._report.findings import RepairHint
 from torchguard._windows.locate import split_local
 
 VC_RUNTIME = frozenset(

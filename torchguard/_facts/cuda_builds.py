@@ -6,8 +6,10 @@ versions" page (pytorch.org/get-started/previous-versions, whose commands are un
 Windows"), the 2.10 row from PyTorch's wheel-variants announcement, the 2.11 to 2.14 rows from
 the release compatibility matrix in pytorch/pytorch's RELEASE.md (stable and experimental CUDA
 of each release; for 2.12 to 2.14 its CUDA support matrix names them "for Linux x86 and Windows
-builds"). No source seen covers 2.15 yet. Official conda packages (``-c pytorch -c nvidia``,
-``pytorch-cuda=X.Y``) stop after 2.5 (pytorch/pytorch#138506).
+builds"). 2.15 drops CUDA 12.6 (issue 23, "2.15 removes cu126") and keeps 2.14's CUDA 13
+variants; its PyPI Linux wheel is built for CUDA 13.2 (read from its ``torch/version.py``).
+Official conda packages (``-c pytorch -c nvidia``, ``pytorch-cuda=X.Y``) stop after 2.5
+(pytorch/pytorch#138506).
 """
 
 from __future__ import annotations
@@ -182,6 +184,13 @@ RELEASES: tuple[Release, ...] = (
         False,
         _MATRIX.format("2.14") + _WINDOWS,
     ),
+    Release(
+        (2, 15),
+        ("2.15.0",),
+        ((13, 0), (13, 2)),
+        False,
+        "2.14's CUDA 13 variants without 12.6 (issue 23); PyPI's 2.15.0 Linux wheel: CUDA 13.2",
+    ),
 )
 
 
@@ -231,19 +240,34 @@ def index_url(cuda: Cuda | None) -> str:
 
 
 def install_command(
-    python_cmd: str, version: str, cuda: Cuda | None, *, conda: bool, release: Release | None
+    python_cmd: str,
+    version: str,
+    cuda: Cuda | None,
+    *,
+    conda: bool,
+    release: Release | None,
+    siblings: tuple[tuple[str, str], ...] = (),
 ) -> str:
-    """The command that installs torch ``version`` built for ``cuda`` (None: the CPU build).
+    """The command that installs torch ``version`` built for ``cuda`` (None: the CPU build),
+    with ``siblings`` ((``torchvision``, ``0.19.1``), ...) pinned in the same command: they
+    come from the same index, and a torch changed alone would leave them mismatched.
 
     conda only where official conda packages of that release exist (up to 2.5); a conda
     environment with a newer torch installs it with pip, as PyTorch's own instructions say.
     """
     pin = f"=={version}" if version[:1].isdigit() else ""
+    others = "".join(f" {name}=={sibling}" for name, sibling in siblings)
     if conda and release is not None and release.conda:
         if cuda is None:
-            return f"conda install pytorch{pin} cpuonly -c pytorch"
-        return f"conda install pytorch{pin} pytorch-cuda={cuda[0]}.{cuda[1]} -c pytorch -c nvidia"
-    return f"{python_cmd} -m pip install --force-reinstall torch{pin} --index-url {index_url(cuda)}"
+            return f"conda install pytorch{pin}{others} cpuonly -c pytorch"
+        return (
+            f"conda install pytorch{pin}{others} pytorch-cuda={cuda[0]}.{cuda[1]} "
+            "-c pytorch -c nvidia"
+        )
+    return (
+        f"{python_cmd} -m pip install --force-reinstall torch{pin}{others} "
+        f"--index-url {index_url(cuda)}"
+    )
 
 
 __all__ = [

@@ -1,0 +1,89 @@
+"""gpu-arch-unsupported for an extension: its own CUDA kernels lack the machine's GPU.
+
+xformers, flash-attn, SageAttention, bitsandbytes, onnxruntime-gpu and torchvision/torchaudio's
+CUDA ops are compiled by their own builds, for their own architecture lists, separately from
+torch: a torch that runs on an RTX 5090 (sm_120) does not make an xformers built for sm_80 to
+sm_90 run there. Each such package's binaries (``.pyd``/``.dll`` its RECORD lists, on disk) are
+read for their fatbin (:mod:`torchguard._binary.fatbin`); a package whose binaries together
+carry no SASS or PTX the GPU runs is a warning naming the package and what stops working.
+A package whose binaries hold no fatbin at all (a CPU build, or kernels compiled at run time)
+is not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
+from torchguard._model.cache import host_key
+from torchguard._report.findings import Finding
+from torchguard._rules.context import CheckContext
+from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
+from torchguard._windows.dists import InstalledDist
+from torchguard._windows.tree import HostFile, join
+
+_BINARY_SUFFIXES = (".pyd", ".dll")
+
+
+def check(context: CheckContext) -> Iterator[Finding]:
+    gpus = nvidia_gpus(
+        adapter.name for adapter in context.system.display_adapters if adapter.is_nvidia
+    )
+    if not gpus:
+        return
+    for dist in context.dists:
+        loses = extension_losses(dist.name)
+        if loses is None:
+            continue
+        archs = _dist_archs(context, dist)
+        if archs is None:
+            continue
+        for name, capability in gpus.items():
+            if not archs.runs_on(capability):
+                yield extension_finding(
+                    f"{dist.name} {dist.version}", dist.name, loses, name, capability, archs
+                )
+
+
+def _dist_archs(context: CheckContext, dist: InstalledDist) -> FatbinArchs | None:
+    """The union of the architectures in the package's binaries on disk; None when none of
+    them holds a fatbin (or none can be read)."""
+    tree = context.system.tree
+    sass: set[int] = set()
+    ptx: set[int] = set()
+    found = False
+    for relative in dist.record_paths():
+        if not relative.lower().endswith(_BINARY_SUFFIXES):
+            continue
+        entry = tree.entry(join(dist.site_dir, relative))
+        if not isinstance(entry, HostFile):
+            continue
+        archs = _cached_read(context, entry.path)
+        if archs is None or not (archs.sass or archs.ptx):
+            continue
+        found = True
+        sass.update(archs.sass)
+        ptx.update(archs.ptx)
+    return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0) if found else None
+
+
+def _cached_read(context: CheckContext, path: str) -> FatbinArchs | None:
+    """One binary's architectures, kept in the facts cache by file state as torch's are."""
+    cache = context.cache
+    identity = host_key(path)
+    raw = cache.get_derived("fatbin", identity) if cache else None
+    if isinstance(raw, list) and len(raw) == 2:
+        try:
+            return FatbinArchs(
+                frozenset(int(a) for a in raw[0]), frozenset(int(a) for a in raw[1]), 0, 0
+            )
+        except (TypeError, ValueError):
+            pass  # a damaged entry: read the file again
+    try:
+        archs = read_dll_archs(path)
+    except FatbinError:
+        return None
+    if cache is not None:
+        value = [sorted(archs.sass), sorted(archs.ptx)] if archs else [[], []]
+        cache.put_derived("fatbin", identity, value)
+    return archs
