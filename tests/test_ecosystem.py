@@ -131,9 +131,7 @@ def test_a_recorded_core_extension_that_is_absent_fails_the_import(tmp_path: Pat
     assert (
         finding.hints[0]
         .commands[0]
-        .endswith(
-            "--force-reinstall --no-deps torchvision==0.19.1 --index-url https://download.pytorch.org/whl/cpu"
-        )
+        .endswith("--force-reinstall --no-deps torchvision==0.19.1")  # PyPI's: CPU builds
     )
 
 

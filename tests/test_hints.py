@@ -154,9 +154,16 @@ def test_the_scan_passes_the_installed_siblings_to_the_fix(tmp_path: Path) -> No
     report = torchguard.scan([str(site)], system32=[str(system32(tmp_path / "s32"))])
     fixes = [c for f in report.errors for h in f.hints for c in h.commands]
     assert any(
-        c.endswith(
-            "-m pip install torch==2.4.1 torchvision==0.19.1 "
-            "--index-url https://download.pytorch.org/whl/cpu"
-        )
-        for c in fixes
+        c.endswith("-m pip install torch==2.4.1 torchvision==0.19.1") for c in fixes
     ), fixes
+
+
+def test_a_windows_fix_takes_a_cuda_build_from_its_index_and_a_cpu_build_from_pypi() -> None:
+    """PyPI's Windows wheels of torch are the CPU builds: a ``+cpu`` fix needs no second
+    index (download.pytorch.org may be unreachable where PyPI is not); ``+cu124`` does."""
+    from torchguard._rules.hints import HintContext, install_release
+
+    cpu = install_release(HintContext(torch_version="2.4.0+cpu"), "2.4.1")
+    assert cpu == "python -m pip install torch==2.4.1"
+    cuda = install_release(HintContext(torch_version="2.4.0+cu124"), "2.4.1")
+    assert cuda == "python -m pip install torch==2.4.1 --index-url https://download.pytorch.org/whl/cu124"

@@ -38,9 +38,7 @@ def test_mismatched_sibling_is_a_warning(
     assert (
         finding.hints[0]
         .commands[0]
-        .endswith(
-            "--force-reinstall torch==2.4.1 torchvision --index-url https://download.pytorch.org/whl/cpu"
-        )
+        .endswith("--force-reinstall torch==2.4.1 torchvision")  # PyPI's are the CPU builds
     )
 
 

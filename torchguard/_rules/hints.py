@@ -72,9 +72,13 @@ class HintContext:
 
     @property
     def index_url(self) -> str | None:
-        """The download.pytorch.org index for this build (None for a plain PyPI wheel)."""
+        """The download.pytorch.org index for this build; None for a plain PyPI wheel and for a
+        ``+cpu`` build, since PyPI's Windows wheels of torch, torchvision and torchaudio are
+        the CPU builds: a fix from PyPI needs no second index (which may be unreachable)."""
         variant = self.variant
-        return f"https://download.pytorch.org/whl/{variant}" if variant else None
+        if variant in (None, "cpu"):
+            return None
+        return f"https://download.pytorch.org/whl/{variant}"
 
     def pip(self, *args: str) -> str:
         command = f"{self.python_cmd} -m pip " + " ".join(args)
