@@ -8,7 +8,10 @@ platformdirs are imported only when an analysis runs.
 
 from __future__ import annotations
 
+from torchguard._boot import observe_dll_directories as _observe_dll_directories
 from torchguard._version import __version__
+
+_observe_dll_directories()  # Windows: the folders registered from now on are known to ensure()
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~10 ms
 if TYPE_CHECKING:

@@ -58,6 +58,34 @@ def activate() -> None:
             return
         if "torch" in sys.modules or installed_watcher() is not None:
             return
+        observe_dll_directories()
         sys.meta_path.insert(0, TorchImportWatcher())
+    except Exception:  # a start-up hook must never break the interpreter
+        return
+
+
+def observe_dll_directories() -> None:
+    """From now on, keep each handle ``os.add_dll_directory`` returns (Windows only).
+
+    Windows lists the folders a process registered nowhere a program can read, so the ones a
+    package registered before the analysis (delvewheel's patch, onnxruntime, user code) would
+    be unknown to it. The handles say it: ``handle.path`` is the folder, None once closed.
+    The function is wrapped once, transparently: same argument, result and errors.
+    """
+    try:
+        add = getattr(os, "add_dll_directory", None)
+        if add is None or hasattr(add, "torchguard_handles"):
+            return
+        handles: list[Any] = []
+
+        def add_dll_directory(path: "Any") -> "Any":
+            handle = add(path)
+            handles.append(handle)
+            return handle
+
+        add_dll_directory.torchguard_handles = handles  # type: ignore[attr-defined]
+        add_dll_directory.__wrapped__ = add  # type: ignore[attr-defined]
+        add_dll_directory.__doc__ = add.__doc__
+        setattr(os, "add_dll_directory", add_dll_directory)  # noqa: B010 (Windows only)
     except Exception:  # a start-up hook must never break the interpreter
         return

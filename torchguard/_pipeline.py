@@ -30,6 +30,7 @@ from torchguard._report.report import (
 )
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
+from torchguard._rules.unseen_dirs import doubt_unseen
 from torchguard._vocab import Analysis, Code
 from torchguard._windows.dists import InstalledDist, find_dists
 from torchguard._windows.locate import TorchInstall, companions, locate_torch, related
@@ -111,7 +112,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         stale_runtimes=stale,
         preloads=preloads,
     )
-    findings = run_rules(context)
+    findings = doubt_unseen(run_rules(context), system.tree, system.unseen_dirs)
     if cache is not None:
         cache.save()
     clock.lap("check")
@@ -155,7 +156,7 @@ def _replay(
             machine=interpreter.machine,
             app_dir=interpreter.app_dir,
             system32=system.system32,
-            user_dirs=tuple(d.path for d in dirs),
+            user_dirs=(*(d.path for d in dirs), *system.registered_dirs),
             known_dlls=system.known_dlls,
             loaded={k.lower(): v for k, v in system.loaded.items()},
             bindings=binaries,

@@ -72,6 +72,7 @@ def environment(system: LinuxSystem) -> Environment:
         cpu=system.cpu,
         glibc=system.glibc,
         machine_name={62: "x86_64", 183: "aarch64"}.get(system.machine, "x86_64"),
+        library_path_doubt=system.library_path_doubt,
     )
 
 
@@ -507,7 +508,7 @@ def _conflicts(
 
 
 def _outcome(replay: LinuxImport) -> ImportOutcome | None:
-    if replay.error is not None and replay.error.doubt:
+    if replay.doubt:
         return None  # not judged: what is missing may be supplied after all
     if replay.ok:
         return ImportOutcome(True)

@@ -1,8 +1,9 @@
 """The running process as ld.so saw it at start: its environment and its secure-execution bit.
 
 ld.so reads ``LD_LIBRARY_PATH`` and ``LD_PRELOAD`` once, at process start; a later change of
-``os.environ`` reaches only child processes. ``/proc/self/environ`` keeps the start-up
-environment (NUL-separated ``NAME=value`` entries). In secure-execution mode (setuid or
+``os.environ`` reaches only child processes. ``/proc/self/environ`` shows the start-up
+environment (NUL-separated ``NAME=value`` entries), unless the process overwrote that memory
+to rename itself (``setproctitle`` pads it with NUL bytes). In secure-execution mode (setuid or
 file capabilities; ``AT_SECURE`` in the auxiliary vector, ``/proc/self/auxv``) ld.so ignores
 ``LD_LIBRARY_PATH`` altogether.
 """
@@ -35,13 +36,25 @@ def parse_environ(raw: bytes) -> dict[str, str]:
     return found
 
 
+def intact(raw: bytes) -> bool:
+    """Whether ``raw`` reads as an environment the kernel laid out: ``NAME=value`` entries,
+    each ended by one NUL. A renamed process's title and NUL padding are not."""
+    if not raw:
+        return True  # started with an empty environment (``env -i``)
+    if not raw.endswith(b"\0") or b"\0\0" in raw:
+        return False
+    return all(b"=" in entry[1:] for entry in raw[:-1].split(b"\0"))
+
+
 def read_environ(path: str = ENVIRON) -> dict[str, str] | None:
-    """:func:`parse_environ` of the process's start-up environment; None when unreadable."""
+    """:func:`parse_environ` of the process's start-up environment; None when unreadable
+    or overwritten (:func:`intact`)."""
     try:
         with open(path, "rb") as handle:
-            return parse_environ(handle.read())
+            raw = handle.read()
     except OSError:
         return None
+    return parse_environ(raw) if intact(raw) else None
 
 
 def parse_auxv(

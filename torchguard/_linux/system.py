@@ -21,6 +21,7 @@ from torchguard._linux.maps import read_maps
 from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
 from torchguard._linux.nvidia import read_driver_version
 from torchguard._linux.process import read_environ, read_preload_file, read_secure, split_preload
+from torchguard._linux.searchlist import startup_library_path
 from torchguard._linux.wsl import Wsl, driver_store, read_wsl
 
 if TYPE_CHECKING:  # zipfile and hashlib are imported only when a wheel is scanned
@@ -83,6 +84,9 @@ class LinuxSystem:
     offline: an assumed level)."""
     glibc: tuple[int, int] | None = None
     """The running glibc (live); None offline (its hwcaps rules taken as 2.37+)."""
+    library_path_doubt: str = ""
+    """Why ``ld_library_path`` may not be what ld.so read at start (empty: it is): then a
+    failure a folder on the real one could undo is a warning, never a proof."""
 
 
 def host_machine() -> str:
@@ -208,13 +212,19 @@ def nvidia_gpus(root: str = "/") -> tuple[str, ...]:
 
 def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     """This process, as ld.so would treat a ``dlopen`` from it now."""
+    executable = os.path.realpath("/proc/self/exe") if os.path.exists("/proc/self/exe") else None
     environ = read_environ()
-    if environ is None:
+    library_path, doubt = None, ""
+    if environ is None:  # unreadable, or overwritten by a process that renamed itself
         environ = dict(os.environ)
+        library_path = startup_library_path(executable)
+        if library_path is None:
+            doubt = _LIBRARY_PATH_UNKNOWN
+    if library_path is None:
+        library_path = split_path_list(environ.get("LD_LIBRARY_PATH"))
     # only code: locale files, gconv caches and data files are mapped too, and reading them
     # as ELF on every run would fail again each time (ld.so maps every object with code)
     mapped = tuple(m.path for m in read_maps() if m.executable and not m.deleted)
-    executable = os.path.realpath("/proc/self/exe") if os.path.exists("/proc/self/exe") else None
     machine = _ELF_MACHINE.get(host_machine(), 62)
     secure = read_secure()
     if secure is None:
@@ -226,7 +236,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
     return LinuxSystem(
         site_dirs=tuple(sys.path),  # as torch's preload walks it, '' (the cwd) included
         torch_package_dir=torch_package_dir,
-        ld_library_path=split_path_list(environ.get("LD_LIBRARY_PATH")),
+        ld_library_path=library_path,
         secure=secure,
         cache=read_cache("/", machine, lambda: hwcaps_names(cpu(), host_machine())),
         default_dirs=default_dirs("/"),
@@ -250,7 +260,16 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         dst_lib=_lib_of(next((p for p in mapped if _is_libc(p)), None)),
         cpu=cpu,
         glibc=glibc_version(),
+        library_path_doubt="" if secure else doubt,
     )
+
+
+_LIBRARY_PATH_UNKNOWN = (
+    "this process's start-up environment cannot be read (/proc/self/environ is unreadable or "
+    "was overwritten, as setproctitle does) and ld.so could not be asked for its search "
+    "folders, so LD_LIBRARY_PATH was taken from os.environ; a folder on the one ld.so read "
+    "at start may hold it"
+)
 
 
 def _memo(read: Callable[[], Cpu]) -> Callable[[], Cpu]:

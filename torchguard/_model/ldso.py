@@ -66,6 +66,10 @@ __all__ = [
     "expand",
 ]
 
+_FIXED_VIAS = ("RPATH", "path", "loaded")
+"""How an object is found when ``LD_LIBRARY_PATH`` could not have supplied another copy."""
+
+
 def _dirname(path: str) -> str:
     head = path.rsplit("/", 1)[0] if "/" in path else "."
     return head or "/"
@@ -430,7 +434,8 @@ class Ldso:
             try:
                 facts = self.files.facts(path)
             except ElfRejected as err:  # glibc's own checks refuse it: the load fails
-                return LoadError(CORRUPT, path, str(err), trail=tuple(trail))
+                doubt = self._path_doubt((via,))
+                return LoadError(CORRUPT, path, str(err), trail=tuple(trail), doubt=doubt)
             except ElfNotUnderstood as err:
                 if err.foreign:
                     other_class = other_class or err.glibc
@@ -445,9 +450,11 @@ class Ldso:
             if facts.machine != self.env.machine:
                 continue  # ld.so skips a candidate built for another machine
             return self._add(path, facts, {name}, requester, via)
+        doubt = "" if "/" in name else self._path_doubt(("LD_LIBRARY_PATH",))
         if other_class:  # glibc names the class it skipped rather than "cannot open"
-            return LoadError(CORRUPT, name, other_class, trail=tuple(trail))
-        return LoadError(MISSING, requester.path if requester else name, name, trail=tuple(trail))
+            return LoadError(CORRUPT, name, other_class, trail=tuple(trail), doubt=doubt)
+        requester_path = requester.path if requester else name
+        return LoadError(MISSING, requester_path, name, trail=tuple(trail), doubt=doubt)
 
     def _add_unread(
         self, path: str, name: str, requester: SharedObject | None, via: str, why: str
@@ -528,6 +535,16 @@ class Ldso:
             if obj not in self.global_scope:
                 self.global_scope.append(obj)
 
+    def _path_doubt(self, vias: Sequence[str]) -> str:
+        """Why a failure involving objects found these ways is no proof: ``LD_LIBRARY_PATH``
+        is not known for sure, and a folder on it might supply another copy (it comes after
+        ``RPATH`` only; an object opened by path or already mapped stays what it is)."""
+        if not self.env.library_path_doubt or self.env.secure:
+            return ""
+        if all(via.startswith(_FIXED_VIAS) for via in vias):
+            return ""
+        return self.env.library_path_doubt
+
     def _missing_doubt(self, error: LoadError) -> LoadError:
         """A name found nowhere may still be the soname of a mapped object torchguard could
         not read (its soname unknown): then it is no proof."""
@@ -557,6 +574,7 @@ class Ldso:
                         version,
                         provider=provider.path,
                         provider_via=provider.via,
+                        doubt=self._path_doubt((obj.via, provider.via)),
                     )
         return None
 
@@ -605,6 +623,7 @@ class Ldso:
             )
         else:
             missing, doubt = self._unknown_scope(missing, files_of)
+        doubt = doubt or self._path_doubt([obj.via, *(o.via for o in scope)])
         symbol, version = missing[0]
         owner = next((o for o in scope if files_of.get(version) in o.names), None)
         if owner is None and not version:

@@ -109,6 +109,9 @@ class Environment:
     glibc: tuple[int, int] | None = None
     """glibc's version (which hwcaps subdirectories exist); None: unknown, taken as 2.37+."""
     machine_name: str = "x86_64"
+    library_path_doubt: str = ""
+    """Why ``ld_library_path`` may not be what ld.so read at start (empty: it is). A failure
+    a folder on the real one could undo then carries this as its ``doubt``."""
 
 
 @dataclass(eq=False)

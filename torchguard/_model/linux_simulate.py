@@ -52,6 +52,16 @@ class LinuxImport:
     def ok(self) -> bool:
         return self.error is None and self.not_found is None
 
+    @property
+    def doubt(self) -> str:
+        """Why the failure is no proof (empty: it is, or there is none). torch's search of
+        ``sys.path`` follows a failed load, whose doubt it inherits."""
+        if self.error is not None:
+            return self.error.doubt
+        if self.not_found is not None:
+            return next((s.error.doubt for s in self.steps if s.error and s.error.doubt), "")
+        return ""
+
     def describe(self) -> str:
         """How the real import reports it."""
         if self.ok:

@@ -38,7 +38,7 @@ VC_RUNTIME = frozenset(
 )
 #: Runtime DLLs that only the 14.40+ (Visual Studio 2022 17.10+) redistributable has.
 VC_RUNTIME_14_40 = frozenset({"vcruntime140_threads.dll"})
-_PYTHON_DLL = re.compile(r"^python(\d)(\d+)t?\.dll$")
+_PYTHON_DLL = re.compile(r"^python(\d)(\d+)(t?)\.dll$")
 _CUDA_DLL = re.compile(
     r"^(cudart|cublas|cublaslt|cufft|curand|cusolver|cusparse|cudnn|nvrtc|nvjitlink|cupti|nvtoolsext)",
     re.IGNORECASE,
@@ -128,7 +128,7 @@ def vc_redist(ctx: HintContext, name: str) -> RepairHint:
 
 def _python_dll(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
     python = _PYTHON_DLL.match(name.lower())
-    wanted = f"{python[1]}.{python[2]}" if python else "?"
+    wanted = f"{python[1]}.{python[2]}{python[3]}" if python else "?"  # 3.13t: free-threaded
     return (
         RepairHint(
             f"this torch was built for Python {wanted}; install torch with the interpreter "

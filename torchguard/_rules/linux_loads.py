@@ -168,20 +168,21 @@ def import_findings(
     if replay.not_found is not None:
         name = replay.not_found.split("*")[0].rstrip(".")
         wheel = nvidia_wheel(name, hints.cuda_major)
+        doubt = f". Not certain: {replay.doubt}" if replay.doubt else ""
         yield Finding(
             code=Code.MISSING_DLL,
-            severity=ERROR,
+            severity=WARNING if doubt else ERROR,
             message=(
                 "torch could not load libtorch_global_deps.so for a missing CUDA library, "
                 f"then looked for each one in sys.path: {replay.not_found} not found in the "
-                "system path (torch raises ValueError)"
+                f"system path (torch raises ValueError){doubt}"
             ),
             dll="libtorch_global_deps.so",
             missing=name,
             chain=("libtorch_global_deps.so", name),
             hints=_reinstall(hints, wheel),
             package=package,
-            rank=10,
+            rank=50 if doubt else 10,
         )
         return
     if replay.error is not None:

@@ -16,8 +16,10 @@ from typing import IO
 from torchguard._binary.pe.machine import interpreter_machine
 from torchguard._interpreter import torch_package_dir
 from torchguard._windows.gpus import DisplayAdapter
+from torchguard._windows.python_dlls import live_free_threaded
 from torchguard._windows.system import Interpreter, System
 from torchguard._windows.tree import WinTree, path_key
+from torchguard._windows.user_dirs import library_dirs, maybe_registered, registered
 
 _ONLY_WINDOWS = "only available on Windows"
 
@@ -324,13 +326,17 @@ def live_windows() -> System:
             p for p in os.environ.get("PATH", "").split(os.pathsep) if p and ntpath.isabs(p)
         ),
         is_conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        free_threaded=live_free_threaded(),
     )
     executable = sys.executable
     modules = loaded_paths()
+    system32 = system_directory()
+    known = registered()
+    site_dirs = interpreter.site_dirs
     return System(
         tree=WinTree(passthrough=True),
         interpreter=interpreter,
-        system32=system_directory(),
+        system32=system32,
         known_dlls=known_dlls(),
         loaded=loaded_modules(modules),
         live=True,
@@ -340,6 +346,8 @@ def live_windows() -> System:
         commit=_commit_or_none(),
         loaded_paths=modules,
         kmp_started=kmp_started(),
+        registered_dirs=known,
+        unseen_dirs=maybe_registered(modules, library_dirs(site_dirs), known, (system32, app_dir)),
     )
 
 

@@ -17,6 +17,7 @@ from importlib import resources
 from torchguard._binary.pe.machine import X64, X86, platform_machine
 from torchguard._windows.foreign import refuse_other_platform_install, refuse_other_platforms
 from torchguard._windows.gpus import DisplayAdapter, named_adapter
+from torchguard._windows.python_dlls import python_dlls, tag_free_threaded
 from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 from torchguard._windows.wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
 
@@ -40,10 +41,18 @@ class Interpreter:
     environ: Mapping[str, str] = field(default_factory=dict)
     path_dirs: tuple[str, ...] = ()
     is_conda: bool = False
+    free_threaded: bool = False
+    """A free-threaded build (``python313t.dll``)."""
 
     @property
     def in_venv(self) -> bool:
         return not same_path(self.exec_prefix, self.base_exec_prefix)
+
+    @property
+    def dlls(self) -> tuple[str, str]:
+        """(its own DLL, its stable-ABI DLL): ``python313t.dll`` and ``python3t.dll`` for a
+        free-threaded 3.13."""
+        return python_dlls(self.version, free_threaded=self.free_threaded)
 
 
 @dataclass
@@ -68,6 +77,10 @@ class System:
     """Live: every module of the process in load order, same-named copies included."""
     kmp_started: str | None = None
     """Live: the module whose KMP (OpenMP) runtime already registered in this process."""
+    registered_dirs: tuple[str, ...] = ()
+    """Live: folders the program registered with ``os.add_dll_directory`` (observed)."""
+    unseen_dirs: tuple[str, ...] = ()
+    """Live: folders the program may have registered unseen (``_windows.user_dirs``)."""
 
     def close(self) -> None:
         self.tree.close()
@@ -128,15 +141,17 @@ def offline_windows(
         if refusal is not None:
             raise TargetError(refusal)
         version = _python_version(tree, package_dir, tags)
+        free_threaded = _python_free_threaded(tree, package_dir, tags)
         machine = _python_machine(tree, package_dir, platforms)
-        python_dll = f"python{version[0]}{version[1]}.dll"
+        python_dll, stable_dll = python_dlls(version, free_threaded=free_threaded)
         if python_dir is not None:
             _mount_folder(tree, OFFLINE_PREFIX, python_dir, "--python-dir")
         else:
-            shipped = (python_dll, f"python{version[0]}.dll", "vcruntime140.dll") + (
+            shipped = (python_dll, stable_dll, "vcruntime140.dll") + (
                 () if machine == X86 else ("vcruntime140_1.dll",)  # no x86 build needs it
             )
-            _assume(tree, OFFLINE_PREFIX, shipped, f"python.org CPython {version[0]}.{version[1]}")
+            build = f"{version[0]}.{version[1]}{'t' if free_threaded else ''}"
+            _assume(tree, OFFLINE_PREFIX, shipped, f"python.org CPython {build}")
     except TargetError:
         tree.close()
         raise
@@ -150,11 +165,12 @@ def offline_windows(
         userbase=None,
         app_dir=OFFLINE_PREFIX,
         site_dirs=(site_dir,),
+        free_threaded=free_threaded,
     )
     # python.exe itself has loaded these by the time anything imports torch.
     loaded = {
         name: join(OFFLINE_PREFIX, name)
-        for name in (python_dll, "vcruntime140.dll")
+        for name in (interpreter.dlls[0], "vcruntime140.dll")
         if tree.is_file(join(OFFLINE_PREFIX, name))
     }
     return System(
@@ -226,6 +242,18 @@ def _python_machine(tree: WinTree, package_dir: str | None, platforms: list[str]
         if machine is not None:
             return machine
     return X64
+
+
+def _python_free_threaded(tree: WinTree, package_dir: str | None, tags: list[str]) -> bool:
+    """Whether the Python a scanned torch was built for is free-threaded (``cp313t``): the
+    tag :func:`_python_version` reads the version from."""
+    from torchguard._windows.locate import extension_tag, tag_version
+
+    names = [name for name, _ in tree.listdir(package_dir).values()] if package_dir else []
+    for tag in [*filter(None, map(extension_tag, names)), *tags]:
+        if tag_version(tag) is not None:
+            return tag_free_threaded(tag)
+    return False
 
 
 def _python_version(tree: WinTree, package_dir: str | None, tags: list[str]) -> tuple[int, int]:
