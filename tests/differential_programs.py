@@ -74,28 +74,14 @@ if __name__ == "__main__":
 """A ``spawn`` child imports torch (DataLoader workers, Windows' only start method)."""
 
 CLOBBER = """\
-import ctypes
-import os
+import setproctitle
 
-
-def _set_title():
-    # What setproctitle does on Linux: environ moves to the heap, and the memory that
-    # /proc/self/environ shows is overwritten by the new title (here with zeros).
-    libc = ctypes.CDLL(None)
-    libc.setenv.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int)
-    for name, value in os.environb.items():
-        libc.setenv(name, value, 1)
-    with open("/proc/self/stat", "rb") as handle:
-        fields = handle.read().rsplit(b")", 1)[1].split()
-    start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
-    ctypes.memset(start, 0, end - start)
-
-
-_set_title()
+setproctitle.setproctitle("differential-worker")
 with open("/proc/self/environ", "rb") as _environ:
     print("/proc/self/environ readable after the title:", bool(_environ.read().strip(b"\\0")))
 """
-"""``setproctitle`` first (Ray workers, gunicorn, celery, uWSGI), equivalently in ctypes."""
+"""``setproctitle`` first (Ray workers, gunicorn, celery, uWSGI): the memory
+``/proc/self/environ`` shows is overwritten (the test extra installs it on Linux)."""
 
 PYTEST_FILE = """\
 def test_torch():
