@@ -98,9 +98,14 @@ def _tree_cpu(group: int) -> float | None:
 
 
 def run_bounded(
-    argv: Sequence[str], env: Mapping[str, str], cwd: Path, bound: float = HANG_BOUND
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    bound: float = HANG_BOUND,
+    idle: float = IDLE_BOUND,
 ) -> Outcome:
-    """Run ``argv`` in its own process group; kill the group when it hangs."""
+    """Run ``argv`` in its own process group; kill the group when it hangs: when it runs past
+    ``bound`` seconds, or its processes use no CPU for ``idle`` seconds (a deadlock)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
         child = subprocess.Popen(
@@ -127,7 +132,7 @@ def run_bounded(
                 used = _tree_cpu(child.pid)
                 if used is not None and used != last_cpu:
                     last_cpu, last_change = used, now
-            if now - start > bound or now - last_change > IDLE_BOUND:
+            if now - start > bound or now - last_change > idle:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
                 break

@@ -11,23 +11,25 @@ initialiser fails: WinError 998 under Wine, 1114 on Windows).
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from differential import Outcome, broken_problems, healthy_problems, record
+from differential import Outcome, broken_problems, healthy_problems, record, run_bounded
 from differential_programs import ENSURE, PROBE, WORK
 from realwheels import vc_runtime_dir, wheel
-from wine import WineEnv, pinned_wheels, provision_site
+from wine import WINE_START_FAILURE, WineEnv, pinned_wheels, provision_site
 
 from torchguard._hook import write_hook_files
 
 pytestmark = pytest.mark.e2e
 
-BOUND = 240.0
-"""Wine starts slower than Linux: the longest a cell may run here (seconds)."""
+BOUND = 600.0
+"""The longest a cell may run here (seconds): a loaded 2-core machine took 140 s for one
+``import torch`` under Wine (3 s when quiet)."""
+IDLE = 60.0
+"""A Windows process using no CPU this long is deadlocked (it waits on Wine's server at most
+briefly)."""
 
 RUNTIME_TORCH = "2.9.1"
 RUNTIME_DEPENDENCIES = (
@@ -49,17 +51,32 @@ BASELINE["hook + find_spec('torch') probe"] = PROBE
 
 HEALTHY = "healthy torch 2.4.1"
 RUNTIME = "torch 2.9.1, msvcp140 14.34 forced native"
-CELLS = [(HEALTHY, door) for door in DOORS] + [(RUNTIME, "ensure()"), (RUNTIME, "hook")]
+KNOWN = {(HEALTHY, "hook + ensure()"): "issue 21 finding 1: fixed on branch frontdoors"}
+"""Cells that fail only because of a finding being fixed elsewhere (drop once merged)."""
+
+CELLS = [
+    pytest.param(
+        environment,
+        door,
+        marks=[pytest.mark.xfail(strict=True, reason=KNOWN[environment, door])]
+        if (environment, door) in KNOWN
+        else [],
+    )
+    for environment, door in [(HEALTHY, d) for d in DOORS]
+    + [(RUNTIME, "ensure()"), (RUNTIME, "hook")]
+]
 
 
 def _run(env: WineEnv, code: str, site: Path, variables: dict[str, str]) -> Outcome:
-    start = time.monotonic()
-    try:
-        done = env.run(code, site, env=variables, timeout=BOUND)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        return Outcome(None, out, "", time.monotonic() - start, 0.0)
-    return Outcome(done.returncode, done.stdout, done.stderr, time.monotonic() - start, 0.0)
+    """``code`` in a fresh Windows process, as :meth:`WineEnv.run` starts it, killed when it
+    hangs (a deadlocked Windows process uses no CPU either)."""
+    argv, full = env.command(code, site, env=variables)
+    for _ in range(3):  # Wine itself may fail to start on a loaded machine: no verdict
+        with env.system32_shared():
+            outcome = run_bounded(argv, full, env.workdir, bound=BOUND, idle=IDLE)
+        if WINE_START_FAILURE not in outcome.stderr:
+            break
+    return outcome
 
 
 def _sites(env: WineEnv, name: str, source: Path | None = None) -> tuple[Path, Path]:
