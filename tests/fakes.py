@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pe_builder import AMD64, ARM64, I386, build_pe
+from pe_builder import AMD64, ARM64, DEFAULT_SYMBOL, I386, build_pe
 
 KERNEL = ("KERNEL32.dll", "VCRUNTIME140.dll", "api-ms-win-crt-runtime-l1-1-0.dll")
 
@@ -28,6 +28,15 @@ TORCH_241_GRAPH: dict[str, tuple[str, ...]] = {
 }
 
 
+#: What torch 2.9.0 to 2.14.1 take from msvcp140.dll for std::mutex: they lock mutexes and
+#: construct none (the 14.40 STL's constexpr constructor lays them out).
+CONSTEXPR_MUTEX = ("_Mtx_lock", "_Mtx_unlock", "_Cnd_wait", "_Cnd_broadcast")
+#: What torch 2.15.0 takes: the runtime's constructors too.
+RUNTIME_MUTEX = (*CONSTEXPR_MUTEX, "_Mtx_init_in_situ", "_Cnd_init_in_situ")
+#: What every fake msvcp140.dll of :func:`system32` exports (Microsoft's has all of these).
+MSVCP140_EXPORTS = (DEFAULT_SYMBOL, *RUNTIME_MUTEX)
+
+
 @dataclass
 class FakeTorch:
     """A site-packages tree holding a fake torch; ``files`` maps relative paths to bytes."""
@@ -39,6 +48,9 @@ class FakeTorch:
     extra: dict[str, bytes] = field(default_factory=dict)
     linker: tuple[int, int] = (14, 29)
     platform: str = "win_amd64"
+    mutex: tuple[str, ...] = ()
+    """What its binaries that import msvcp140.dll take from it besides the default symbol
+    (:data:`CONSTEXPR_MUTEX`, :data:`RUNTIME_MUTEX`)."""
 
     @property
     def machine(self) -> int:
@@ -55,7 +67,14 @@ class FakeTorch:
             ),
         }
         for name, imports in self.graph.items():
-            files[f"torch/lib/{name}"] = build_pe(imports, linker=self.linker, machine=self.machine)
+            symbols = {
+                dll: (DEFAULT_SYMBOL, *self.mutex)
+                for dll in imports
+                if self.mutex and dll.lower() == "msvcp140.dll"
+            }
+            files[f"torch/lib/{name}"] = build_pe(
+                imports, linker=self.linker, machine=self.machine, symbols=symbols
+            )
         files.update(self.extra)
         info = f"torch-{self.version}.dist-info"
         files[f"{info}/METADATA"] = (
@@ -110,7 +129,8 @@ def system32(
     """A folder standing in for System32 with the given (tiny, valid) DLLs."""
     root.mkdir(parents=True, exist_ok=True)
     for name in names:
-        data = build_pe(["KERNEL32.dll"], file_version=version, machine=machine)
+        exports = MSVCP140_EXPORTS if name.lower() == "msvcp140.dll" else (DEFAULT_SYMBOL,)
+        data = build_pe(["KERNEL32.dll"], file_version=version, machine=machine, exports=exports)
         (root / name).write_bytes(data)
     return root
 

@@ -81,6 +81,24 @@ def deflate_bomb_wheel(directory: Path, layout: str = "overlay", size: int = BOM
     return path
 
 
+#: A Linux wheel whose metadata inflates a thousandfold: 300 ``METADATA`` files of 1 MiB.
+METADATA_BOMBS = 300
+
+
+def metadata_bomb_wheel(directory: Path, count: int = METADATA_BOMBS) -> Path:
+    """A manylinux wheel of about 300 KB whose text members (each a ``METADATA`` the Linux
+    layout writes to disk) inflate to ``count`` MiB: 1 MiB of spaces each, deflated to 1 KB;
+    plus a 1 MiB module no analysis reads."""
+    path = directory / "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    filler = b" " * (1 << 20)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        archive.writestr("torch/__init__.py", b"")
+        archive.writestr("torch/functional.py", filler)
+        for index in range(count):
+            archive.writestr(f"bomb{index}-1.0.dist-info/METADATA", filler)
+    return path
+
+
 def _far_sections(image: bytes, count: int = 1700, start: int = 0x20000) -> bytes:
     """``image`` with ``count`` section headers (the real one, then empty ones) and its
     section data moved to ``start``: its headers outgrow the first 64 KB."""

@@ -12,7 +12,8 @@ would do on that machine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ntpath
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,6 +151,57 @@ LAYOUTS = {
 }
 
 
+def host_of(drive: Path, windows: str) -> Path:
+    """Where the Windows path ``windows`` lies in ``drive``, a folder standing for ``C:\\``
+    (as WSL's ``/mnt/c`` does)."""
+    return drive.joinpath(*[p for p in ntpath.splitdrive(windows)[1].split("\\") if p])
+
+
+def write_layout(
+    layout: Layout,
+    python: str,
+    drive: Path,
+    python_files: Mapping[str, bytes],
+    site_files: Mapping[str, bytes],
+    data_files: Mapping[str, bytes] = {},
+) -> Places:
+    """Write ``layout`` on disk below ``drive`` (standing for ``C:\\``): ``python_files`` in
+    python.exe's folder, ``site_files`` in its site-packages, ``data_files`` under the prefix
+    (``Library\\bin``, ``conda-meta``), plus what marks the layout (``conda-meta``,
+    ``pyvenv.cfg`` naming the base folder, ``python3XY._pth``)."""
+    places = layout.places(python)
+    files: dict[Path, bytes] = {}
+    home = host_of(drive, places.app_dir)
+    files.update({home / name: data for name, data in python_files.items()})
+    prefix = host_of(drive, places.prefix)
+    if places.pth is not None:
+        files[home / f"python{python.replace('.', '')}._pth"] = places.pth.encode()
+    if places.conda:
+        files[prefix / "conda-meta" / "history"] = b""
+    if places.prefix != places.base_prefix:
+        files[prefix / "pyvenv.cfg"] = (
+            f"home = {places.base_prefix}\r\ninclude-system-site-packages = false\r\n"
+            f"version = {python}.9\r\n"
+        ).encode()
+        files[prefix / "Scripts" / "python.exe"] = python_files.get("python.exe", b"MZ")
+    site = host_of(drive, places.install_site)
+    files.update({site.joinpath(*name.split("/")): data for name, data in site_files.items()})
+    files.update({prefix.joinpath(*name.split("/")): data for name, data in data_files.items()})
+    for path, data in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    site.mkdir(parents=True, exist_ok=True)
+    return places
+
+
+def live_model(places: Places, python: str, drive: Path, system32: Sequence[Path]) -> System:
+    """The :class:`System` ``ensure()`` builds of itself on the machine whose ``C:\\`` is
+    ``drive``: every path its own, the interpreter as the running process sees it."""
+    tree = WinTree()
+    tree.mount_host_dir("C:\\", str(drive))
+    return _machine(tree, places, python, system32)
+
+
 def build(
     layout: Layout,
     python: str,
@@ -170,6 +222,12 @@ def build(
         tree.add_file(join(places.prefix, "conda-meta", "history"), MemoryFile(b"", "history"))
     for path in wheels:
         mount_wheel(tree, str(path), places.install_site, places.install_data)
+    return _machine(tree, places, python, system32), places.cwd
+
+
+def _machine(tree: WinTree, places: Places, python: str, system32: Sequence[Path]) -> System:
+    """System32 (``system32`` folders and every Windows' own DLLs) and the interpreter of
+    ``places`` added to ``tree``."""
     for folder in system32:
         tree.mount_host_dir(SYSTEM32, str(folder))
     present = set(tree.listdir(SYSTEM32))
@@ -187,7 +245,7 @@ def build(
         userbase=USERBASE,
         app_dir=places.app_dir,
         site_dirs=places.site_dirs,
-        is_conda=places.conda,
+        is_conda=tree.is_dir(join(places.prefix, "conda-meta")) or places.conda,
     )
     torch_dir = next(
         (
@@ -209,4 +267,4 @@ def build(
         torch_package_dir=torch_dir,
         python_cmd=places.executable,
     )
-    return system, places.cwd
+    return system

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch, system32
+from fakes import CONSTEXPR_MUTEX, FakeTorch, system32
 
 import torchguard
 from torchguard import _api
@@ -109,11 +109,17 @@ def _one_story_cases() -> list[Case]:
     old = (14, 34, 31938, 0)
     runtime = ("msvcp140.dll", "vcruntime140_1.dll")
     return [
-        ("healthy", FakeTorch(linker=(14, 42)), runtime, new, False),
+        ("healthy", FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX), runtime, new, False),
         ("no redistributable", FakeTorch(), ("vcruntime140_1.dll",), new, True),
         ("a torch dll missing", without_omp, runtime, new, True),
         ("a damaged dll", corrupt, runtime, new, True),
-        ("msvcp140 before the mutex change", FakeTorch(linker=(14, 42)), runtime, old, True),
+        (
+            "msvcp140 before the mutex change",
+            FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX),
+            runtime,
+            old,
+            True,
+        ),
         (
             "an older minor, no proof",
             FakeTorch(linker=(14, 29)),

@@ -1,4 +1,5 @@
-"""The persistent PE-facts cache: warm runs read no DLL, changes are seen, damage is harmless."""
+"""The persistent facts cache seen through Windows scans: warm runs read no DLL, changes are
+seen, damage is harmless."""
 
 from __future__ import annotations
 
@@ -10,7 +11,24 @@ import pytest
 from fakes import FakeTorch
 
 import torchguard
-from torchguard._model.cache import FILE_NAME, SCHEMA
+from torchguard._model.cache import FOLDER, SCHEMA, scope_file
+
+
+def _cache() -> Path:
+    return Path(os.environ["TORCHGUARD_CACHE_DIR"])
+
+
+def _files() -> list[Path]:
+    """The environment files of the cache."""
+    folder = _cache() / FOLDER
+    found = folder.glob("*.json") if folder.is_dir() else []
+    return sorted(path for path in found if not path.name.endswith(".cold.json"))
+
+
+def _only() -> Path:
+    """The one environment file a scan of one tree writes."""
+    (found,) = _files()
+    return found
 
 
 def test_a_warm_scan_reads_no_dll(
@@ -60,16 +78,18 @@ def test_a_changed_file_is_read_again(
     ],
 )
 def test_a_damaged_cache_is_rebuilt(
-    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, damage: bytes
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, damage: bytes, reads: list[str]
 ) -> None:
-    cache = Path(os.environ["TORCHGUARD_CACHE_DIR"])
-    cache.mkdir(parents=True, exist_ok=True)
-    (cache / FILE_NAME).write_bytes(damage)
-    neighbour = cache / "someone-elses-file.txt"
+    site = fake_torch.write(tmp_path / "site")
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+    path = _only()
+    path.write_bytes(damage)
+    neighbour = path.parent / "someone-elses-file.txt"
     neighbour.write_text("keep me")
-    report = torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir])
-    assert report.ok
-    assert json.loads((cache / FILE_NAME).read_text())["schema"] == SCHEMA
+    reads.clear()
+    report = torchguard.scan([site], system32=[runtime_dir])
+    assert report.ok and "c10.dll" in reads
+    assert json.loads(path.read_text())["schema"] == SCHEMA
     assert neighbour.read_text() == "keep me"
 
 
@@ -78,10 +98,14 @@ def test_damaged_entries_are_read_again(
 ) -> None:
     site = fake_torch.write(tmp_path / "site")
     torchguard.scan([site], system32=[runtime_dir])
-    path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
+    path = _only()
     data = json.loads(path.read_text())
-    for entry in data["facts"].values():
-        entry["imports"] = 42
+    damaged = 0
+    for name, entry in data["entries"].items():
+        if name.startswith("pe|"):
+            entry[1]["imports"] = 42
+            damaged += 1
+    assert damaged
     path.write_text(json.dumps(data))
     reads.clear()
     assert torchguard.scan([site], system32=[runtime_dir]).ok
@@ -93,7 +117,7 @@ def test_cache_off_writes_nothing(
 ) -> None:
     monkeypatch.setenv("TORCHGUARD_CACHE", "off")
     torchguard.scan([fake_torch.write(tmp_path / "site")])
-    assert not (Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME).exists()
+    assert not (_cache() / FOLDER).exists()
 
 
 def test_an_unwritable_cache_folder_is_ignored(
@@ -128,15 +152,15 @@ def test_a_warm_scan_does_not_even_import_pefile(
     assert run().stdout.split() == ["True", "False"]
 
 
-def _planted_lie(site: Path) -> dict[str, object]:
+def _planted_lie(site: Path, scope: str) -> dict[str, object]:
     """A cache document that calls every DLL of ``site`` corrupt, as a buggy release might."""
     from torchguard._model.cache import host_key
 
-    facts = {
-        str(host_key(str(dll))): {"error": "planted: not a valid PE image"}
+    entries = {
+        f"pe|{host_key(str(dll))}": [20_000, {"error": "planted: not a valid PE image"}]
         for dll in (site / "torch" / "lib").iterdir()
     }
-    return {"schema": SCHEMA, "facts": facts, "edges": {}}
+    return {"schema": SCHEMA, "scope": scope, "entries": entries}
 
 
 def test_a_cache_written_by_another_version_is_ignored_and_replaced(
@@ -145,10 +169,10 @@ def test_a_cache_written_by_another_version_is_ignored_and_replaced(
     from torchguard._model.cache import writer
 
     site = fake_torch.write(tmp_path / "site")
-    path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lie = _planted_lie(site)
-    path.write_text(json.dumps({**lie, "writer": "torchguard 0.0.1, reader 1"}))
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+    path = _only()
+    lie = _planted_lie(site, json.loads(path.read_text())["scope"])
+    path.write_text(json.dumps({**lie, "writer": "torchguard 0.0.1, reader 1, schema 3"}))
     assert torchguard.scan([site], system32=[runtime_dir]).ok
     assert json.loads(path.read_text())["writer"] == writer()
     # the same lie, stamped with this version, is believed: the stamp is what protects
@@ -179,14 +203,16 @@ def test_an_internal_error_is_never_cached(
 def test_a_symlinked_cache_file_never_touches_its_target(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
-    cache = Path(os.environ["TORCHGUARD_CACHE_DIR"])
-    cache.mkdir(parents=True, exist_ok=True)
+    site = fake_torch.write(tmp_path / "site")
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+    path = _only()
+    path.unlink()
     precious = tmp_path / "precious.json"
     precious.write_text('{"mine": true}')
-    (cache / FILE_NAME).symlink_to(precious)
-    assert torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir]).ok
+    path.symlink_to(precious)
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
     assert precious.read_text() == '{"mine": true}'
-    assert not (cache / FILE_NAME).is_symlink()
+    assert not path.is_symlink()
 
 
 def test_a_huge_cache_file_is_not_parsed(
@@ -194,11 +220,13 @@ def test_a_huge_cache_file_is_not_parsed(
 ) -> None:
     from torchguard._model.cache import MAX_BYTES
 
-    path = Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
+    site = fake_torch.write(tmp_path / "site")
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
+    path = _only()
     with path.open("wb") as handle:  # sparse: costs no disk
         handle.truncate(MAX_BYTES + 1)
-    assert torchguard.scan([fake_torch.write(tmp_path / "site")], system32=[runtime_dir]).ok
+    reads.clear()
+    assert torchguard.scan([site], system32=[runtime_dir]).ok
     assert "c10.dll" in reads
     assert path.stat().st_size < MAX_BYTES
 
@@ -226,8 +254,11 @@ def test_many_processes_at_once_lose_nothing(
     ]
     outputs = [process.communicate(timeout=120)[0].split() for process in processes]
     assert outputs == [["True"]] * 6
-    data = json.loads((Path(os.environ["TORCHGUARD_CACHE_DIR"]) / FILE_NAME).read_text())
-    cached = " ".join(data["facts"])
+    from torchguard._model.cache import cold_file
+
+    every = [*_files(), *(cold_file(p) for p in _files() if cold_file(p).exists())]
+    documents = [json.loads(path.read_text()) for path in every]
+    cached = " ".join(name for data in documents for name in data["entries"])
     assert str(sites[0]) in cached and str(sites[1]) in cached
 
 
@@ -242,11 +273,11 @@ def test_a_killed_processs_lock_is_broken_and_a_busy_one_skips_the_save(
     lock.write_text("")
     site = fake_torch.write(tmp_path / "site")
     assert torchguard.scan([site], system32=[runtime_dir]).ok  # a live lock: nothing saved
-    assert not (cache / FILE_NAME).exists() and lock.exists()
+    assert not _files() and lock.exists()
     old = lock.stat().st_mtime - LOCK_STALE - 1
     os.utime(lock, (old, old))
     assert torchguard.scan([site], system32=[runtime_dir]).ok  # a stale lock: broken, saved
-    assert (cache / FILE_NAME).exists() and not lock.exists()
+    assert _files() and not lock.exists()
 
 
 _SAVE_AGAINST_AN_UNBREAKABLE_LOCK = """
@@ -275,7 +306,7 @@ store = _cache.FactsCache(directory)
 store.put("file|x|1|2|3", PEFacts(0x8664, True, (), (), (14, 42)))
 started = time.monotonic()
 store.save()
-print(round(time.monotonic() - started, 3), (directory / _cache.FILE_NAME).exists())
+print(round(time.monotonic() - started, 3), _cache.scope_file(directory, "default").exists())
 """
 
 
@@ -308,7 +339,7 @@ def test_a_full_cache_drops_the_least_recently_used(
     from torchguard._binary.pe.image import PEFacts
     from torchguard._model import cache as _cache
 
-    monkeypatch.setitem(_cache.SECTIONS, "facts", 4)
+    monkeypatch.setattr(_cache, "MAX_ENTRIES", 4)
     facts = PEFacts(0x8664, True, ("KERNEL32.dll",), (), (14, 42))
     first = _cache.FactsCache(tmp_path)
     for key in "abcd":
@@ -331,14 +362,14 @@ def test_a_warm_run_writes_nothing_while_what_it_used_is_safe(
     from torchguard._binary.pe.image import PEFacts
     from torchguard._model import cache as _cache
 
-    monkeypatch.setitem(_cache.SECTIONS, "facts", 8)
+    monkeypatch.setattr(_cache, "MAX_ENTRIES", 8)
     facts = PEFacts(0x8664, True, (), (), (14, 42))
     first = _cache.FactsCache(tmp_path)
     for key in "abcd":
         first.put(key, facts)
     first.save()
-    stamp = (tmp_path / FILE_NAME).stat().st_mtime_ns
+    stamp = scope_file(tmp_path, "default").stat().st_mtime_ns
     warm = _cache.FactsCache(tmp_path)
     assert warm.get("a") == facts  # half full at most: nothing is at risk
     warm.save()
-    assert (tmp_path / FILE_NAME).stat().st_mtime_ns == stamp
+    assert scope_file(tmp_path, "default").stat().st_mtime_ns == stamp

@@ -221,6 +221,9 @@ def test_cache_info_and_clean(index: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     info = run_cache("info", cache)
     assert "1 wheel(s)" in info.stdout and "torch-2.4.1-cp311-cp311-win_amd64.whl" in info.stdout
+    assert [p.name for p in (cache / ".verified").iterdir()] == [
+        "torch-2.4.1-cp311-cp311-win_amd64.whl.json"
+    ]
     # a wheel of the user's own in check's folder, and an interrupted download of check's
     (cache / "precious-1.0-py3-none-any.whl").write_bytes(b"x")
     (cache / "notes.whl.part").write_bytes(b"x")
@@ -234,6 +237,7 @@ def test_cache_info_and_clean(index: Path, tmp_path: Path) -> None:
     assert clean.returncode == 0 and "deleted 1 wheel(s)" in clean.stdout
     assert [p.name for p in cache.glob("*.whl")] == ["precious-1.0-py3-none-any.whl"]
     assert not partial.exists() and (cache / "notes.whl.part").exists()
+    assert not (cache / ".verified").exists()
     # check wrote into a folder of the user's own wheels: clean deletes only what it wrote
     assert check(index, tmp_path, "torch==2.4.1").returncode == 0
     assert "1 wheel(s)" in run_cache("info", cache).stdout
@@ -388,9 +392,9 @@ def test_cpu_note_names_siblings_and_releases_past_the_table(index: Path, tmp_pa
         "pip install torch==2.4.0 torchvision==0.19.0 "
         "--index-url https://download.pytorch.org/whl/cu124"
     ) in pair.stdout, pair.stdout + pair.stderr
-    publish(index, "torch", "torch-2.15.0-cp311-cp311-win_amd64.whl", torch_files("2.15.0"))
-    newest = check(index, tmp_path, "torch==2.15.0")
-    assert "pip install torch==2.15.0 --index-url https://download.pytorch.org/whl/cu132" in (
+    publish(index, "torch", "torch-2.16.0-cp311-cp311-win_amd64.whl", torch_files("2.16.0"))
+    newest = check(index, tmp_path, "torch==2.16.0")
+    assert "pip install torch==2.16.0 --index-url https://download.pytorch.org/whl/cu132" in (
         newest.stdout
     ), newest.stdout + newest.stderr
-    assert "torchguard's table ends at 2.14" in newest.stdout
+    assert "torchguard's table ends at 2.15" in newest.stdout

@@ -9,7 +9,7 @@ from fakes import FakeTorch, system32
 from pe_builder import build_pe
 
 import torchguard
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     MINIMUM_DRIVER,
     RELEASES,
     all_variants,
@@ -130,9 +130,20 @@ def test_driver_too_old_for_every_build_of_the_release(tmp_path: Path) -> None:
 
 
 def test_release_newer_than_the_table_uses_the_newest_row(tmp_path: Path) -> None:
-    report = scan(tmp_path, "2.15.0", (32, 0, 15, 8157))  # 581.57; no source covers 2.15 yet
+    report = scan(tmp_path, "2.16.0", (32, 0, 15, 8157))  # 581.57; the table ends at 2.15
     (finding,) = report.findings
-    assert "table ends at" in finding.hints[0].summary
+    assert "table ends at 2.15" in finding.hints[0].summary
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith("torch==2.16.0 --index-url https://download.pytorch.org/whl/cu132")
+    )
+
+
+def test_215_is_in_the_table(tmp_path: Path) -> None:
+    report = scan(tmp_path, "2.15.0", (32, 0, 15, 8157))
+    (finding,) = report.findings
+    assert "table ends at" not in finding.hints[0].summary
     assert (
         finding.hints[0]
         .commands[0]

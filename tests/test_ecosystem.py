@@ -174,7 +174,7 @@ def test_an_extension_is_found_by_its_imports_alone(tmp_path: Path) -> None:
         "torch-scatter",
         "2.1.2",
         {
-            "torch_scatter/__init__.py": b"",
+            "torch_scatter/__init__.py": b"from . import _scatter_cpu, _version_cpu\n",
             "torch_scatter/_scatter_cpu.pyd": build_pe(
                 ["torch_cpu.dll", "c10.dll", "missing_helper.dll", *KERNEL]
             ),

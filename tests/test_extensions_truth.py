@@ -119,7 +119,11 @@ def test_xformers_built_for_this_torch_gets_no_build_hint(tmp_path: Path) -> Non
 
 def test_a_cuda_dll_beside_a_cpu_torch_never_reinstalls_the_cpu_build(tmp_path: Path) -> None:
     """No build metadata at all: the newest CUDA build of this torch release, not /whl/cpu."""
-    ext = companion("myext", "1.0", {"myext/_C.pyd": build_pe(list(CUDA_LINKED))}, {})
+    files = {
+        "myext/__init__.py": b"from ._C import *\n",
+        "myext/_C.pyd": build_pe(list(CUDA_LINKED)),
+    }
+    ext = companion("myext", "1.0", files, {})
     report = scan(tmp_path, FakeTorch(version="2.4.1+cpu"), ext)
     assert package(report, "myext")["status"] == "fails"
     assert sorted(set(commands(report))) == [
@@ -256,3 +260,89 @@ def test_a_warm_scan_reads_no_source_or_metadata_of_a_failing_extension_again(
     read.clear()
     torchguard.scan([tmp_path / "site"])
     assert "xformers/_cpp_lib.py" in read
+
+
+# xformers 0.0.29's layout in short (not its code): __init__ imports _cpp_lib, whose load of _C
+# is caught; only ops/fmha/flash.py imports _C_flashattention, inside try/except ImportError.
+FLASH = b"""
+try:
+    try:
+        from ... import _C_flashattention
+    except ImportError:
+        import flash_attn
+except ImportError:
+    pass
+"""
+
+
+def xformers_029(init: bytes = b"from . import _cpp_lib\n") -> dict[str, bytes]:
+    files = {
+        "xformers/__init__.py": init,
+        "xformers/_cpp_lib.py": CATCHING_LOADER,
+        "xformers/ops/__init__.py": b"from .fmha import flash\n",
+        "xformers/ops/fmha/__init__.py": b"from . import flash\n",
+        "xformers/ops/fmha/flash.py": FLASH,
+        "xformers/_C.pyd": build_pe([*TORCH, *KERNEL]),
+        "xformers/_C_flashattention.pyd": build_pe([*TORCH, "cudart64_12.dll", *KERNEL]),
+    }
+    return companion("xformers", "0.0.29.post3", files, {})
+
+
+def test_an_extension_only_a_guarded_import_loads_is_a_lost_feature(tmp_path: Path) -> None:
+    """`import xformers` never imports _C_flashattention: it works, and the finding is a
+    warning naming the module that imports it and how (issue 21, finding 8)."""
+    report = scan(tmp_path, FakeTorch(version="2.6.0+cpu"), xformers_029())
+    assert report.ok and report.errors == ()
+    outcome = package(report, "xformers")
+    assert outcome["status"] == "warns", outcome
+    assert "DLL load failed while importing _C_flashattention" in str(outcome["message"])
+    assert "xformers.ops.fmha.flash imports xformers._C_flashattention inside try/except" in str(
+        outcome["message"]
+    )
+    (finding,) = report.findings
+    assert (finding.severity, finding.package, finding.missing) == (
+        "warning",
+        "xformers",
+        "cudart64_12.dll",
+    )
+    assert finding.message.startswith(
+        "`import xformers` loses xformers._C_flashattention, which xformers.ops.fmha.flash "
+        "imports inside try/except ImportError"
+    )
+
+
+def test_the_same_extension_imported_by_the_package_itself_is_an_error(tmp_path: Path) -> None:
+    init = b"from . import _cpp_lib\nfrom . import _C_flashattention\n"
+    report = scan(tmp_path, FakeTorch(version="2.6.0+cpu"), xformers_029(init))
+    assert package(report, "xformers")["status"] == "fails"
+    assert [(f.severity, f.missing) for f in report.errors] == [("error", "cudart64_12.dll")]
+
+
+def test_an_extension_nothing_imports_is_a_lost_feature(tmp_path: Path) -> None:
+    ext = companion(
+        "myext",
+        "1.0",
+        {"myext/__init__.py": b"import torch\n", "myext/_C.pyd": build_pe(list(CUDA_LINKED))},
+        {},
+    )
+    report = scan(tmp_path, FakeTorch(version="2.4.1+cpu"), ext)
+    assert report.ok
+    assert "nothing `import myext` runs imports it" in report.findings[0].message
+
+
+def test_a_package_without_readable_sources_is_doubt_not_proof(tmp_path: Path) -> None:
+    ext = companion("myext", "1.0", {"myext/_C.pyd": build_pe(list(CUDA_LINKED))}, {})
+    report = scan(tmp_path, FakeTorch(version="2.4.1+cpu"), ext)
+    assert report.ok and package(report, "myext")["status"] == "warns"
+    assert "its package's code could not be read" in report.findings[0].message
+
+
+def test_a_warm_scan_keeps_the_place_of_a_guarded_extension(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchguard._model import extensions
+
+    cold = scan(tmp_path, FakeTorch(version="2.6.0+cpu"), xformers_029())
+    monkeypatch.setattr(extensions, "reach", lambda *a: pytest.fail("sources read again"))
+    warm = torchguard.scan([tmp_path / "site"])
+    assert [f.to_dict() for f in warm.findings] == [f.to_dict() for f in cold.findings]

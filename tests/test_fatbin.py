@@ -18,6 +18,7 @@ from torchguard._binary.fatbin import (
     FatbinError,
     nv_fatb_span,
     parse_fatbin,
+    parse_fatbin_stream,
     read_dll_archs,
 )
 
@@ -44,6 +45,19 @@ def test_sass_and_ptx_across_containers_with_padding_and_long_headers() -> None:
     )
     archs = parse_fatbin(blob)
     assert archs == FatbinArchs(frozenset({80, 86, 100}), frozenset({90, 120}), 2, 5)
+
+
+def test_stream_sample_stops_after_max_containers() -> None:
+    """A section sampled over the network: the first containers only, the rest never read."""
+    import io
+
+    blob = container(entry(2, 75, b"a")) + container(entry(2, 61, b"b")) + b"NOT A FATBIN" * 9
+    whole = parse_fatbin_stream(io.BytesIO(blob), len(blob))
+    assert whole.sass == frozenset({61, 75})
+    stream = io.BytesIO(blob)
+    sample = parse_fatbin_stream(stream, 10**9, max_containers=1)
+    assert sample == FatbinArchs(frozenset({75}), frozenset(), 1, 1)
+    assert stream.tell() == len(container(entry(2, 75, b"a")))
 
 
 def test_truncated_container_is_an_error() -> None:

@@ -12,7 +12,8 @@ from pe_sections import with_section
 from test_fatbin import container, entry
 
 import torchguard
-from torchguard._windows.gpus import DisplayAdapter, compute_capability, cuda_can_build
+from torchguard._facts.gpus import compute_capability, cuda_can_build
+from torchguard._windows.gpus import DisplayAdapter
 
 
 def torch_cuda(sass: tuple[int, ...], ptx: tuple[int, ...] = ()) -> bytes:
@@ -183,3 +184,53 @@ def test_cli_gpu_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert '"gpu-arch-unsupported"' in capsys.readouterr().out
     assert main(argv) == 0
     assert '"gpu-arch-unsupported"' not in capsys.readouterr().out
+
+
+def scan_wheel(tmp_path: Path, gpu: str, version: str, cuda: str) -> torchguard.Report:
+    """A torch CUDA wheel checked offline: torch_cuda.dll stays a member (not read in place),
+    so its kernels come from PyTorch's build policy, whatever this fake DLL holds."""
+    fake = FakeTorch(
+        version=version, cuda=cuda, extra={"torch/lib/torch_cuda.dll": torch_cuda((50, 60))}
+    )
+    (tmp_path / "wheels").mkdir(parents=True)
+    wheel = fake.wheel(tmp_path / "wheels")
+    return torchguard.scan([wheel], system32=[system32(tmp_path / "s32")], gpus=[gpu])
+
+
+def test_offline_cu128_wheel_of_28_has_no_pascal_kernels(tmp_path: Path) -> None:
+    """CUDA 12.8 can compile sm_61, but PyTorch's cu128 builds of 2.8+ carry no Pascal kernels."""
+    assert cuda_can_build((12, 8), (6, 1))  # toolkit capability alone would say "fine"
+    report = scan_wheel(tmp_path, "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8")
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert "sm_61" in finding.message and "sm_70" in finding.message
+    assert "read from the real wheel" in finding.message
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith("torch==2.8.0 --index-url https://download.pytorch.org/whl/cu126")
+    )
+
+
+def test_offline_cu126_wheel_runs_pascal_and_cu128_of_211_drops_volta(tmp_path: Path) -> None:
+    ok = scan_wheel(tmp_path / "a", "NVIDIA GeForce GTX 1080", "2.8.0+cu126", "12.6")
+    assert [f for f in ok.findings if f.code == "gpu-arch-unsupported"] == []
+    volta = scan_wheel(tmp_path / "b", "NVIDIA Tesla V100-SXM2-16GB", "2.11.0+cu128", "12.8")
+    (finding,) = [f for f in volta.findings if f.code == "gpu-arch-unsupported"]
+    assert "sm_70" in finding.message and "sm_75" in finding.message
+    still = scan_wheel(tmp_path / "c", "NVIDIA Tesla V100-SXM2-16GB", "2.10.0+cu128", "12.8")
+    assert [f for f in still.findings if f.code == "gpu-arch-unsupported"] == []
+
+
+def test_gtx_1080_under_291_cu130_is_told_to_take_cu126_not_cu128(tmp_path: Path) -> None:
+    """cu128 of 2.9.1 was built without sm_50/sm_60 although CUDA 12.8 compiles them."""
+    report = scan(
+        tmp_path,
+        "NVIDIA GeForce GTX 1080",
+        version="2.9.1+cu130",
+        cuda="13.0",
+        sass=(75, 80, 86, 90, 100, 120),
+    )
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    command = finding.hints[0].commands[0]
+    assert command.endswith("torch==2.9.1 --index-url https://download.pytorch.org/whl/cu126")
+    assert "sm_61 kernels" in finding.hints[0].summary

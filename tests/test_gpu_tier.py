@@ -14,7 +14,7 @@ from gpuwheels import VARIANTS, cuda_layout, driver_dir
 from realwheels import vc_runtime_dir
 
 import torchguard
-from torchguard._rules.cuda_builds import MINIMUM_DRIVER
+from torchguard._facts.cuda_builds import MINIMUM_DRIVER
 
 pytestmark = pytest.mark.realwheel
 

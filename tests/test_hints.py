@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from torchguard._rules.hints import HintContext, for_corrupt, for_missing
@@ -27,7 +29,7 @@ def test_plain_pypi_build_has_no_index_url() -> None:
 def test_conda_gets_conda_commands() -> None:
     ctx = HintContext(torch_version="2.4.0", conda=True)
     assert commands(for_missing("libomp140.x86_64.dll", ctx, torch_owned=False)) == [
-        'conda install "pytorch>=2.4.1" -c pytorch'
+        "conda install pytorch=2.4.1 -c pytorch"
     ]
     assert any(
         c.startswith("conda install") for c in commands(for_missing("msvcp140.dll", ctx, False))
@@ -111,3 +113,50 @@ def test_each_missing_dll_gets_the_hint_of_the_first_case_that_applies(
 ) -> None:
     hints = for_missing(name, HintContext(torch_version="2.4.1+cu121"), owned)
     assert hints and expected in hints[0].summary
+
+
+def test_torch_240_fix_pins_the_fixed_release_with_its_siblings_and_variant() -> None:
+    """Not `--upgrade "torch>=2.4.1"` (the newest torch, which breaks a pinned torchvision):
+    exactly 2.4.1, the torchvision/torchaudio made for it, from the build's own index."""
+    ctx = HintContext(python_cmd="py -3.11", torch_version="2.4.0+cu121", siblings=("torchvision",))
+    assert commands(for_missing("libomp140.x86_64.dll", ctx, torch_owned=False)) == [
+        "py -3.11 -m pip install torch==2.4.1 torchvision==0.19.1 "
+        "--index-url https://download.pytorch.org/whl/cu121"
+    ]
+    conda = HintContext(torch_version="2.4.0", conda=True, siblings=("torchvision", "torchaudio"))
+    assert commands(for_missing("libomp140.x86_64.dll", conda, torch_owned=False)) == [
+        "conda install pytorch=2.4.1 torchvision=0.19.1 torchaudio=2.4.1 -c pytorch"
+    ]
+
+
+def test_linux_reinstall_keeps_the_build_variant_and_its_index() -> None:
+    from torchguard._rules.linux_loads import LinuxHints, _reinstall
+
+    (cpu,) = commands(_reinstall(LinuxHints(torch_version="2.4.1+cpu"), None))
+    assert cpu == (
+        "python -m pip install --force-reinstall torch==2.4.1+cpu "
+        "--index-url https://download.pytorch.org/whl/cpu"
+    )
+    (plain,) = commands(_reinstall(LinuxHints(torch_version="2.4.1"), None))
+    assert plain == "python -m pip install --force-reinstall torch==2.4.1"
+
+
+def test_the_scan_passes_the_installed_siblings_to_the_fix(tmp_path: Path) -> None:
+    """torch 2.4.0 without libomp140 next to torchvision 0.19.0: the fix names 0.19.1."""
+    from fakes import TORCH_241_GRAPH, FakeTorch, companion, system32, write_tree
+
+    import torchguard
+
+    graph = dict(TORCH_241_GRAPH)
+    graph["fbgemm.dll"] = ("asmjit.dll", "libomp140.x86_64.dll", *graph["fbgemm.dll"][2:])
+    site = FakeTorch(version="2.4.0+cpu", graph=graph).write(tmp_path / "site")
+    write_tree(site, companion("torchvision", "0.19.0", {"torchvision/__init__.py": b""}, {}))
+    report = torchguard.scan([str(site)], system32=[str(system32(tmp_path / "s32"))])
+    fixes = [c for f in report.errors for h in f.hints for c in h.commands]
+    assert any(
+        c.endswith(
+            "-m pip install torch==2.4.1 torchvision==0.19.1 "
+            "--index-url https://download.pytorch.org/whl/cpu"
+        )
+        for c in fixes
+    ), fixes

@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "torchguard"
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"_vocab", "_version", "_internal", "_interpreter"}),
     frozenset({"_binary"}),  # binary formats: what a file says
+    frozenset({"_facts"}),  # platform-neutral data: GPUs, CUDA, drivers, torch releases
     frozenset({"_windows", "_linux"}),  # the machine described: trees, distributions, process
     frozenset({"_report"}),  # findings, the Report, exceptions and renderers
     frozenset({"_model"}),  # the loader model and its facts
@@ -115,6 +116,38 @@ def test_binary_formats_import_only_the_vocabulary() -> None:
             if name.startswith("torchguard."):
                 room = _room(name)
                 assert room in {"_binary", "_vocab"}, f"{_dotted(path)} imports {name}"
+
+
+PLATFORM_ROOMS = frozenset({"_windows", "_linux"})
+NEUTRAL_ROOMS = frozenset({"_vocab", "_version", "_internal", "_interpreter", "_binary", "_facts"})
+
+
+def _platform_arrows(here: str, names: list[str]) -> list[str]:
+    """The rooms a module of room ``here`` must not import among ``names``: a platform room
+    never imports another platform's, a neutral room imports no platform room; facts both
+    platforms need live in a neutral room (``_facts``), not in one of them."""
+    if here in PLATFORM_ROOMS:
+        forbidden = PLATFORM_ROOMS - {here}
+    elif here in NEUTRAL_ROOMS:
+        forbidden = PLATFORM_ROOMS
+    else:
+        return []
+    return [n for n in names if n.startswith("torchguard.") and _room(n) in forbidden]
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
+def test_platform_rooms_import_neither_each_other_nor_from_neutral_rooms(path: Path) -> None:
+    arrows = _platform_arrows(_room(_dotted(path)), _imports(path))
+    assert arrows == [], f"{_dotted(path)} imports {arrows}"
+
+
+def test_a_planted_platform_arrow_is_caught() -> None:
+    """The check can fail: the import the GPU facts' move removed is reported again."""
+    planted = ["torchguard._windows.gpus", "torchguard._facts.gpus"]
+    assert _platform_arrows("_linux", planted) == ["torchguard._windows.gpus"]
+    assert _platform_arrows("_facts", planted) == ["torchguard._windows.gpus"]
+    assert _platform_arrows("_windows", planted) == []
+    assert _platform_arrows("_rules", planted) == []
 
 
 def test_only_the_live_module_touches_the_windows_api() -> None:

@@ -16,16 +16,16 @@ from test_fatbin import container, entry
 from test_linux_import import torch_site
 
 import torchguard
+from torchguard._facts.cuda_builds import (
+    LINUX_FAMILY_FLOOR,
+    format_linux_driver,
+    linux_minimum_driver,
+)
 from torchguard._linux.nvidia import nvidia_on_pci
 from torchguard._linux.system import LinuxSystem, offline_linux
 from torchguard._linux.wsl import driver_store_dlls
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._pipeline_linux import analyze_linux
-from torchguard._rules.cuda_builds import (
-    LINUX_FAMILY_FLOOR,
-    format_linux_driver,
-    linux_minimum_driver,
-)
 
 NVRM = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {}  Sat Aug 19 01:15:15 UTC 2023\n"
 WSL_KERNEL = "Linux version 5.15.153.1-microsoft-standard-WSL2 (root@65c757a075e2) #1 SMP\n"

@@ -71,11 +71,12 @@ def test_a_rescan_of_the_same_wheels_reads_no_member(
     monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(cache))
     targets = wheels(tmp_path)
     first = torchguard.scan(targets)
-    stored = json.loads((cache / "elf-facts-v1.json").read_text())
-    keys = set(stored["facts"])
-    assert any(k.startswith("wheel-member|torch/lib/libtorch_cuda.so|") for k in keys)
-    sections = [k for v in stored.values() if isinstance(v, dict) for k in v]
-    assert not any("torchguard-wheels-" in k for k in sections)  # never the scratch folder
+    from torchguard._model.cache import scope_file
+
+    path = scope_file(cache, "linux-wheels")  # wheels share one file: their scratch is new
+    keys = set(json.loads(path.read_text())["entries"])
+    assert any(k.startswith("linux-facts|wheel-member|torch/lib/libtorch_cuda.so|") for k in keys)
+    assert not any("torchguard-wheels-" in k for k in keys)  # never the scratch folder
 
     def no_read(*args: object, **kwargs: object) -> object:
         raise AssertionError("a wheel member read on a warm rescan")
@@ -84,7 +85,7 @@ def test_a_rescan_of_the_same_wheels_reads_no_member(
     monkeypatch.setattr(wheel_files.WheelFiles, "_materialise", no_read)
     again = torchguard.scan(targets)
     assert [f.code for f in again.findings] == [f.code for f in first.findings]
-    assert set(json.loads((cache / "elf-facts-v1.json").read_text())["facts"]) == keys
+    assert set(json.loads(path.read_text())["entries"]) == keys
 
 
 def test_a_broken_set_in_wheels_is_found_as_in_the_installed_tree(tmp_path: Path) -> None:
@@ -134,8 +135,8 @@ def test_a_wheel_whose_zip_is_damaged_is_a_target_error(tmp_path: Path) -> None:
 def test_an_oversized_text_member_is_refused_before_it_is_written(tmp_path: Path) -> None:
     targets = wheels(tmp_path)
     with zipfile.ZipFile(targets[0], "a", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("torch/huge.py", b"#" * (wheel_files.TEXT_LIMIT + 1))
-    with pytest.raises(ValueError, match=r"huge\.py claims .* bytes"):
+        archive.writestr("torch-2.9.1.dist-info/RECORD", b"#" * (wheel_files.TEXT_LIMIT + 1))
+    with pytest.raises(ValueError, match=r"RECORD claims .* bytes"):
         torchguard.scan(targets)
 
 
@@ -322,3 +323,62 @@ def test_a_wheel_gpu_scan_reads_the_fatbin_from_the_stream(
     streamed = torchguard.scan(targets, sysroot=root, gpus=gpu)
     assert [f.code for f in streamed.findings] == ["gpu-arch-unsupported"]
     assert [f.message for f in streamed.findings] == [f.message for f in installed.findings]
+
+
+def test_a_pure_python_wheel_joins_a_linux_wheel_set(tmp_path: Path) -> None:
+    """``pip download torch -d wheels`` on Linux fetches pure-Python wheels too
+    (``cuda_pathfinder-...-py3-none-any.whl``): they belong to every platform, so the set is
+    scanned, and what they install is part of the site-packages."""
+    targets = wheels(tmp_path)
+    expected = [f.code for f in torchguard.scan(targets).findings]
+    pure = tmp_path / "wheels" / "cuda_pathfinder-1.3.2-py3-none-any.whl"
+    with zipfile.ZipFile(pure, "w") as archive:
+        archive.writestr("cuda/pathfinder/__init__.py", "")
+        archive.writestr(
+            "cuda_pathfinder-1.3.2.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: cuda-pathfinder\nVersion: 1.3.2\n",
+        )
+    report = torchguard.scan([pure, *targets])
+    assert [f.code for f in report.findings] == expected
+    assert report.python["platform"] == "linux" and report.torch is not None
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    lay_out_wheels([str(pure)], str(scratch))
+    assert (scratch / "cuda_pathfinder-1.3.2.dist-info" / "METADATA").is_file()
+    with pytest.raises(ValueError, match="not a Linux site-packages"):
+        torchguard.scan([*targets, tmp_path / "wheels" / "other-1.0-py3-none-win_amd64.whl"])
+
+
+def _written(folder: Path) -> int:
+    return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_metadata_bomb_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """300 KB of wheel whose text members inflate to 300 MiB: the layout would write them
+    all; the budget its size allows refuses them first, and the scan says why."""
+    from hostile import metadata_bomb_wheel
+
+    bomb = metadata_bomb_wheel(tmp_path)
+    assert bomb.stat().st_size < 1 << 20
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(OSError, match="deflate bomb"):
+        lay_out_wheels([str(bomb)], str(scratch))
+    assert list(scratch.iterdir()) == []
+    with pytest.raises(ValueError, match=r"cannot read the wheels: .* more than the"):
+        torchguard.scan([bomb])
+
+
+def test_the_layout_writes_only_the_text_the_analysis_reads(tmp_path: Path) -> None:
+    """A few bombs fit the budget's floor; the module no analysis reads is never written."""
+    from hostile import metadata_bomb_wheel
+
+    bomb = metadata_bomb_wheel(tmp_path, count=2)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    lay_out_wheels([str(bomb)], str(scratch))
+    assert not (scratch / "torch" / "functional.py").exists()
+    assert (scratch / "torch" / "__init__.py").is_file()
+    assert _written(scratch) <= wheel_files.TEXT_FLOOR
+    assert wheel_files.text_budget(0) == wheel_files.TEXT_FLOOR
+    assert wheel_files.text_budget(1 << 40) == wheel_files.TEXT_LIMIT

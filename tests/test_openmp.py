@@ -7,7 +7,7 @@ import types
 from pathlib import Path
 
 import pytest
-from fakes import KERNEL, FakeTorch, companion, write_tree
+from fakes import CONSTEXPR_MUTEX, KERNEL, MSVCP140_EXPORTS, FakeTorch, companion, write_tree
 from pe_builder import DEFAULT_SYMBOL, build_pe
 
 import torchguard
@@ -223,6 +223,41 @@ def test_two_differently_named_runtimes_are_an_error_of_the_package(
     assert report.preloads == ()
 
 
+def test_one_package_with_two_runtimes_and_four_users_is_one_finding(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """faiss-cpu 1.8.0's shape: LLVM's libomp140 (both _swigfaiss builds) and libomp (flang's
+    two DLLs). One cause, one finding, every runtime and user folded under it."""
+    llvm = build_pe(
+        list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL], strings=[REGISTERED]
+    )
+    libs = "faiss_cpu.libs/"
+    files = {
+        f"{libs}libomp140.x86_64-21fc.dll": llvm,
+        f"{libs}libomp-2625.dll": llvm,
+        "faiss/_swigfaiss.cp311-win_amd64.pyd": build_pe(["libomp140.x86_64-21fc.dll", *KERNEL]),
+        "faiss/_swigfaiss_avx2.cp311-win_amd64.pyd": build_pe(
+            ["libomp140.x86_64-21fc.dll", *KERNEL]
+        ),
+        f"{libs}flang-d389.dll": build_pe(["libomp-2625.dll", *KERNEL]),
+        f"{libs}flangrti-5bba.dll": build_pe(["libomp-2625.dll", *KERNEL]),
+    }
+    faiss = companion("faiss-cpu", "1.8.0", files, {})
+    report = torchguard.scan([site(tmp_path, fake_torch, faiss)], system32=[runtime_dir])
+    (finding,) = openmp(report)
+    for name in (
+        "libomp140.x86_64-21fc.dll",
+        "libomp-2625.dll",
+        "_swigfaiss.cp311-win_amd64.pyd",
+        "_swigfaiss_avx2.cp311-win_amd64.pyd",
+        "flang-d389.dll",
+        "flangrti-5bba.dll",
+    ):
+        assert finding.message.count(name) >= 1, name
+    assert finding.message.count("two different OpenMP runtimes") == 1
+    assert finding.hints[0].commands == ("py -3.11 -m pip install --upgrade faiss-cpu",)
+
+
 def test_a_renamed_stub_is_not_a_runtime(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
@@ -381,7 +416,9 @@ def pyqt5_like(version: tuple[int, int, int, int] = (14, 26, 28720, 3)) -> dict[
         "PyQt5",
         "5.15.11",
         {
-            "PyQt5/Qt5/bin/msvcp140.dll": build_pe(["KERNEL32.dll"], file_version=version),
+            "PyQt5/Qt5/bin/msvcp140.dll": build_pe(
+                ["KERNEL32.dll"], file_version=version, exports=MSVCP140_EXPORTS
+            ),
             "PyQt5/Qt5/bin/Qt5Core.dll": build_pe(["MSVCP140.dll", *KERNEL]),
             "PyQt5/QtCore.pyd": build_pe(["Qt5Core.dll", *KERNEL]),
         },
@@ -402,7 +439,8 @@ def test_the_warning_names_the_importer_the_package_loads(
     }
     qt = companion("PyQt5-Qt5", "5.15.2", files, {})
     report = torchguard.scan(
-        [site(tmp_path, FakeTorch(linker=(14, 42)), qt)], system32=[runtime_dir]
+        [site(tmp_path, FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX), qt)],
+        system32=[runtime_dir],
     )
     (finding,) = stale(report)
     assert "(Qt5Core.dll imports it)" in finding.message, finding.message
@@ -415,7 +453,7 @@ def stale(report: Report) -> list[torchguard.Finding]:
 def test_a_package_shipping_an_older_msvcp140_is_a_warning(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
-    fake = FakeTorch(linker=(14, 42))
+    fake = FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX)
     report = torchguard.scan([site(tmp_path, fake, pyqt5_like())], system32=[runtime_dir])
     (finding,) = stale(report)
     assert finding.severity == "warning" and finding.package == "pyqt5"
@@ -428,7 +466,7 @@ def test_a_package_shipping_an_older_msvcp140_is_a_warning(
 def test_ensure_loads_system32s_newer_runtime_first(tmp_path: Path) -> None:
     from fakes import system32
 
-    fake = FakeTorch(linker=(14, 42))
+    fake = FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX)
     newer = system32(tmp_path / "s32", version=(14, 44, 35112, 1))
     root = site(tmp_path, fake, pyqt5_like())
     report = torchguard.scan([root], system32=[newer])
@@ -443,7 +481,7 @@ def test_ensure_loads_system32s_newer_runtime_first(tmp_path: Path) -> None:
 def test_no_preload_when_system32s_copy_is_not_newer(tmp_path: Path) -> None:
     from fakes import system32
 
-    fake = FakeTorch(linker=(14, 42))
+    fake = FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX)
     older = system32(tmp_path / "s32", version=(14, 29, 30133, 0))
     report = torchguard.scan([site(tmp_path, fake, pyqt5_like())], system32=[older])
     assert report.preloads == ()
@@ -458,7 +496,9 @@ def test_an_old_runtime_is_fine_for_an_older_toolset(tmp_path: Path, runtime_dir
 
 def test_live_already_loaded_copy_is_judged_once(tmp_path: Path, runtime_dir: Path) -> None:
     """PyQt5 imported already: the existing runtime-too-old error about the loaded copy."""
-    found = system(site(tmp_path, FakeTorch(linker=(14, 42)), pyqt5_like()), runtime_dir)
+    found = system(
+        site(tmp_path, FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX), pyqt5_like()), runtime_dir
+    )
     qt = join(found.interpreter.site_dirs[0], "PyQt5", "Qt5", "bin", "msvcp140.dll")
     found.loaded = {**found.loaded, "msvcp140.dll": qt}
     report = run(found)
@@ -474,7 +514,9 @@ def test_warm_runs_keep_every_verdict_and_read_nothing(
     from fakes import system32
 
     newer = system32(tmp_path / "s32", version=(14, 44, 35112, 1))
-    root = site(tmp_path, FakeTorch(linker=(14, 42)), pyqt5_like(), mkl(kmp()))
+    root = site(
+        tmp_path, FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX), pyqt5_like(), mkl(kmp())
+    )
     cold = torchguard.scan([root], system32=[newer])
     reads.clear()
     warm = torchguard.scan([root], system32=[newer])

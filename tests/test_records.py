@@ -15,7 +15,7 @@ from fakes import KERNEL, FakeTorch, companion, system32, write_tree, write_whee
 from pe_builder import DEFAULT_SYMBOL, build_pe
 
 import torchguard
-from torchguard._model.cache import FILE_NAME
+from torchguard._model.cache import FOLDER
 from torchguard._model.records import KIND
 from torchguard._report.report import Report
 from torchguard._windows.tree import WinTree
@@ -173,7 +173,10 @@ def test_a_record_written_moments_ago_is_read_again(
 
 
 def cache_file() -> Path:
-    return Path(os.environ["TORCHGUARD_CACHE_DIR"], FILE_NAME)
+    """The one environment file the scans of a test write."""
+    folder = Path(os.environ["TORCHGUARD_CACHE_DIR"], FOLDER)
+    (found,) = (p for p in folder.glob("*.json") if not p.name.endswith(".cold.json"))
+    return found
 
 
 def test_a_dist_info_without_a_record_is_remembered_and_nothing_is_saved_warm(
@@ -214,7 +217,7 @@ def test_a_warm_scan_of_wheels_and_folders_saves_nothing(
 
 
 def _entry(document: dict[str, Any]) -> str:
-    (key,) = [k for k in document["derived"] if k.startswith(f"{KIND}|")]
+    (key,) = [k for k in document["entries"] if k.startswith(f"{KIND}|")]
     return key
 
 
@@ -239,14 +242,14 @@ def test_a_damaged_cache_entry_is_read_again(
     cache = cache_file()
     document = json.loads(cache.read_text())
     key = _entry(document)
-    entry = document["derived"][key]
+    entry = document["entries"][key][1]
     if isinstance(damage, dict):
         entry = {**entry, **damage}
         if "dists" in damage:  # keep the real state: only the distribution's entry is bad
-            entry["dists"] = {**document["derived"][key]["dists"], **damage["dists"]}
+            entry["dists"] = {**document["entries"][key][1]["dists"], **damage["dists"]}
     else:
         entry = damage
-    document["derived"][key] = entry
+    document["entries"][key][1] = entry
     cache.write_text(json.dumps(document))
     warm = scan(site)
     assert packages(warm) == {"torch-ext": "fails"}
@@ -393,7 +396,7 @@ def test_a_damaged_library_bin_entry_is_listed_again(
     assert [f.code for f in fresh.findings] == ["openmp-conflict"]
     conda_scan(root, prefix, runtime_dir)
     document = json.loads(cache_file().read_text())
-    (key,) = [k for k in document["derived"] if k.startswith("openmp-conda-bin|")]
-    document["derived"][key] = damage(document["derived"][key])
+    (key,) = [k for k in document["entries"] if k.startswith("openmp-conda-bin|")]
+    document["entries"][key][1] = damage(document["entries"][key][1])
     cache_file().write_text(json.dumps(document))
     same(conda_scan(root, prefix, runtime_dir), fresh)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fakes import FakeTorch, companion, system32, write_tree
+from fakes import CONSTEXPR_MUTEX, MSVCP140_EXPORTS, FakeTorch, companion, system32, write_tree
 from pe_builder import build_pe
 
 from torchguard._pipeline import analyze
@@ -20,7 +20,7 @@ SITE = "C:\\Python\\Lib\\site-packages"
 
 
 def _site(tmp_path: Path, files: dict[str, bytes], *, omp_in_torch: bool = False) -> Path:
-    torch = FakeTorch(linker=(14, 42))
+    torch = FakeTorch(linker=(14, 42), mutex=CONSTEXPR_MUTEX)
     if not omp_in_torch:
         del torch.graph[OMP]  # fbgemm.dll and torch_cpu.dll import it
     site = torch.write(tmp_path / "site")
@@ -43,7 +43,7 @@ def _registered(report: Report) -> list[str]:
 
 
 def _dll(version: tuple[int, int, int, int] | None = None) -> bytes:
-    return build_pe(["KERNEL32.dll"], file_version=version)
+    return build_pe(["KERNEL32.dll"], file_version=version, exports=MSVCP140_EXPORTS)
 
 
 def test_a_needed_folder_inside_the_environment_is_registered(tmp_path: Path) -> None:

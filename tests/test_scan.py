@@ -321,3 +321,16 @@ def test_two_folder_targets_overlay_as_one_site_packages(
     assert not torchguard.scan([site], system32=[runtime_dir]).ok
     together = torchguard.scan([site, tmp_path / "other"], system32=[runtime_dir])
     assert together.ok, together.render_text()
+
+
+def test_a_pure_python_wheel_joins_a_windows_wheel_set(
+    tmp_path: Path, fake_torch: FakeTorch
+) -> None:
+    """``pip download torch -d wheels`` on Windows fetches pure-Python wheels too."""
+    torch_wheel = fake_torch.wheel(tmp_path)
+    s32 = system32(tmp_path / "s32")
+    expected = codes(torchguard.scan([torch_wheel], system32=[s32]))
+    pure = tmp_path / "filelock-3.16.1-py3-none-any.whl"
+    write_wheel(pure, companion("filelock", "3.16.1", {"filelock/__init__.py": b""}, {}))
+    report = torchguard.scan([pure, torch_wheel], system32=[s32])
+    assert codes(report) == expected and report.torch is not None

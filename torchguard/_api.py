@@ -238,11 +238,13 @@ def _scan_linux(
     import zipfile
 
     from torchguard._linux.system import offline_linux
+    from torchguard._linux.targets import is_pure_wheel
     from torchguard._linux.wheel_files import lay_out_wheels
     from torchguard._pipeline_linux import analyze_linux, linux_cache
     from torchguard._windows.system import TargetError
 
-    others = [p for p in paths if p not in linux]
+    pure = [p for p in paths if p not in linux and is_pure_wheel(p)]
+    others = [p for p in paths if p not in linux and p not in pure]
     root = os.fspath(sysroot)
     search = tuple(os.fspath(d) for d in ld_library_path)
     if x86_64_level not in (1, 2, 3, 4):
@@ -254,7 +256,7 @@ def _scan_linux(
         if not os.path.isdir(root):
             raise TargetError(f"--sysroot is not a folder: {root}")
         folders = [p for p in linux if os.path.isdir(p)]
-        wheels = [p for p in linux if not os.path.isdir(p)]
+        wheels = [p for p in paths if p in pure or (p in linux and not os.path.isdir(p))]
         with tempfile.TemporaryDirectory(prefix="torchguard-wheels-") as scratch:
             layout = None
             if wheels:

@@ -12,6 +12,7 @@ from torchguard._model.binaries import Binaries
 from torchguard._model.cache import FactsCache
 from torchguard._model.ecosystem import discover, outcome, simulate_packages
 from torchguard._model.extensions import refine
+from torchguard._model.linked import RememberedLinks
 from torchguard._model.loader import LoaderModel
 from torchguard._model.openmp import STARTED, Candidates, OpenMPState, analyse, candidate_files
 from torchguard._model.plan import plan_directories
@@ -68,6 +69,8 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         return Report(
             findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
         )
+    if cache is not None:  # one file per environment: a warm run parses only its own
+        cache.use_scope(f"windows|{system.torch_package_dir}")
     dists = find_dists(system.tree, interpreter.site_dirs)
     remember_records(system.tree, dists, cache)
     torch = locate_torch(system.tree, system.torch_package_dir, dists)
@@ -77,8 +80,12 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
     binaries = Binaries(system.tree, cache)
     guarded, unguarded, process, plan = _replay(system, torch, plan, binaries, cwd)
     clock.lap("resolve")
+    links = RememberedLinks(system.tree, cache, binaries.facts) if cache is not None else None
+    found = discover(dists, binaries.facts, links)
+    if links is not None:
+        links.save()
     packages = refine(
-        simulate_packages(process, discover(dists, binaries.facts), torch_ok=guarded.outcome().ok),
+        simulate_packages(process, found, torch_ok=guarded.outcome().ok),
         process,
         torch.version,
         cache,
@@ -103,7 +110,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         plan,
         guarded,
         unguarded,
-        _hints(system, torch),
+        _hints(system, torch, dists),
         binaries.facts,
         dists,
         packages,
@@ -264,8 +271,9 @@ def _runtime_preloads(
     return (PreloadRecord(path, reason, VCRUNTIME_SWITCH),)
 
 
-def _hints(system: System, torch: TorchInstall) -> HintContext:
+def _hints(system: System, torch: TorchInstall, dists: list[InstalledDist]) -> HintContext:
     installer = torch.installer()
+    names = {d.name for d in dists}
     interpreter = system.interpreter
     return HintContext(
         python_cmd=system.python_cmd,
@@ -274,6 +282,7 @@ def _hints(system: System, torch: TorchInstall) -> HintContext:
         conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
         python_version=interpreter.version,
         python_machine=interpreter.machine,
+        siblings=tuple(n for n in ("torchvision", "torchaudio") if n in names),
     )
 
 
@@ -284,6 +293,7 @@ def _python(system: System) -> dict[str, str]:
         "executable": interpreter.executable,
         "app_dir": interpreter.app_dir,
         "machine": label(interpreter.machine),
+        **({"environment": system.environment} if system.environment else {}),
     }
 
 

@@ -6,13 +6,16 @@ import glob as _glob
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
 from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
+from torchguard._facts.cuda_builds import driver_version, linux_minimum_driver
+from torchguard._facts.gpus import compute_capability
 from torchguard._linux.extensions import find_extensions, torch_pins
 from torchguard._linux.files import PosixFiles
+from torchguard._linux.listing import ListingGlob
 from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
@@ -29,7 +32,6 @@ from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
-from torchguard._rules.cuda_builds import driver_version, linux_minimum_driver
 from torchguard._rules.linux_gpu import (
     LinuxDriverFacts,
     driver_findings,
@@ -50,7 +52,6 @@ from torchguard._rules.linux_loads import (
     unread_findings,
 )
 from torchguard._vocab import Analysis, Code, Step
-from torchguard._windows.gpus import compute_capability
 
 
 def glob_sorted(pattern: str) -> list[str]:
@@ -111,14 +112,18 @@ def torch_version(torch_dir: str) -> tuple[str, str | None]:
     return version, cuda
 
 
-def pinned_copies(site_dirs: tuple[str, ...], cuda_major: str | None = None) -> dict[str, str]:
+def pinned_copies(
+    site_dirs: tuple[str, ...],
+    cuda_major: str | None = None,
+    glob: Callable[[str], list[str]] = _glob.glob,
+) -> dict[str, str]:
     """soname -> the copy under ``<site>/nvidia/*/lib`` (what torch's wheels pin). Two
     CUDA majors' wheels share sonames (``libcusparse.so.12``, ``libcurand.so.10``): torch's
     own major's ``nvidia/cu<major>/lib`` comes first, another major's folder last, whatever
     order the directory lists them in."""
     pinned: dict[str, str] = {}
     for site in site_dirs:
-        found = _glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*"))
+        found = glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*"))
         for path in sorted(found, key=lambda p: (_pin_rank(p, cuda_major), p)):
             pinned.setdefault(os.path.basename(path), path)
     return pinned
@@ -185,6 +190,10 @@ def _plan(
 def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
     """The whole Linux analysis of ``system``; problems become findings."""
     cache = cache if cache is not None else LinuxCache(None)
+    # one file per environment: a warm run parses only its own (wheels: all in one, as their
+    # scratch folder is new each run and their facts are keyed by content)
+    wheels = system.wheels is not None
+    cache.use_scope("linux-wheels" if wheels else f"linux|{system.torch_package_dir}")
     if system.wheels is None:
         return _analyze(system, cache, PosixFiles(cache, 2, system.machine))
     from torchguard._linux.wheel_files import WheelFiles  # zipfile: only for wheels
@@ -211,7 +220,8 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
     ldso = Ldso(files, environment(system), cache)
     ldso.start(system.executable, system.mapped, live=system.live)
     first_new = len(ldso.objects)
-    replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, glob_sorted)
+    search = ListingGlob(tuple(system.site_dirs))  # each folder listed once: see _linux.listing
+    replay = simulate_torch_linux(ldso, torch_dir, plan, system.site_dirs, search)
     hints = LinuxHints(
         torch_version=version,
         cuda=cuda,
@@ -225,7 +235,7 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
     findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
-        pinned = pinned_copies(system.site_dirs, plan.cuda_major)
+        pinned = pinned_copies(system.site_dirs, plan.cuda_major, search)
         site = os.path.dirname(os.path.abspath(torch_dir))
         findings += shadowed(
             ldso.objects[first_new:],

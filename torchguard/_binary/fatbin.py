@@ -94,15 +94,20 @@ def _parse(view: memoryview) -> FatbinArchs:
     return FatbinArchs(frozenset(sass), frozenset(ptx), containers, entries)
 
 
-def parse_fatbin_stream(stream: Readable, size: int) -> FatbinArchs:
+def parse_fatbin_stream(
+    stream: Readable, size: int, *, max_containers: int | None = None
+) -> FatbinArchs:
     """:func:`parse_fatbin` of the next ``size`` bytes of a forward-only stream (a wheel
     member's ``.nv_fatbin``): only the headers are kept, payloads are read past, so a 915 MiB
-    section costs a few MiB of memory."""
+    section costs a few MiB of memory. ``max_containers`` stops after that many containers
+    (a sample of a section read over the network)."""
     reader = _Forward(stream, size)
     sass: set[int] = set()
     ptx: set[int] = set()
     containers = entries = 0
     while reader.left >= _HEADER.size:
+        if max_containers is not None and containers >= max_containers:
+            break
         head = reader.take(4)
         if head != _MAGIC_BYTES:
             if head != bytes(4):

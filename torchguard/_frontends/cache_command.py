@@ -1,7 +1,7 @@
 """``torchguard cache info|clean``: what ``check`` keeps on disk, and removing it.
 
 ``clean`` deletes only what ``check`` wrote: the wheels it downloaded (their names are listed
-in the cache's marker file), its partial downloads and its remembered resolutions. A folder
+in the cache's marker file), its partial downloads, its remembered resolutions and digests. A folder
 without the marker is refused, and a wheel that was already there (``--cache-dir`` pointed at
 a folder of one's own wheels) is never listed, so it is never deleted.
 """
@@ -13,6 +13,7 @@ import shutil
 import sys
 
 from torchguard._frontends.progress import human_size
+from torchguard._frontends.wheel_cache import VERIFIED
 
 MARKER = ".torchguard-wheel-cache"
 RESOLUTIONS = ".resolutions"
@@ -119,6 +120,7 @@ def cache_command(action: str, explicit: str | None) -> int:
         else:
             os.remove(path)
     shutil.rmtree(os.path.join(cache, RESOLUTIONS), ignore_errors=True)
+    shutil.rmtree(os.path.join(cache, VERIFIED), ignore_errors=True)
     with open(os.path.join(cache, MARKER), "w", encoding="utf-8") as handle:
         handle.write(HEADER)
     print(f"deleted {len(names)} wheel(s), {human_size(size)}, from {cache}")

@@ -13,12 +13,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from torchguard._frontends.cache_command import wheel_cache
 from torchguard._frontends.check_error import CheckError
+from torchguard._frontends.index_probe import IndexProblem
 from torchguard._frontends.pip_reasons import PipFailure
+from torchguard._frontends.pip_watch import RESOLVE_TIMEOUT, Status
 from torchguard._frontends.progress import Progress, human_size
+from torchguard._frontends.requirement_input import RequirementInput, Unchecked
 from torchguard._frontends.resolve import Planned, resolve, running_python, valid_python
 from torchguard._report.report import Report
 
@@ -40,6 +43,10 @@ class Check:
     downloaded_bytes: int = 0
     resolution_reused: bool = False
     fix: dict[str, object] | None = None
+    arguments: tuple[str, ...] = ()
+    """What pip resolved: requirement files read in, unchecked requirements left out."""
+    unchecked: tuple[Unchecked, ...] = ()
+    index_problems: tuple[IndexProblem, ...] = ()
 
     @property
     def wheel_names(self) -> list[str]:
@@ -57,6 +64,8 @@ class Check:
             "scanned": [os.path.basename(w) for w in self.wheels],
             "downloaded_bytes": self.downloaded_bytes,
             "fix": self.fix,
+            "unchecked": [u.to_dict() for u in self.unchecked],
+            "index_problems": [p.to_dict() for p in self.index_problems],
         }
 
 
@@ -89,6 +98,7 @@ def check(
     gpus: Sequence[str] = (),
     cuda: str | None = None,
     verify_fix: bool = True,
+    resolve_timeout: float | None = None,
 ) -> Check:
     """Resolve, download and scan ``requirements`` for Windows x64 CPython ``python``."""
     version = python or running_python()
@@ -96,6 +106,9 @@ def check(
         raise CheckError(f"--python {version}: expected a CPython version such as 3.11")
     driver_cuda = parse_cuda_option(cuda)
     bar = Progress(progress)
+    timeout = RESOLVE_TIMEOUT if resolve_timeout is None else resolve_timeout
+    if timeout <= 0:
+        raise CheckError(f"--resolve-timeout {timeout:g}: expected seconds above 0")
     result = _run(
         requirements,
         version,
@@ -105,12 +118,13 @@ def check(
         bar,
         tuple(gpus),
         driver_cuda,
+        timeout,
     )
     if verify_fix:
         from torchguard._frontends.verify import verify_fix as verify
 
         result.fix = verify(
-            result.requirements,
+            result.arguments,
             result.report,
             result.notes,
             lambda reqs, urls: (
@@ -123,6 +137,7 @@ def check(
                     bar,
                     tuple(gpus),
                     driver_cuda,
+                    timeout,
                 ).report
             ),
             index_urls,
@@ -139,34 +154,51 @@ def _run(
     bar: Progress,
     gpus: tuple[str, ...],
     cuda: tuple[int, int] | None,
+    timeout: float,
 ) -> Check:
     from torchguard._frontends.download import fetch
+    from torchguard._frontends.install_python import install_python
+    from torchguard._frontends.requirement_input import read_requirements
     from torchguard._model.cache import user_cache
     from torchguard._pipeline import analyze
     from torchguard._windows.assumptions import assumed_line, assumed_system32
     from torchguard._windows.system import TargetError, offline_windows
 
+    given = read_requirements(requirements)
+    problems, index_urls, arguments = _reachable_indexes(given, index_urls, bar)
+    unchecked = [f"not checked: {u.requirement} ({u.where}): {u.why}" for u in given.unchecked]
+    if not any(not a.startswith("-") for a in arguments):
+        raise CheckError(
+            ["no requirement left to resolve", *unchecked] if unchecked else "no requirement given"
+        )
+    built: list[str] = []
     try:
-        planned, reused = resolve(
-            requirements,
+        planned, reused = _resolve_from_sources(
+            arguments,
+            built,
             python=version,
             index_urls=index_urls,
             memo_dir=cache,
             status=bar.stream,
+            timeout=timeout,
+            watch=_watcher(bar),
         )
         if not any(p.name.lower() == "torch" for p in planned):
             names = ", ".join(p.filename for p in planned) or "nothing"
-            raise CheckError(f"these requirements install no torch (pip resolved {names})")
-        binary = [p for p in planned if not p.pure]
+            raise CheckError(
+                [f"these requirements install no torch (pip resolved {names})", *unchecked]
+            )
+        binary = [p for p in planned if not p.pure and not p.source]
         fetched = fetch(binary, cache, version, bar)
     except PipFailure as exc:
-        raise CheckError(exc.lines, exc.kind) from None
+        raise CheckError([*exc.lines, *unchecked, *problem_lines(problems)], exc.kind) from None
     bar.show(f"reading {len(fetched.paths)} wheel(s)...", force=True)
     assumed = assumed_system32(clean_windows)
     try:
         system = offline_windows(
             fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
         )
+        system.python_cmd = install_python(version, given.files)
         try:
             report = analyze(system, cache=user_cache())
         finally:
@@ -190,6 +222,9 @@ def _run(
         + ("; pip's resolution from the last 10 minutes reused" if reused else "")
         + ")",
         machine,
+        *built,
+        *unchecked,
+        *problem_lines(problems),
     ]
     notes += _cpu_build_note(report, gpus, cuda, planned)
     return Check(
@@ -204,7 +239,140 @@ def _run(
         cuda,
         fetched.downloaded_bytes,
         reused,
+        arguments=tuple(arguments),
+        unchecked=tuple(given.unchecked),
+        index_problems=tuple(problems),
     )
+
+
+def _resolve_from_sources(
+    arguments: list[str], built: list[str], **options: Any
+) -> tuple[list[Planned], bool]:
+    """pip's resolution, where a release published only as an sdist whose source compiles
+    nothing is resolved from that sdist (pip builds its metadata, as it would when installing);
+    one whose source compiles is named with what in it does. ``built`` gets a line for each."""
+    from tarfile import TarError
+    from zipfile import BadZipFile
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from torchguard._frontends.sdist_source import download_sdist, native_reasons
+
+    def project(argument: str) -> str | None:
+        try:
+            return canonicalize_name(Requirement(argument).name)
+        except InvalidRequirement:
+            return None
+
+    for _ in range(10):
+        try:
+            return resolve(arguments, **options)
+        except PipFailure as exc:
+            if exc.sdist is None:
+                raise
+            name, sdist = exc.sdist
+            release = f"{name} {sdist.version}"
+            try:
+                reasons = native_reasons(download_sdist(sdist.url), sdist.filename)
+            except (OSError, ValueError, EOFError, TarError, BadZipFile) as error:
+                exc.lines.append(
+                    f"its source ({sdist.filename}) could not be read ({error}): torchguard "
+                    "cannot tell whether it compiles native code"
+                )
+                raise exc from None
+            if reasons:
+                exc.lines.append(
+                    f"{release} would compile native code on the machine that installs it "
+                    f"({'; '.join(reasons)}): there is no Windows binary to check; its authors "
+                    "may publish wheels on their own index (pass it with --index-url)"
+                )
+                raise exc from None
+            wanted = canonicalize_name(name)
+            arguments = [a for a in arguments if a.startswith("-") or project(a) != wanted]
+            arguments.append(f"{name} @ {sdist.url}")
+            built.append(
+                f"built from source: {release} publishes only {sdist.filename}, with no C, C++ "
+                "or CUDA source, no ext_modules and no compiling build backend: pip builds a "
+                "pure-Python wheel from it on any machine; resolved from that source"
+            )
+    raise PipFailure(["more than 10 source-only releases: resolve them into wheels first"])
+
+
+def _watcher(bar: Progress) -> Status:
+    """pip's progress: on a terminal the status line each second; otherwise one line on
+    stderr each minute, so a log shows a long resolution working, never a silent half hour."""
+    import sys
+
+    said = [0.0]
+
+    def show(elapsed: float, collected: int, step: str) -> None:
+        text = f"resolving with pip: {elapsed:.0f} s, {collected} collected, now: {step}"
+        if bar.stream is not None:
+            bar.show(text, force=True)
+        elif elapsed - said[0] >= 60:
+            said[0] = elapsed
+            sys.stderr.write(f"torchguard: {text}\n")
+            sys.stderr.flush()
+
+    return show
+
+
+def problem_lines(problems: Sequence[IndexProblem]) -> list[str]:
+    return [p.line for p in problems]
+
+
+def _reachable_indexes(
+    given: RequirementInput, index_urls: Sequence[str], bar: Progress
+) -> tuple[list[IndexProblem], list[str], list[str]]:
+    """Every index asked before pip runs; an extra one that fails is said at once and left
+    out (pip would wait minutes on it, then answer without it in silence); a main index that
+    fails ends the check. Returns the problems, the indexes and the arguments kept."""
+    from torchguard._frontends.index_probe import probe_all, what_it_changes
+    from torchguard._frontends.pip_reasons import PYPI
+
+    named = given.index_urls()
+    main = next((url for option, url in named if option != "--extra-index-url"), None)
+    if index_urls:
+        main = index_urls[0]
+    asked: list[tuple[str, bool]] = [(url, url != main) for url in index_urls]
+    asked += [(url, url != main) for _, url in named]
+    environment = os.environ.get("PIP_INDEX_URL", "").strip()
+    extra_environment = os.environ.get("PIP_EXTRA_INDEX_URL", "").split()
+    if main is None and environment:
+        asked.append((environment, False))
+    asked += [(url, True) for url in extra_environment]
+    if not asked:
+        return [], list(index_urls), list(given.arguments)
+    bar.show(f"asking {len(set(asked))} package index(es)...", force=True)
+    found = probe_all(asked)
+    bar.clear()
+    every = [url for url, _ in asked] + ([] if main or environment else [PYPI])
+    problems: list[IndexProblem] = []
+    for problem in found:
+        if not problem.extra:
+            raise CheckError(
+                [f"cannot reach the package index {problem.url}: {problem.reason}"], "network"
+            )
+        others = [u for u in dict.fromkeys(every) if u not in {p.url for p in found}]
+        problems.append(_with_line(problem, what_it_changes(problem, others)))
+    if problems:  # at once, before pip's minutes: the answer's question has changed
+        import sys
+
+        sys.stderr.write("".join(f"torchguard: {p.line}\n" for p in problems))
+        sys.stderr.flush()
+    failed = {p.url for p in problems}
+    return (
+        problems,
+        [u for u in index_urls if u not in failed],
+        given.without_indexes(sorted(failed)),
+    )
+
+
+def _with_line(problem: IndexProblem, line: str) -> IndexProblem:
+    import dataclasses
+
+    return dataclasses.replace(problem, line=line)
 
 
 def _cpu_build_note(
@@ -215,7 +383,7 @@ def _cpu_build_note(
 ) -> list[str]:
     """For a CPU build: the CUDA build of this release (with the torchvision/torchaudio pip
     resolved, which come from the same index) and its exact index URL."""
-    from torchguard._rules.cuda_builds import (
+    from torchguard._facts.cuda_builds import (
         RELEASES,
         index_url,
         minimum_driver,

@@ -9,7 +9,8 @@ class CheckError(Exception):
     """Requirements pip cannot resolve, or an index it cannot reach (exit status 2).
 
     ``lines`` are pip's reasons (the first one a summary); ``kind`` is ``network``,
-    ``resolution``, ``pip``, ``cache`` (the wheel cache cannot take a download) or ``usage``.
+    ``resolution``, ``pip``, ``timeout`` (pip resolved past ``--resolve-timeout``), ``cache`` (the
+    wheel cache cannot take a download) or ``usage``.
     """
 
     def __init__(self, lines: Sequence[str] | str, kind: str = "usage") -> None:

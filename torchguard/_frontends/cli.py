@@ -124,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     _clean_windows_option(check)
     check.add_argument("--cache-dir", metavar="DIR", help="where wheels are downloaded and reused")
     check.add_argument(
+        "--resolve-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop pip's resolution after this long and say what it was doing (default 900)",
+    )
+    check.add_argument(
         "--no-verify",
         action="store_true",
         help="do not resolve and scan the fix a hint proposes (by default it is verified)",
@@ -287,6 +293,8 @@ def _scan(args: argparse.Namespace) -> int:
     from torchguard._frontends.check import gpu_assumption, parse_cuda_option
 
     note = assumed_line(args.clean_windows, args.system32, args.python_dir)
+    if report.python.get("environment"):  # what the scan inferred from the folders around
+        note += f"; {report.python['environment']}"
     note += gpu_assumption(args.gpu, parse_cuda_option(args.cuda))
     extra = {"scan": {"vc_redist": not args.clean_windows}}
     return _emit(report, args, [note], extra)
@@ -347,6 +355,7 @@ def _check(args: argparse.Namespace) -> int:
             gpus=args.gpu,
             cuda=args.cuda,
             verify_fix=not args.no_verify,
+            resolve_timeout=args.resolve_timeout,
         )
     except CheckError as exc:
         return _usage_error(args, exc.lines, exc.kind)

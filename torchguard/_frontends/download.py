@@ -1,8 +1,10 @@
 """Fetch the wheels that can hold Windows binaries into the wheel cache.
 
 A file is written under a temporary name, checked against the sha256 pip's report gives, then
-renamed: an interrupted or corrupt download never sits in the cache under a wheel's name. A
-wheel already in the cache is reused without a request (index file names are immutable). When
+renamed: an interrupted or corrupt download never sits in the cache under a wheel's name. Its
+name is derived from the URL's, never joined as given (:mod:`.wheel_cache`). A wheel already in
+the cache is reused without a request while its content is still the index's sha256 (checked
+by a remembered digest per size and mtime; a changed file is downloaded again). When
 the plain HTTP request fails (a proxy or certificate only pip is configured for), pip itself
 downloads the file.
 """
@@ -24,6 +26,7 @@ from urllib.request import urlopen
 from torchguard._frontends.pip_reasons import PipFailure
 from torchguard._frontends.progress import Progress, human_size
 from torchguard._frontends.resolve import Planned
+from torchguard._frontends.wheel_cache import UnsafeName, cache_path, kept_intact, remember
 
 _CHUNK = 1 << 20
 
@@ -42,13 +45,14 @@ def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progres
     os.makedirs(cache, exist_ok=True)
     mark(cache)
     result = Fetched([])
-    missing = [p for p in planned if not os.path.isfile(os.path.join(cache, p.filename))]
-    for item in planned:
-        path = os.path.join(cache, item.filename)
+    paths = [_kept_at(cache, item) for item in planned]
+    missing = [p for p, path in zip(planned, paths) if not kept_intact(path, p.sha256)]
+    for item, path in zip(planned, paths):
         if item in missing:
+            _refuse_foreign(cache, item, path)
             label = f"downloading {missing.index(item) + 1}/{len(missing)} {item.filename}"
             result.downloaded_bytes += _download(item, path, label, python, progress)
-            record(cache, item.filename)
+            record(cache, os.path.basename(path))
         else:
             result.reused += 1
         result.paths.append(path)
@@ -56,10 +60,33 @@ def fetch(planned: Sequence[Planned], cache: str, python: str, progress: Progres
     return result
 
 
+def _kept_at(cache: str, item: Planned) -> str:
+    try:
+        return cache_path(cache, item.filename)
+    except UnsafeName as exc:
+        raise PipFailure([f"{item.url}: {exc}"], "network") from None
+
+
+def _refuse_foreign(cache: str, item: Planned, path: str) -> None:
+    """A file ``check`` did not download (``--cache-dir`` on one's own wheels) whose content
+    is not the index's is the user's: never replaced."""
+    from torchguard._frontends.cache_command import _downloaded
+
+    if os.path.exists(path) and os.path.basename(path) not in _downloaded(cache):
+        raise PipFailure(
+            [
+                f"{path} is not the file the index serves as {item.filename} (another sha256), "
+                "and torchguard check did not download it, so it is left as it is",
+                "move it away, or choose another folder with --cache-dir",
+            ],
+            "cache",
+        )
+
+
 def _download(item: Planned, path: str, label: str, python: str, progress: Progress) -> int:
     from torchguard._frontends.cache_command import partial_name
 
-    partial = os.path.join(os.path.dirname(path), partial_name(item.filename))
+    partial = os.path.join(os.path.dirname(path), partial_name(os.path.basename(path)))
     if item.url.startswith("file:"):
         from urllib.parse import urlparse
         from urllib.request import url2pathname
@@ -165,6 +192,7 @@ def _commit(item: Planned, partial: str, path: str) -> int:
             [f"{item.filename}: downloaded file does not match the index's sha256"], "network"
         )
     os.replace(partial, path)
+    remember(path, digest.hexdigest())
     return size
 
 
@@ -176,7 +204,8 @@ def _with_pip(item: Planned, path: str, python: str, progress: Progress) -> int:
     with tempfile.TemporaryDirectory(prefix=PIP_DOWNLOADS, dir=os.path.dirname(path)) as tmp:
         arguments = ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off"]
         done = pip_interpreter().run(python, [*arguments, "-d", tmp, item.url])
-        got = os.path.join(tmp, item.filename)
+        wheels = [n for n in os.listdir(tmp) if n.endswith(".whl")]  # named as pip names it
+        got = os.path.join(tmp, wheels[0]) if len(wheels) == 1 else ""
         if done.returncode != 0 or not os.path.isfile(got):
             from torchguard._frontends.pip_reasons import explain_failure
 

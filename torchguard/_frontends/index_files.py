@@ -4,12 +4,13 @@ One request, only after pip has failed."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 import re
 from dataclasses import dataclass
 from urllib.error import HTTPError, URLError
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urljoin, urlparse
 from urllib.request import Request, url2pathname, urlopen
 
 from packaging.utils import (
@@ -33,6 +34,8 @@ class IndexFile:
     wheel: bool
     pythons: frozenset[str]
     platforms: frozenset[str]
+    url: str = ""
+    """Where the index says the file is (absolute)."""
 
 
 def parse_filename(filename: str) -> IndexFile | None:
@@ -83,11 +86,13 @@ def project_files(index: str, project: str) -> list[IndexFile] | None:
     if page is None:
         return None
     files: list[IndexFile] = []
+    page_url = f"{index.rstrip('/')}/{canonicalize_name(project)}/"
     for href in _HREF.findall(page):
-        name = unquote(html.unescape(href).split("#", 1)[0].rsplit("/", 1)[-1])
+        link = html.unescape(href)
+        name = unquote(link.split("#", 1)[0].rsplit("/", 1)[-1])
         parsed = parse_filename(name)
         if parsed is not None:
-            files.append(parsed)
+            files.append(dataclasses.replace(parsed, url=urljoin(page_url, link)))
     files.sort(key=lambda f: (f.version or Version("0"), f.filename))
     return files
 

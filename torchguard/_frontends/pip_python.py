@@ -29,6 +29,10 @@ class PipInterpreter:
     python: str
     runner: str
 
+    def command(self, python_version: str, arguments: Sequence[str]) -> list[str]:
+        """The command line that runs pip ``arguments`` for Windows CPython ``python_version``."""
+        return [self.python, self.runner, python_version, *arguments]
+
     def run(
         self, python_version: str, arguments: Sequence[str]
     ) -> subprocess.CompletedProcess[str]:

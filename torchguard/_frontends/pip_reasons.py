@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchguard._frontends.index_files import IndexFile
 
 _NETWORK = re.compile(
     r"NewConnectionError|ConnectTimeout|Could not fetch URL|NameResolutionError|ReadTimeout|"
@@ -38,14 +42,96 @@ class PipFailure(Exception):
         super().__init__("\n".join(lines))
         self.lines = list(lines)
         self.kind = kind
+        self.sdist: tuple[str, IndexFile] | None = None
+        """(project, newest matching sdist) when pip failed on a release with no wheels."""
+
+
+_ERROR_LINE = re.compile(r"^\s*error:\s*(.*)$", re.IGNORECASE)
+_PIP_ERROR_KINDS = re.compile(r"^[a-z]+(-[a-z]+)+$")
+"""pip's rich error names (``subprocess-exited-with-error``): a heading, never a reason."""
+_FAILED_STEP = re.compile("^\\s*\u00d7\\s*(.+?)\\.?\\s*$")  # pip's multiplication sign
+_EXIT_CODE = re.compile(r"^\s*│\s*exit code:\s*(-?\d+)")
+_OUTPUT_START = re.compile(r"^\s*╰─>\s*\[\d+ lines? of output\]")
+_OUTPUT_END = "[end of output]"
+_CAUSE_LINE = re.compile(
+    r"^(fatal|error|[A-Za-z_.]*Error|[A-Za-z_.]*Exception)\b|Could not resolve host|"
+    r"unable to access|Permission denied|No such file",
+    re.IGNORECASE,
+)
 
 
 def _errors(lines: Sequence[str]) -> list[str]:
-    return [
-        line.split(":", 1)[1].strip()
-        for line in lines
-        if line.startswith("ERROR:") and not line.startswith("ERROR: Ignored the following")
-    ]
+    """pip's ``ERROR:``/``error:`` lines (any case, any indent), without their prefix; the
+    headings of pip's subprocess blocks and "Ignored the following versions" left out."""
+    found: list[str] = []
+    for line in lines:
+        match = _ERROR_LINE.match(line)
+        if match is None:
+            continue
+        text = match.group(1).strip()
+        if not text or _PIP_ERROR_KINDS.match(text) or text.startswith("Ignored the following"):
+            continue
+        if text not in found:
+            found.append(text)
+    return found
+
+
+def subprocess_reasons(lines: Sequence[str]) -> list[str]:
+    """What failed inside a subprocess pip ran (``git clone``, a build backend) and why.
+
+    pip prints a step (a multiplication sign, then ``git clone ... did not run
+    successfully.``), its exit code and either the step's output or "See above for output"
+    (then the cause is a line printed before, such as git's ``fatal: unable to access ...:
+    Could not resolve host``). One line per step.
+    """
+    reasons: list[str] = []
+    seen: set[str] = set()
+    before: list[str] = []
+    position = 0
+    while position < len(lines):
+        line = lines[position]
+        step = _FAILED_STEP.match(line)
+        if step is None:
+            if "subprocess-exited-with-error" not in line and not line.strip().startswith("note:"):
+                before.append(line.strip())
+            position += 1
+            continue
+        what = step.group(1).strip()
+        code = ""
+        cause = ""
+        position += 1
+        while position < len(lines) and lines[position].strip().startswith(("│", "╰─>")):
+            current = lines[position]
+            exit_code = _EXIT_CODE.match(current)
+            if exit_code:
+                code = exit_code.group(1)
+            if _OUTPUT_START.match(current):
+                output: list[str] = []
+                position += 1
+                while position < len(lines) and lines[position].strip() != _OUTPUT_END:
+                    output.append(lines[position].strip())
+                    position += 1
+                cause = _cause(output)
+            position += 1
+        if not cause:
+            cause = _cause(before)
+        if what in seen:
+            continue
+        seen.add(what)
+        suffix = " did not run successfully"
+        did = what[: -len(suffix)] if what.endswith(suffix) else what
+        reason = did + (" failed" if did != what else "") + (f" (exit code {code})" if code else "")
+        reasons.append(reason + (f": {cause}" if cause else ""))
+    return reasons
+
+
+def _cause(output: Sequence[str]) -> str:
+    """The line of a subprocess's output that says why: the last error-like one, else the
+    last non-empty one."""
+    shown = [line for line in output if line and not line.startswith("[end of output")]
+    causes = [line for line in shown if _CAUSE_LINE.search(line)]
+    chosen = causes[-1] if causes else (shown[-1] if shown else "")
+    return _short(chosen)
 
 
 def _index(lines: Sequence[str], index_urls: Sequence[str]) -> str:
@@ -92,6 +178,9 @@ def explain_failure(
     errors = _errors(lines)
     if any("has no pip" in e for e in errors):
         return PipFailure([errors[0]], "pip")
+    steps = subprocess_reasons(lines)
+    if steps:
+        return PipFailure([*steps, *_constraint_note()])
     conflict = _conflict(lines)
     versions_none = any(e.endswith("(from versions: none)") for e in errors)
     if (conflict and any("(constraint)" in c for c in conflict)) or versions_none:
@@ -105,11 +194,17 @@ def explain_failure(
         found = _NOT_FOUND.search(error)
         if found:
             why = _why_not_found(found.group(1), found.group(2), index_urls, python)
-            return PipFailure([error, *why, *_constraint_note()])
+            failure = PipFailure([error, *why, *_constraint_note()])
+            failure.sdist = sdist_only(found.group(1), index_urls)
+            return failure
     if errors:
         return PipFailure([errors[0], *_constraint_note()])
-    tail = [line.strip() for line in lines if line.strip()]
-    return PipFailure([tail[-1] if tail else "pip failed without a message"], "pip")
+    tail = [
+        line.strip()
+        for line in lines
+        if line.strip() and not line.strip().lower().startswith(("note:", "hint:"))
+    ]
+    return PipFailure([_short(tail[-1]) if tail else "pip failed without a message"], "pip")
 
 
 def _unreachable(lines: Sequence[str], index_urls: Sequence[str]) -> PipFailure | None:
@@ -206,11 +301,32 @@ def _why_not_found(
     if all(not f.wheel for f in matching):
         return [
             f"{wanted.name} publishes only source distributions ({matching[-1].filename}): "
-            "pip would compile it on your machine (a C++ compiler, and for CUDA code the CUDA "
-            "toolkit), so there is no Windows binary to check; its authors may publish wheels "
-            "on their own index (find it in the project's README and pass it with --index-url)"
+            "pip builds it on the machine that installs it"
         ]
     return [f"{wanted.name} {wanted.specifier} has wheels, but none for Windows x64"]
+
+
+def sdist_only(requirement: str, index_urls: Sequence[str]) -> tuple[str, IndexFile] | None:
+    """(project, its newest sdist matching ``requirement``) when no matching release has a
+    wheel at all; None otherwise."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from torchguard._frontends.index_files import project_files
+
+    try:
+        wanted = Requirement(requirement.split(" (from ")[0].split(" ;")[0].strip())
+    except InvalidRequirement:
+        return None
+    index = index_urls[0] if index_urls else os.environ.get("PIP_INDEX_URL", PYPI)
+    files = project_files(index, wanted.name) or []
+    matching = [
+        f
+        for f in files
+        if f.version is not None and wanted.specifier.contains(f.version, prereleases=True)
+    ]
+    if not matching or any(f.wheel for f in matching):
+        return None
+    return wanted.name, matching[-1]
 
 
 def _tag_order(tag: str) -> tuple[int, str]:

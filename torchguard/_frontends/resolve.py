@@ -25,6 +25,7 @@ from typing import IO
 
 from torchguard._frontends.pip_python import pip_interpreter
 from torchguard._frontends.pip_reasons import PipFailure, explain_failure
+from torchguard._frontends.pip_watch import RESOLVE_TIMEOUT, Status, run_watched
 
 RESOLUTION_TTL = 600.0
 
@@ -38,6 +39,12 @@ class Planned:
     filename: str
     url: str
     sha256: str | None
+
+    @property
+    def source(self) -> bool:
+        """A source distribution (pip builds it on the installing machine): nothing to scan;
+        ``check`` resolves one only when its source says it compiles nothing."""
+        return self.filename.endswith((".tar.gz", ".zip", ".tar.bz2", ".tgz"))
 
     @property
     def pure(self) -> bool:
@@ -76,10 +83,13 @@ def resolve(
     index_urls: Sequence[str] = (),
     memo_dir: str | None = None,
     status: IO[str] | None = None,
+    timeout: float = RESOLVE_TIMEOUT,
+    watch: Status | None = None,
 ) -> tuple[list[Planned], bool]:
     """The wheels pip would install, and whether a recent resolution was reused.
 
-    Raises :class:`~.pip_reasons.PipFailure` with pip's reasons when pip cannot resolve.
+    Raises :class:`~.pip_reasons.PipFailure` with pip's reasons when pip cannot resolve, or
+    when it has not finished within ``timeout`` seconds; ``watch`` sees it working.
     """
     with tempfile.TemporaryDirectory(prefix="torchguard-pip-") as target:
         arguments = pip_arguments(requirements, python, index_urls, target)
@@ -92,7 +102,8 @@ def resolve(
             status.write("\r\x1b[Kresolving with pip...")
             status.flush()
         try:
-            done = pip_interpreter().run(python, arguments)
+            command = pip_interpreter().command(python, arguments)
+            done = run_watched(command, timeout=timeout, status=watch)
         finally:
             if status is not None:
                 status.write("\r\x1b[K")

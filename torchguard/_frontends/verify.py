@@ -103,12 +103,20 @@ def verify_fix(
         "index_urls": urls,
         "verified": False,
     }
+    from torchguard._frontends.index_probe import probe
+
+    for url in indexes:  # the fix's own index: without it, "verified" would be about another
+        problem = probe(url)
+        if problem is not None:
+            result["reason"] = f"its index {url} {problem}"
+            notes.append(f"fix (not verified: its index {url} {problem}): {command}")
+            return result
     try:
         after = run(requirements, urls)
     except CheckError as exc:
         result["reason"] = exc.lines[0]
         notes.append(
-            f"fix (could not verify): {shown}: pip cannot resolve it: " + "; ".join(exc.lines[:4])
+            f"fix (not verified: pip cannot resolve it): {shown}: " + "; ".join(exc.lines[:4])
         )
         return result
     torch = after.torch

@@ -1,8 +1,9 @@
 """Offline Linux targets: site-packages folders and manylinux wheels, recognised by content.
 
 A folder is a Linux install when its ``torch`` holds ELF shared objects; a wheel when its
-platform tag is ``manylinux``/``musllinux``/``linux``. Wheels are read in place
-(:mod:`.wheel_files`); the user's wheels are only read.
+platform tag is ``manylinux``/``musllinux``/``linux``. A pure-Python wheel (platform tag
+``any``) belongs to every platform: it joins a Linux set (``pip download torch`` fetches
+several). Wheels are read in place (:mod:`.wheel_files`); the user's wheels are only read.
 """
 
 from __future__ import annotations
@@ -18,6 +19,15 @@ def is_linux_wheel(path: str) -> bool:
         return False
     platform = name[:-4].rsplit("-", 1)[-1]
     return any(tag in platform for tag in _LINUX_TAGS)
+
+
+def is_pure_wheel(path: str) -> bool:
+    """A ``.whl`` file whose every platform tag is ``any``: installable on any OS."""
+    name = os.path.basename(path)
+    if not name.endswith(".whl") or not os.path.isfile(path):
+        return False
+    parts = name[:-4].split("-")
+    return len(parts) >= 5 and all(tag == "any" for tag in parts[-1].lower().split("."))
 
 
 def _is_elf(path: str) -> bool:

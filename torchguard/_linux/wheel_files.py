@@ -4,8 +4,9 @@ The ld.so model walks a site-packages folder by name (RPATH joins, globs, ``os.s
 wheels' layout is mirrored in a scratch folder as pip would install it, but holding no
 binary's bytes: each shared-object member becomes an empty *sparse* file of the member's size
 (a name and an inode; no data is written, no disk is used), and only the few text files the
-analysis reads (``*.dist-info/*``, a package's top-level ``*.py`` such as
-``torch/__init__.py`` and ``torch/version.py``) are written. :class:`WheelFiles` answers for
+analysis reads (a dist-info's ``METADATA``, ``RECORD``, ``WHEEL``, ``INSTALLER`` and
+``top_level.txt``; a package's ``__init__.py`` and ``version.py``) are written, within a
+budget the wheels' own size sets (:func:`text_budget`). :class:`WheelFiles` answers for
 those placeholders from the zip: ELF facts and symbols are read from the member's stream
 (:func:`~torchguard._binary.elf.read_elf_stream`, bounded by
 :func:`~torchguard._binary.budget.inflate_budget`), and everything is keyed by the member's
@@ -28,7 +29,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from torchguard._binary.budget import inflate_budget, over_budget
+from torchguard._binary.budget import INFLATE_RATIO, inflate_budget, mib, over_budget
 from torchguard._binary.elf import (
     ElfImage,
     ElfReadError,
@@ -55,6 +56,13 @@ _ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError)
 #: A text member the analysis reads is never this large in a real wheel (torch's
 #: ``__init__.py`` is 0.1 MB, its RECORD 2 MB): larger is refused, never written to disk.
 TEXT_LIMIT = 64 << 20
+#: All the text members of a wheel set may write this much however small they are (torch
+#: 2.9.1's: 2.3 MB) ...
+TEXT_FLOOR = 8 << 20
+#: The dist-info files the analysis reads (pins, versions, who installed a file).
+_DIST_INFO_READ = frozenset({"METADATA", "RECORD", "WHEEL", "INSTALLER", "top_level.txt"})
+#: The modules of a package the analysis reads: torch's load sequence and its version.
+_MODULES_READ = frozenset({"__init__.py", "version.py"})
 
 
 @dataclass(frozen=True)
@@ -90,10 +98,50 @@ def is_shared_object(name: str) -> bool:
 
 
 def _read_as_text(parts: list[str]) -> bool:
-    """Members the analysis reads as text: dist-info files, a package's top-level modules."""
+    """Members the analysis reads as text (nothing else is written): a dist-info's metadata,
+    a top-level package's ``__init__.py`` and ``version.py``."""
+    if len(parts) != 2:
+        return False
     if parts[0].endswith(".dist-info"):
-        return True
-    return parts[-1].endswith(".py") and len(parts) <= 2
+        return parts[1] in _DIST_INFO_READ
+    return parts[1] in _MODULES_READ
+
+
+def text_budget(compressed: int) -> int:
+    """The bytes text members taking ``compressed`` bytes in their wheels may write: text
+    deflates a few fold, a deflate bomb a thousandfold (300 KB of wheel, 300 MiB of text)."""
+    return min(TEXT_LIMIT, max(TEXT_FLOOR, INFLATE_RATIO * compressed))
+
+
+def _check_text_budget(wheels: list[str]) -> None:
+    """Refuse, before anything is written, text members the wheels' size does not allow."""
+    claimed = compressed = 0
+    largest = ("", "", 0)
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            for info in archive.infolist():
+                parts = placed(info.filename)
+                if parts is None or info.is_dir() or not _read_as_text(parts):
+                    continue
+                if info.file_size > TEXT_LIMIT:
+                    raise OSError(
+                        errno.EFBIG,
+                        f"{wheel}: {info.filename} claims {info.file_size} bytes, more than "
+                        "any wheel's metadata or module",
+                    )
+                claimed += info.file_size
+                compressed += info.compress_size
+                if info.file_size > largest[2]:
+                    largest = (wheel, info.filename, info.file_size)
+    budget = text_budget(compressed)
+    if claimed > budget:
+        wheel, name, size = largest
+        raise OSError(
+            errno.EFBIG,
+            f"the wheels' metadata would take {mib(claimed)} on disk, more than the "
+            f"{mib(budget)} their size in the archives allows (a deflate bomb, not a build's "
+            f"metadata; the largest: {wheel}: {name}, {mib(size)})",
+        )
 
 
 def placed(name: str) -> list[str] | None:
@@ -110,6 +158,7 @@ def lay_out_wheels(wheels: list[str], site: str) -> WheelLayout:
     """Mirror ``wheels`` into ``site`` (an empty folder the caller owns and removes).
 
     Raises ``OSError`` or ``zipfile.BadZipFile`` for a wheel that cannot be read."""
+    _check_text_budget(wheels)
     layout = WheelLayout(site)
     digest = hashlib.sha256()
     for wheel in wheels:
@@ -122,12 +171,6 @@ def lay_out_wheels(wheels: list[str], site: str) -> WheelLayout:
                 shared = is_shared_object(info.filename)
                 if not shared and not _read_as_text(parts):
                     continue
-                if not shared and info.file_size > TEXT_LIMIT:
-                    raise OSError(
-                        errno.EFBIG,
-                        f"{wheel}: {info.filename} claims {info.file_size} bytes, more than "
-                        "any wheel's metadata or module",
-                    )
                 target = os.path.join(site, *parts)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 with open(target, "wb") as sink:

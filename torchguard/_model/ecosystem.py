@@ -19,6 +19,7 @@ import ntpath
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
@@ -122,16 +123,24 @@ def imports_torch(facts: Callable[[str], PEFacts], path: str) -> bool:
     return any(is_torch_dll(name) for name in (*found.imports, *found.delay_imports))
 
 
-def discover(dists: Iterable[InstalledDist], facts: Callable[[str], PEFacts]) -> list[PackagePlan]:
-    """torchvision, torchaudio and every distribution whose binaries import torch's DLLs."""
+def discover(
+    dists: Iterable[InstalledDist],
+    facts: Callable[[str], PEFacts],
+    linked_of: Callable[[InstalledDist, Callable[[], list[str]]], list[str]] | None = None,
+) -> list[PackagePlan]:
+    """torchvision, torchaudio and every distribution whose binaries import torch's DLLs
+    (``linked_of``: which of a distribution's binaries do, when remembered elsewhere; it is
+    given a way to list them all, which costs a path per binary)."""
     plans: list[PackagePlan] = []
     listing = [d for d in dists if d.name != "torch" and d.distribution.summary().binaries]
     for dist in sorted(listing, key=lambda d: d.name):  # most list no binary: skipped first
-        paths = binaries(dist)
-        linked = [p for p in paths if imports_torch(facts, p)]
+        if linked_of is not None:
+            linked = linked_of(dist, partial(binaries, dist))
+        else:
+            linked = [p for p in binaries(dist) if imports_torch(facts, p)]
         known = SIBLINGS.get(dist.name)
         if known is not None:
-            plan = _sibling(dist, known, paths, linked)
+            plan = _sibling(dist, known, binaries(dist), linked)
         elif linked:
             plan = _extension(dist, linked)
         else:

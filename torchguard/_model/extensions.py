@@ -1,8 +1,12 @@
 """How particular extensions really load and react, read from their own Python code.
 
 The generic model (:mod:`torchguard._model.ecosystem`) says that an extension binary which
-does not load breaks ``import <package>``. Two things a package's own code can change, each
-believed only after it is found in the installed source:
+does not load breaks ``import <package>``. That stays an error only where the package's own
+code proves it (:mod:`torchguard._model.import_reach`): an extension module that
+``import <package>`` imports unconditionally, or names beside a load call in a module it runs.
+One it imports only inside ``try ... except ImportError``, a function or a condition, or never,
+is a lost feature (a warning naming the module that imports it). Two more things a package's
+own code can change, each believed only after it is found in the installed source:
 
 - **It catches the failure and imports anyway.** xformers' ``_cpp_lib.py`` wraps
   ``torch.ops.load_library(_C)`` in ``except OSError`` -> ``xFormersInvalidLibException``,
@@ -37,6 +41,7 @@ from torchguard._model.ecosystem import (
     StepResult,
     simulate_packages,
 )
+from torchguard._model.import_reach import Reach, Source, reach
 from torchguard._model.loader import MISSING, LoaderModel
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, join, path_key
@@ -105,6 +110,7 @@ class SourceFacts:
         self._values: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
         self._changed = False
         self._texts: list[str] | None = None
+        self._modules: dict[str, str] | None = None
 
     def get(self, name: str, kind: type, compute: Callable[[], Any]) -> Any:
         """The fact ``name`` (of JSON type ``kind``, or None), computed once per install."""
@@ -116,8 +122,14 @@ class SourceFacts:
 
     def sources(self) -> list[str]:
         if self._texts is None:
-            self._texts = _sources(self.dist)
+            self._texts = list(self.modules().values())
         return self._texts
+
+    def modules(self) -> dict[str, str]:
+        """The package's ``.py`` files its RECORD lists (bounded), by site-relative path."""
+        if self._modules is None:
+            self._modules = _sources(self.dist)
+        return self._modules
 
     def save(self) -> None:
         if self._changed and self._cache is not None:
@@ -141,6 +153,7 @@ def refine(
         simulation = _own_dlls_first(simulation, process, facts)
         target = _built_for(facts)
         simulation = _caught(simulation, target, torch_version, facts)
+        simulation = _proven_imports(simulation, facts)
         simulation.built_for = target
         facts.save()
         refined.append(simulation)
@@ -266,16 +279,16 @@ def _own_dlls(dist: InstalledDist) -> list[str]:
     return [r for r in dist.record_paths() if r.lower().endswith(".dll") and ".." not in r]
 
 
-def _sources(dist: InstalledDist) -> list[str]:
-    """The text of the package's ``.py`` files its RECORD lists (bounded)."""
+def _sources(dist: InstalledDist) -> dict[str, str]:
+    """The text of the package's ``.py`` files its RECORD lists (bounded), by relative path."""
     tree = dist.distribution.tree
-    texts: list[str] = []
+    texts: dict[str, str] = {}
     for relative in dist.record_paths():
         if not relative.endswith(".py") or ".." in relative.split("/"):
             continue
         text = tree.read_text(join(dist.site_dir, relative))
         if text is not None and len(text) <= _MAX_SOURCE_BYTES:
-            texts.append(text)
+            texts[relative] = text
         if len(texts) >= _MAX_SOURCES:
             break
     return texts
@@ -376,3 +389,115 @@ def _constant(source: str, name: str) -> str | None:
                 return None
             return value if isinstance(value, str) else None
     return None
+
+
+# -- what ``import <package>`` really imports ---------------------------------------------------
+
+#: How a failing extension module's place in the package's code is remembered.
+_RUNS, _NAMED, _IMPORTED, _UNREACHED, _UNREAD = "runs", "named", "imported", "unreached", "unread"
+
+
+def _proven_imports(simulation: PackageSimulation, facts: SourceFacts) -> PackageSimulation:
+    """Each extension module whose failed load is still said to break ``import <package>``,
+    kept so only where the package's code proves that ``import <package>`` loads it."""
+    plan = simulation.plan
+    if plan.sibling:
+        return simulation  # torchvision / torchaudio: their loaders are data (_model.siblings)
+    failing = [
+        r
+        for r in simulation.results
+        if r.load is not None and not r.load.ok and r.step.role == CORE and r.step.loader == IMPORT
+    ]
+    if not failing:
+        return simulation
+    found: list[Reach | None] = []
+
+    def package_reach() -> Reach | None:
+        if not found:
+            found.append(reach(plan.import_name, _module_sources(facts.modules())))
+        return found[0]
+
+    changed: dict[int, Step] = {}
+    for result in failing:
+        module = result.step.feature
+
+        def compute(module: str = module) -> list[str]:
+            return _place(package_reach(), module, facts)
+
+        place = facts.get(f"reach:{module}", list, compute)
+        step = _optional_step(result, plan.import_name, place)
+        if step is not None:
+            changed[id(result)] = step
+    if not changed:
+        return simulation
+    results = [
+        StepResult(changed[id(r)], r.load) if id(r) in changed else r for r in simulation.results
+    ]
+    steps = tuple(r.step for r in results) + plan.steps[len(results) :]
+    return replace(simulation, plan=replace(plan, steps=steps), results=results)
+
+
+def _module_sources(files: dict[str, str]) -> dict[str, Source]:
+    """Dotted module name -> source, for site-relative ``.py`` paths."""
+    modules: dict[str, Source] = {}
+    for relative, text in files.items():
+        parts = relative[: -len(".py")].split("/")
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        if parts and all(part.isidentifier() for part in parts):
+            modules[".".join(parts)] = Source(text, is_package)
+    return modules
+
+
+def _place(found: Reach | None, module: str, facts: SourceFacts) -> list[str]:
+    """Where ``module`` stands in the package's code: ``[runs]``, ``[named]``,
+    ``[imported, importer, guard]``, ``[unreached]`` or ``[unread]`` (JSON, cached)."""
+    if found is None:
+        return [_UNREAD]
+    if module in found.runs:
+        return [_RUNS]
+    stem = module.rsplit(".", 1)[-1].lower()
+    files = facts.modules()
+    running = [text for relative, text in files.items() if _dotted(relative) in found.runs]
+    if _loads_by_name(running, f"{stem}.pyd"):
+        return [_NAMED]  # loaded by a load call that import <package> runs (as modelled)
+    importer = found.importer_of(module)
+    if importer is None:
+        return [_UNREACHED]
+    return [_IMPORTED, importer[0], importer[1] or ""]
+
+
+def _dotted(relative: str) -> str:
+    parts = relative[: -len(".py")].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _optional_step(result: StepResult, package: str, place: list[str]) -> Step | None:
+    """The failing step as a lost feature, or None when it stays what breaks the import."""
+    kind = place[0] if place else _UNREAD
+    if kind in (_RUNS, _NAMED):
+        return None
+    step = result.step
+    module = step.feature
+    winerror = result.load.winerror if result.load is not None else None
+    stem = module.rsplit(".", 1)[-1]
+    error = f'"DLL load failed while importing {stem}" (WinError {winerror})'
+    if kind == _IMPORTED and len(place) >= 3:
+        importer = place[1]
+        how = place[2] or f"though nothing `import {package}` runs imports {importer}"
+        feature = f"{module}, which {importer} imports {how}"
+        reaction = (
+            f"succeeds; {importer} imports {module} {how}, so what it provides is unavailable "
+            f"({error})"
+        )
+    elif kind == _UNREACHED:
+        feature = f"{module} (nothing `import {package}` runs imports it)"
+        reaction = f"succeeds; importing {module} itself fails ({error})"
+    else:
+        feature = f"{module} (its package's code could not be read)"
+        reaction = (
+            f"may fail: {module} does not load ({error}); whether `import {package}` imports "
+            "it is not in any source torchguard could read"
+        )
+    return replace(step, role=OPTIONAL, feature=feature, reaction=reaction)

@@ -1,11 +1,15 @@
-"""The one initialisation failure the replay proves: 14.40+ code on an older msvcp140.dll.
+"""The one initialisation failure the replay proves: compiler-laid-out mutexes on an old runtime.
 
 Microsoft's STL 14.40 (Visual Studio 2022 17.10) made ``std::mutex``'s constructor
-``constexpr``; a binary built with it that binds to an ``msvcp140.dll`` older than 14.40 fails
-to initialise (WinError 1114, "A dynamic link library (DLL) initialization routine failed") or
-crashes in ``mtx_do_lock`` (microsoft/STL#4730; pytorch#169429 for torch 2.9.0). ``std::mutex``
-lives in ``msvcp140.dll``: an older ``vcruntime140.dll`` is no such proof. torch's DLLs carry
-no version resource; their linker version stands for the toolset.
+``constexpr``; a binary whose mutexes are laid out that way and that binds to an
+``msvcp140.dll`` older than 14.40 fails to initialise (WinError 1114, "A dynamic link library
+(DLL) initialization routine failed") or crashes in ``mtx_do_lock`` (microsoft/STL#4730;
+pytorch#169429 for torch 2.9.0). The proof is in the binary's import table
+(:mod:`torchguard._binary.pe.mutex`): it locks mutexes through ``msvcp140.dll`` and imports
+none of its constructors (torch 2.9.0 to 2.14.1). torch 2.15.0, built with the same 14.42
+toolset, imports ``_Mtx_init_in_situ`` and works on 14.34 (Wine with Microsoft's DLLs): the
+toolset alone proves nothing. ``std::mutex`` lives in ``msvcp140.dll``: an older
+``vcruntime140.dll`` is no such proof.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
+from torchguard._binary.pe.mutex import CONSTANT, NONE
 
 MUTEX_CHANGE = (14, 40)
 """The first runtime (and toolset) with the ``constexpr`` ``std::mutex``."""
@@ -33,9 +38,21 @@ def runtime_version(facts: Callable[[str], PEFacts], path: str | None) -> tuple[
 
 
 def needs_new_mutex(facts: PEFacts) -> bool:
-    """Whether a binary is built with the 14.40+ toolset and imports ``msvcp140.dll``."""
+    """Whether a binary is proven to need a 14.40+ ``msvcp140.dll``: built with the 14.40+
+    toolset, and every mutex it locks through ``msvcp140.dll`` laid out by the compiler."""
+    return _new_toolset(facts) and facts.mutex == CONSTANT and _imports_msvcp140(facts)
+
+
+def may_need_new_mutex(facts: PEFacts) -> bool:
+    """Whether the import table cannot decide: built with the 14.40+ toolset, it locks mutexes
+    through ``msvcp140.dll`` and imports their constructors too (or its names are unread)."""
+    undecided = facts.mutex not in (CONSTANT, NONE)
+    return _new_toolset(facts) and undecided and _imports_msvcp140(facts)
+
+
+def _new_toolset(facts: PEFacts) -> bool:
     linker = facts.linker_version
-    return linker[0] == 14 and linker >= MUTEX_CHANGE and _imports_msvcp140(facts)
+    return linker[0] == 14 and linker >= MUTEX_CHANGE
 
 
 def _imports_msvcp140(facts: PEFacts) -> bool:

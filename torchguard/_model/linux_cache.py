@@ -2,19 +2,15 @@
 
 ELF dynamic facts by file fingerprint (path, size, mtime, inode), binding verdicts by the
 fingerprints of the object and of its whole lookup scope (only "everything binds" is kept: a
-failure is recomputed, with its symbols), and torch's preload plan by ``__init__.py``'s
-fingerprint. One JSON file beside the PE cache (same folder, same ``TORCHGUARD_CACHE=off``);
-another schema or torchguard version, damage or excess size means a fresh start. Written
-atomically; only its own file is ever written.
+failure is recomputed, with its symbols), torch's preload plan by ``__init__.py``'s
+fingerprint, and what other checks derive from a file or a folder's state. A typed view of
+the one facts cache (:mod:`torchguard._model.cache`: its lock, merge, bounds and per
+environment files), each section an entry kind ``linux-<section>``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +18,7 @@ from torchguard._binary.elf.strings import DlopenFacts
 from torchguard._linux.files import LoadFacts as ElfFacts
 from torchguard._linux.preload import PreloadPlan
 from torchguard._linux.requirements import TorchRequirements
-
-SCHEMA = 1
-FILE_NAME = f"elf-facts-v{SCHEMA}.json"
-MAX_BYTES = 8 << 20
-MAX_ENTRIES = 4096
-
-
-def _writer() -> str:
-    from torchguard._version import __version__
-
-    return f"torchguard {__version__}, elf {SCHEMA}"
+from torchguard._model.cache import FactsCache
 
 
 def facts_to_json(facts: ElfFacts) -> dict[str, Any]:
@@ -74,49 +60,22 @@ def _digest(key: str) -> str:
 class LinuxCache:
     """Facts, verdicts and plans; ``folder=None`` keeps them for this run only."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, store: FactsCache | None = None) -> None:
         self.folder = folder
-        self._data: dict[str, dict[str, Any]] = {
-            "facts": {},
-            "bound": {},
-            "plans": {},
-            "extensions": {},
-            "ldcache": {},
-            "claims": {},
-            "fatbin": {},
-            "pci": {},
-            "versions": {},
-            "stores": {},
-            "dlopen": {},
-            "late": {},
-            "requirements": {},
-            "subdirs": {},
-        }
-        self._dirty = False
+        self.store = store if store is not None else FactsCache(folder)
         self.transient: str | None = None
         """A folder that exists for this run only (a wheels' scratch folder): nothing keyed
         by its path is stored, as no later run would look it up."""
-        self._load()
 
-    def _load(self) -> None:
-        if self.folder is None:
-            return
-        path = self.folder / FILE_NAME
-        try:
-            if path.stat().st_size > MAX_BYTES:
-                return
-            data = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            return
-        if not isinstance(data, dict) or data.get("writer") != _writer():
-            return
-        for section in self._data:
-            value = data.get(section)
-            if isinstance(value, dict):
-                self._data[section] = value
+    def use_scope(self, scope: str) -> None:
+        """The environment whose entries this run reads (see :class:`FactsCache`)."""
+        self.store.use_scope(scope)
+
+    def _get(self, section: str, key: str) -> Any:
+        return self.store.found(f"linux-{section}", key)
 
     def facts(self, fingerprint: str) -> ElfFacts | None:
-        found = self._data["facts"].get(fingerprint)
+        found = self._get("facts", fingerprint)
         if not isinstance(found, dict):
             return None
         try:
@@ -128,15 +87,15 @@ class LinuxCache:
         self._put("facts", fingerprint, facts_to_json(facts))
 
     def bound(self, key: str) -> bool:
-        return self._data["bound"].get(_digest(key)) is True
+        return self._get("bound", _digest(key)) is True
 
     def remember(self, key: str) -> None:
         self._put("bound", _digest(key), True)
 
     def plan(self, fingerprint: str) -> PreloadPlan | None:
-        found = self._data["plans"].get(fingerprint)
+        found = self._get("plans", fingerprint)
         try:
-            libs, success, major, source = found  # type: ignore[misc]
+            libs, success, major, source = found
             return PreloadPlan(
                 tuple((str(f), str(g), bool(r)) for f, g, r in libs),
                 tuple((str(f), str(g), bool(r)) for f, g, r in success),
@@ -152,9 +111,9 @@ class LinuxCache:
 
     def requirements(self, key: str) -> TorchRequirements | None:
         """torch's Linux pins and the installed distributions, as last read for ``key``."""
-        found = self._data["requirements"].get(key)
+        found = self._get("requirements", key)
         try:
-            pins, extras, installed = found  # type: ignore[misc]
+            pins, extras, installed = found
             return TorchRequirements(
                 {str(k): str(v) for k, v in pins.items()},
                 {str(k): tuple(map(str, v)) for k, v in extras.items()},
@@ -169,7 +128,7 @@ class LinuxCache:
 
     def extensions(self, key: str) -> list[tuple[str, str]] | None:
         """(package, path) of a site-packages folder's torch extensions, as last listed."""
-        found = self._data["extensions"].get(key)
+        found = self._get("extensions", key)
         if not isinstance(found, list):
             return None
         try:
@@ -182,7 +141,7 @@ class LinuxCache:
 
     def lookups(self, key: str) -> dict[str, tuple[str, ...]]:
         """The ``ld.so.cache`` answers remembered for the cache file ``key``."""
-        found = self._data["ldcache"].get(key)
+        found = self._get("ldcache", key)
         if not isinstance(found, dict):
             return {}
         return {str(k): tuple(map(str, v)) for k, v in found.items() if isinstance(v, list)}
@@ -192,7 +151,7 @@ class LinuxCache:
 
     def claims(self, key: str) -> dict[str, list[tuple[str, int | None]]] | None:
         """Shared objects claimed twice in a site-packages state: path -> (dist, size)."""
-        found = self._data["claims"].get(key)
+        found = self._get("claims", key)
         if not isinstance(found, dict):
             return None
         try:
@@ -209,9 +168,9 @@ class LinuxCache:
     def fatbin(self, fingerprint: str) -> tuple[frozenset[int], frozenset[int]] | None:
         """(SASS, PTX) architectures of a file's ``.nv_fatbin`` as last read (both empty:
         none); None when not read yet or damaged."""
-        found = self._data["fatbin"].get(fingerprint)
+        found = self._get("fatbin", fingerprint)
         try:
-            sass, ptx = found  # type: ignore[misc]
+            sass, ptx = found
             return frozenset(int(a) for a in sass), frozenset(int(a) for a in ptx)
         except (TypeError, ValueError):
             return None
@@ -222,7 +181,7 @@ class LinuxCache:
     def subdir_tops(self, key: str) -> tuple[str, ...] | None:
         """The hwcaps subfolders (``glibc-hwcaps``, ``tls`` ...) a folder had in the state
         ``key`` names (its path, inode and mtime); None when not looked at in that state."""
-        found = self._data["subdirs"].get(key)
+        found = self._get("subdirs", key)
         if not isinstance(found, list) or not all(isinstance(t, str) for t in found):
             return None
         return tuple(found)
@@ -232,7 +191,7 @@ class LinuxCache:
 
     def nvidia_pci(self, boot: str) -> bool | None:
         """Whether an NVIDIA GPU was on the PCI bus in boot ``boot`` (None: not looked)."""
-        found = self._data["pci"].get(boot)
+        found = self._get("pci", boot)
         return found if isinstance(found, bool) else None
 
     def store_nvidia_pci(self, boot: str, present: bool) -> None:
@@ -240,7 +199,7 @@ class LinuxCache:
 
     def dlopen_facts(self, key: str) -> DlopenFacts | None:
         """What a file keeps to ``dlopen``/``dlsym`` later (key: fingerprint and family)."""
-        found = self._data["dlopen"].get(key)
+        found = self._get("dlopen", key)
         if not isinstance(found, dict):
             return None
         stems, lookups, version = found.get("stems"), found.get("lookups"), found.get("version")
@@ -263,7 +222,7 @@ class LinuxCache:
 
     def late_verdict(self, key: str) -> list[str] | None:
         """A late load's symbol verdict (the names found missing), by the files' states."""
-        found = self._data["late"].get(_digest(key))
+        found = self._get("late", _digest(key))
         return list(found) if isinstance(found, list) and _strings(found) else None
 
     def store_late_verdict(self, key: str, names: list[str]) -> None:
@@ -272,7 +231,7 @@ class LinuxCache:
     def file_version(self, fingerprint: str) -> tuple[int, ...] | None:
         """A Windows DLL's FileVersion by file fingerprint: () when it has none; None when
         not read yet."""
-        found = self._data["versions"].get(fingerprint)
+        found = self._get("versions", fingerprint)
         if not isinstance(found, list) or not all(isinstance(n, int) for n in found):
             return None
         return tuple(found)
@@ -282,7 +241,7 @@ class LinuxCache:
 
     def driver_store(self, key: str) -> tuple[tuple[str, ...], ...] | None:
         """The NVIDIA DLLs of a WSL2 host's driver store in one state (None: not listed)."""
-        found = self._data["stores"].get(key)
+        found = self._get("stores", key)
         if not isinstance(found, list) or not all(
             isinstance(f, list) and all(isinstance(p, str) for p in f) for f in found
         ):
@@ -295,26 +254,8 @@ class LinuxCache:
     def _put(self, section: str, key: str, value: Any) -> None:
         if self.transient is not None and self.transient in key:
             return
-        table = self._data[section]
-        if table.get(key) == value:
-            return
-        if len(table) >= MAX_ENTRIES:
-            table.clear()
-        table[key] = value
-        self._dirty = True
+        self.store.store(f"linux-{section}", key, value)
 
     def save(self) -> None:
-        """Write the file atomically when something changed; failures are ignored."""
-        if self.folder is None or not self._dirty:
-            return
-        with suppress(OSError):
-            self.folder.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(dir=self.folder, prefix=".elf-facts-", suffix=".tmp")
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                    json.dump({"writer": _writer(), **self._data}, stream)
-                os.replace(temp, self.folder / FILE_NAME)
-                self._dirty = False
-            finally:
-                with suppress(OSError):
-                    os.unlink(temp)
+        """Write what this run learned (see :meth:`FactsCache.save`); failures are ignored."""
+        self.store.save()

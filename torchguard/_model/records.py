@@ -69,16 +69,16 @@ def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: Facts
                 distribution.remember(summary)
                 entries[distribution.dist_info] = raw
                 continue
-        record_state = _record_state(tree, distribution)
-        if record_state is not None and isinstance(raw, list) and raw[:1] == [record_state]:
+        current = record_state(tree, distribution)
+        if current is not None and isinstance(raw, list) and raw[:1] == [current]:
             summary = _decode(raw)
             if summary is not None:
                 distribution.remember(summary)
                 entries[distribution.dist_info] = raw
                 continue
         summary = distribution.summary()  # read now; its state was taken first
-        if record_state is not None:
-            entries[distribution.dist_info] = _encode(record_state, summary)
+        if current is not None:
+            entries[distribution.dist_info] = _encode(current, summary)
             changed = True
     if changed:  # a distribution whose state cannot be kept is read on every run, not saved
         cache.put_derived(KIND, identity, {"state": state, "dists": entries})
@@ -97,7 +97,7 @@ def _remembered(dists: list[InstalledDist], known: dict[str, Any]) -> bool:
     return complete
 
 
-def _record_state(tree: WinTree, distribution: TreeDistribution) -> str | None:
+def record_state(tree: WinTree, distribution: TreeDistribution) -> str | None:
     """The state of its RECORD; for a ``.dist-info`` without one (some installers write
     none), the folder's; None when it cannot be kept (in memory, or changed just now)."""
     path = distribution.metadata_path("RECORD")

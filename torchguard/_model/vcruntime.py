@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import ntpath
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
 from torchguard._model.initialise import MSVCP140 as RUNTIME
-from torchguard._model.initialise import MUTEX_CHANGE
+from torchguard._model.initialise import MUTEX_CHANGE, may_need_new_mutex, needs_new_mutex
 from torchguard._model.openmp import Brief
 from torchguard._model.simulate import ImportSimulation
 from torchguard._windows.tree import is_within, join
@@ -40,6 +40,40 @@ class StaleCopy:
 def toolset(simulation: ImportSimulation, facts: Facts, package_dir: str) -> tuple[int, int] | None:
     """The newest MSVC 14.x linker version among torch's own binaries that load."""
     newest: tuple[int, int] | None = None
+    for _, binary in _own_binaries(simulation, facts, package_dir):
+        linker = binary.linker_version
+        if linker[0] == 14 and (newest is None or linker > newest):
+            newest = linker
+    return newest
+
+
+@dataclass(frozen=True)
+class MutexEvidence:
+    """What torch's own import tables say about the ``std::mutex`` change."""
+
+    proven: str | None
+    """A binary proven to fail on an ``msvcp140.dll`` older than 14.40, or None."""
+    undecided: str | None
+    """A binary whose import table cannot decide (it imports ``_Mtx_init_in_situ`` too)."""
+
+
+def mutex_evidence(simulation: ImportSimulation, facts: Facts, package_dir: str) -> MutexEvidence:
+    """The first of torch's own loaded binaries that proves the need, and the first that
+    leaves it undecided (:mod:`torchguard._model.initialise`)."""
+    proven: str | None = None
+    undecided: str | None = None
+    for path, binary in _own_binaries(simulation, facts, package_dir):
+        if proven is None and needs_new_mutex(binary):
+            proven = path
+        if undecided is None and may_need_new_mutex(binary):
+            undecided = path
+    return MutexEvidence(proven, undecided)
+
+
+def _own_binaries(
+    simulation: ImportSimulation, facts: Facts, package_dir: str
+) -> Iterator[tuple[str, PEFacts]]:
+    """torch's own binaries that load (each once, readable), in load order."""
     seen: set[str] = set()
     for load in simulation.loads:
         for name, resolution in load.modules.items():
@@ -48,12 +82,9 @@ def toolset(simulation: ImportSimulation, facts: Facts, package_dir: str) -> tup
                 continue
             seen.add(name)
             try:
-                linker = facts(path).linker_version
+                yield path, facts(path)
             except ImageUnavailable:
                 continue
-            if linker[0] == 14 and (newest is None or linker > newest):
-                newest = linker
-    return newest
 
 
 def too_old(version: tuple[int, ...], needed: tuple[int, int]) -> bool:

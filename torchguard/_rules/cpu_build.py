@@ -3,26 +3,29 @@
 The answer to "torch.cuda.is_available() is False": the torch wheel on PyPI for Windows is the
 CPU build, the CUDA builds live on download.pytorch.org, one index per CUDA version. Which one
 fits is decided by the driver (read from ``System32\\nvcuda.dll`` as a file, never loaded) and
-by the variants this torch release was published for (:mod:`torchguard._rules.cuda_builds`).
+by the variants this torch release was published for (:mod:`torchguard._facts.cuda_builds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
+    Cuda,
+    Release,
     install_command,
     minimum_driver,
     newest_runnable,
     release_of,
 )
+from torchguard._facts.gpus import Capability, compute_capability
+from torchguard._facts.torch_archs import carries_kernels
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
 from torchguard._vocab import Code
-from torchguard._windows.gpus import Capability, compute_capability, cuda_can_build
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
@@ -45,7 +48,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     python = context.hints.python_cmd
     conda = context.hints.conda
     capabilities = _named_capabilities(context)
-    runs_gpu = [v for v in row.variants if all(cuda_can_build(v, c) for c in capabilities)]
+    runs_gpu = [v for v in row.variants if _runs(row, v, capabilities)]
     if capabilities and not runs_gpu:
         named = ", ".join(a.name for a in context.system.display_adapters if a.is_nvidia)
         yield _no_build_for_gpu(context, version, named, installed.file, capabilities)
@@ -113,6 +116,11 @@ def _named_capabilities(context: CheckContext) -> list[Capability]:
     return sorted({c for c in found if c is not None})
 
 
+def _runs(row: Release, variant: Cuda, capabilities: list[Capability]) -> bool:
+    """That release's build for ``variant`` has kernels for every named GPU (build policy)."""
+    return all(carries_kernels(row.releases[-1], variant, c) for c in capabilities)
+
+
 def _no_build_for_gpu(
     context: CheckContext,
     version: str,
@@ -125,7 +133,7 @@ def _no_build_for_gpu(
     later = [
         (row, max(fit))
         for row in RELEASES
-        if (fit := [v for v in row.variants if all(cuda_can_build(v, c) for c in capabilities)])
+        if (fit := [v for v in row.variants if _runs(row, v, capabilities)])
     ]
     newer = [
         (row, v)

@@ -3,7 +3,8 @@
 Not import failures: torch imports, then ``torch.cuda.is_available()`` is False with "The
 NVIDIA driver on your system is too old (found version 11040)". Hence warnings, with the
 driver number to install, read from ``System32\\nvcuda.dll`` without loading it. The minimum
-drivers and the CUDA variants of each torch release are data in :mod:`.cuda_builds`.
+drivers and the CUDA variants of each torch release are data in
+:mod:`torchguard._facts.cuda_builds`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from torchguard._binary.pe.errors import ImageUnavailable
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     MINIMUM_DRIVER,
     PREVIOUS_VERSIONS_URL,
     Cuda,
@@ -26,6 +25,8 @@ from torchguard._rules.cuda_builds import (
     newest_runnable,
     release_of,
 )
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
 from torchguard._vocab import Code
 from torchguard._windows.tree import join
 

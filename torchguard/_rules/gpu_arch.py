@@ -12,10 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
-from torchguard._model.cache import host_key
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     Cuda,
@@ -24,16 +21,20 @@ from torchguard._rules.cuda_builds import (
     minimum_driver,
     release_of,
 )
-from torchguard._rules.cuda_driver import find_driver, parse_cuda
-from torchguard._rules.kernels import no_kernels_message
-from torchguard._vocab import Code
-from torchguard._windows.gpus import (
+from torchguard._facts.gpus import (
     CUDA_GPUS_URL,
     FIRST_CUDA,
     Capability,
     compute_capability,
     cuda_can_build,
 )
+from torchguard._facts.torch_archs import BuildArchs, build_archs, carries_kernels
+from torchguard._model.cache import host_key
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.cuda_driver import find_driver, parse_cuda
+from torchguard._rules.kernels import arch_names, no_kernels_message
+from torchguard._vocab import Code
 from torchguard._windows.tree import HostFile, ZipMember
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
@@ -81,9 +82,15 @@ def _kernels_in_wheel(context: CheckContext) -> bool:
 def _by_cuda_version(
     context: CheckContext, cuda: Cuda, gpus: dict[str, Capability]
 ) -> Iterator[Finding]:
-    """torch's kernel DLL not readable in place (inside a wheel): a CUDA release that cannot
-    compile the GPU's architecture built no kernels for it, whatever torch asked for."""
+    """torch's kernel DLL not readable in place (inside a wheel): the architectures PyTorch
+    built this (release, CUDA variant) for, from the table; for a build the table does not
+    know, a CUDA release that cannot compile the GPU's architecture built no kernels for it."""
+    row = build_archs(context.torch.version, cuda)
     for name, capability in gpus.items():
+        if row is not None:
+            if not row.runs_on(capability):
+                yield _policy_finding(context, cuda, name, capability, row)
+            continue
         if cuda_can_build(cuda, capability):
             continue
         arch = capability[0] * 10 + capability[1]
@@ -111,6 +118,29 @@ def _by_cuda_version(
             hints=_hints(context, cuda, capability),
             rank=72,
         )
+
+
+def _policy_finding(
+    context: CheckContext, cuda: Cuda, name: str, capability: Capability, row: BuildArchs
+) -> Finding:
+    """No kernels for the GPU in this build by PyTorch's build policy (the table's row)."""
+    how = "read from the real wheel" if row.verified else "as PyTorch's build scripts state"
+    arch = capability[0] * 10 + capability[1]
+    message = (
+        f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) cannot "
+        f"run torch {context.torch.version}: no kernels for sm_{arch} in its CUDA "
+        f"{cuda[0]}.{cuda[1]} build, which PyTorch built for {arch_names(row.sass)}"
+        + (f" with PTX for {arch_names(row.ptx)}" if row.ptx else " and no PTX")
+        + f' ({how}: {row.source}); CUDA operations fail with "no kernel image is available '
+        'for execution on the device"'
+    )
+    return Finding(
+        code=Code.GPU_ARCH_UNSUPPORTED,
+        severity=WARNING,
+        message=message,
+        hints=_hints(context, cuda, capability),
+        rank=72,
+    )
 
 
 def _torch_archs(context: CheckContext) -> FatbinArchs | None:
@@ -156,29 +186,29 @@ def _cached_archs(raw: object) -> FatbinArchs | None:
         return None
 
 
-
-
 def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[RepairHint, ...]:
     installed = find_driver(context)
     driver = installed.driver if installed else None
     version = context.torch.base_version
     release = release_of(version)
 
-    def fits(variant: Cuda) -> bool:
-        if variant == cuda or not cuda_can_build(variant, capability):
+    def fits(row: Release, variant: Cuda) -> bool:
+        """Kernels for the GPU in that build (PyTorch's build policy, not just what the CUDA
+        version could compile) and a driver that starts it."""
+        if variant == cuda or not carries_kernels(row.releases[-1], variant, capability):
             return False
         need = minimum_driver(variant)
         return driver is None or need is None or need <= driver
 
     choice: tuple[Release, Cuda] | None = None
     if release is not None:
-        own = [v for v in release.variants if fits(v)]
+        own = [v for v in release.variants if fits(release, v)]
         if own:
             choice = (release, max(own))
     if choice is None:
         later = [row for row in RELEASES if release is None or row.series > release.series]
         for row in later:
-            fitting = [v for v in row.variants if fits(v)]
+            fitting = [v for v in row.variants if fits(row, v)]
             if fitting:
                 choice = (row, max(fitting))
                 break
@@ -186,7 +216,7 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
     if choice is None:
         return (
             RepairHint(
-                f"no torch build torchguard knows of compiles {arch} for this driver; see "
+                f"no torch build torchguard knows of has {arch} kernels for this driver; see "
                 "which CUDA versions support the GPU and install a matching torch build",
                 (),
                 CUDA_GPUS_URL,
@@ -202,8 +232,8 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
     )
     return (
         RepairHint(
-            f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a CUDA version "
-            f"that compiles {arch}{driver_note}",
+            f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
+            f"carries {arch} kernels{driver_note}",
             (
                 install_command(
                     context.hints.python_cmd,

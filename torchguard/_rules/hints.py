@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchguard._binary.pe.machine import ARM64, X64, X86, label
-from torchguard._report.findings import RepairHint
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     install_command,
     release_of,
     variant_tag,
 )
+from torchguard._report.findings import RepairHint
 from torchguard._windows.locate import split_local
 
 VC_RUNTIME = frozenset(
@@ -63,6 +63,8 @@ class HintContext:
     conda: bool = False
     python_version: tuple[int, int] | None = None
     python_machine: int = X64
+    siblings: tuple[str, ...] = ()
+    """torchvision and torchaudio, when installed: a new torch needs their matching release."""
 
     @property
     def variant(self) -> str | None:
@@ -84,6 +86,24 @@ class HintContext:
     @property
     def base_version(self) -> str | None:
         return split_local(self.torch_version)[0] if self.torch_version else None
+
+
+#: torchvision and torchaudio released with each torch a fix points to (their metadata pins it).
+MATCHING_RELEASES: dict[str, dict[str, str]] = {
+    "2.4.1": {"torchvision": "0.19.1", "torchaudio": "2.4.1"},
+}
+
+
+def install_release(ctx: HintContext, version: str) -> str:
+    """Install exactly torch ``version`` and the installed torchvision/torchaudio releases made
+    for it, from this build's index (``+cpu``, ``+cu124``): not "the newest", which would also
+    move a pinned torchvision."""
+    matching = MATCHING_RELEASES.get(version, {})
+    siblings = [(name, matching[name]) for name in ctx.siblings if name in matching]
+    if ctx.conda:
+        pins = " ".join(f"{name}={pin}" for name, pin in siblings)
+        return f"conda install pytorch={version}" + (f" {pins}" if pins else "") + " -c pytorch"
+    return ctx.pip("install", f"torch=={version}", *(f"{n}=={p}" for n, p in siblings))
 
 
 def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
@@ -252,17 +272,11 @@ def cuda_torch(ctx: HintContext, name: str) -> RepairHint:
 
 def _libomp(ctx: HintContext) -> tuple[RepairHint, ...]:
     if ctx.base_version == "2.4.0":
-        pin = '"torch>=2.4.1"'
-        command = (
-            ctx.pip("install", "--upgrade", pin)
-            if not ctx.conda
-            else 'conda install "pytorch>=2.4.1" -c pytorch'
-        )
         return (
             RepairHint(
                 "torch 2.4.0 for Windows links LLVM OpenMP (libomp140.x86_64.dll), which no "
-                "redistributable installs; torch 2.4.1 fixed it (pytorch#131662): upgrade torch",
-                (command,),
+                "redistributable installs; torch 2.4.1 fixed it (pytorch#131662): install 2.4.1",
+                (install_release(ctx, "2.4.1"),),
                 "https://github.com/pytorch/pytorch/issues/131662",
             ),
         )

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from torchguard._binary.fatbin import FatbinArchs
+from collections.abc import Iterable
 
-#: (major, minor) compute capability, as ``torchguard._windows.gpus.Capability``.
-Capability = tuple[int, int]
+from torchguard._binary.fatbin import FatbinArchs
+from torchguard._facts.gpus import Capability, compute_capability
+
+
+def nvidia_gpus(names: Iterable[str]) -> dict[str, Capability]:
+    """NVIDIA GPUs by name with a known compute capability: two cards of one model are one."""
+    return {
+        name: capability for name in names if (capability := compute_capability(name)) is not None
+    }
 
 
 def arch_names(archs: frozenset[int]) -> str:

@@ -6,10 +6,9 @@ The driver is the kernel module's version (``/proc/driver/nvidia/version``) or, 
 Windows host's (the FileVersion of its DLLs in ``/usr/lib/wsl/drivers``), whose
 ``libcuda.so.1`` is in ``/usr/lib/wsl/lib``; whether ``libcuda.so.1`` is found at all is
 ld.so's answer (cudart ``dlopen``s it by name at the first CUDA call). The minimum drivers are
-the Linux column of NVIDIA's table (:mod:`.cuda_builds`), its Windows column for a WSL2 host's
-driver, the GPUs' architectures
-the table of :mod:`torchguard._windows.gpus`, torch's kernels the ``.nv_fatbin`` of
-``libtorch_cuda.so``.
+the Linux column of NVIDIA's table (:mod:`torchguard._facts.cuda_builds`), its Windows column
+for a WSL2 host's driver, the GPUs' architectures the table of :mod:`torchguard._facts.gpus`,
+torch's kernels the ``.nv_fatbin`` of ``libtorch_cuda.so``.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from torchguard._binary.fatbin import FatbinArchs
-from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.cuda_builds import (
+from torchguard._facts.cuda_builds import (
     LINUX_FAMILY_FLOOR,
     MINIMUM_DRIVER,
     PREVIOUS_VERSIONS_URL,
@@ -34,10 +32,12 @@ from torchguard._rules.cuda_builds import (
     minimum_driver,
     release_of,
 )
+from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
+from torchguard._facts.torch_archs import carries_kernels
+from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_loads import LinuxHints
 from torchguard._vocab import Code
-from torchguard._windows.gpus import CUDA_GPUS_URL, Capability, compute_capability, cuda_can_build
 
 DRIVERS_URL = "https://www.nvidia.com/drivers"
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
@@ -410,26 +410,27 @@ def _arch_hints(
     base = torch_version.split("+")[0]
     release = release_of(base)
 
-    def fits(variant: Cuda, on: LinuxDriver | None) -> bool:
-        """Compiles the GPU and starts on driver ``on`` (minor-version compatibility counts:
-        a variant that only lacks PTX JIT still runs the SASS it ships)."""
-        if variant == cuda or not cuda_can_build(variant, capability):
+    def fits(row: Release, variant: Cuda, on: LinuxDriver | None) -> bool:
+        """Has kernels for the GPU (PyTorch's build policy for that release and variant) and
+        starts on driver ``on`` (minor-version compatibility counts: a variant that only lacks
+        PTX JIT still runs the SASS it ships)."""
+        if variant == cuda or not carries_kernels(row.releases[-1], variant, capability):
             return False
         need = LINUX_FAMILY_FLOOR.get(variant[0]) or linux_minimum_driver(variant)
         return on is None or need is None or need <= on
 
     rows = [release] if release is not None else []
     rows += [row for row in RELEASES if release is None or row.series > release.series]
-    choice = _first_fit(rows, lambda v: fits(v, driver))
+    choice = _first_fit(rows, lambda row, v: fits(row, v, driver))
     new_driver = False
     if choice is None and driver is not None:  # none runs on this driver: a newer one first
-        choice = _first_fit(rows, lambda v: fits(v, None))
+        choice = _first_fit(rows, lambda row, v: fits(row, v, None))
         new_driver = True
     arch = f"sm_{capability[0]}{capability[1]}"
     if choice is None:
         return (
             RepairHint(
-                f"no torch build torchguard knows of compiles {arch} for this driver; see "
+                f"no torch build torchguard knows of has {arch} kernels for this driver; see "
                 "which CUDA versions support the GPU",
                 (),
                 CUDA_GPUS_URL,
@@ -446,18 +447,20 @@ def _arch_hints(
         note = f" (its full feature set needs NVIDIA driver {format_linux_driver(need)} or newer)"
     return (
         RepairHint(
-            f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a CUDA version "
-            f"that compiles {arch}{note}",
+            f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
+            f"carries {arch} kernels{note}",
             (install_command(hints.python_cmd, target, variant, conda=hints.conda, release=row),),
             PREVIOUS_VERSIONS_URL,
         ),
     )
 
 
-def _first_fit(rows: list[Release], fits: Callable[[Cuda], bool]) -> tuple[Release, Cuda] | None:
+def _first_fit(
+    rows: list[Release], fits: Callable[[Release, Cuda], bool]
+) -> tuple[Release, Cuda] | None:
     """The first release (this one, then newer) with a fitting variant, and its newest."""
     for row in rows:
-        fitting = [v for v in row.variants if fits(v)]
+        fitting = [v for v in row.variants if fits(row, v)]
         if fitting:
             return row, max(fitting)
     return None

@@ -428,12 +428,14 @@ def _reinstall(hints: LinuxHints, wheel: str | None) -> tuple[RepairHint, ...]:
                 (hints.pip("install", "--force-reinstall", hints.spec(wheel)),),
             ),
         )
-    version = hints.torch_version.split("+")[0] if hints.torch_version else None
-    spec = f"torch=={version}" if version else "torch"
+    version, _, variant = (hints.torch_version or "").partition("+")
+    spec = f"torch=={hints.torch_version}" if version else "torch"
+    # the build variant kept: torch==2.4.1 alone would fetch PyPI's CUDA build for a +cpu one
+    where = ("--index-url", f"https://download.pytorch.org/whl/{variant}") if variant else ()
     return (
         RepairHint(
             "Reinstall torch with its dependencies",
-            (hints.pip("install", "--force-reinstall", spec),),
+            (hints.pip("install", "--force-reinstall", spec, *where),),
         ),
     )
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from torchguard._model.openmp import NAMES, SIBLING_COPY, STARTED, Conflict, OpenMPState
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.hints import install_release
 from torchguard._vocab import Code
 
 ABORT = (
@@ -38,13 +39,17 @@ SWITCH = "TORCHGUARD_OPENMP=keep"
 
 def check(context: CheckContext) -> Iterator[Finding]:
     state = context.openmp
+    grouped: dict[tuple[str | None, str], list[Conflict]] = {}
     for conflict in state.conflicts:
         if conflict.kind == STARTED:
             yield _started(context, state, conflict)
         elif conflict.kind == NAMES:
-            yield _names(context, state, conflict)
+            key = (conflict.torch_copy, _package(context, conflict.user))
+            grouped.setdefault(key, []).append(conflict)
         elif conflict.kind == SIBLING_COPY:
             yield _sibling(context, state, conflict)
+    for conflicts in grouped.values():  # one cause: this package's runtimes beside torch's
+        yield _names(context, state, conflicts)
 
 
 def _owner(context: CheckContext, path: str | None) -> str | None:
@@ -89,24 +94,43 @@ def _started(context: CheckContext, state: OpenMPState, conflict: Conflict) -> F
     )
 
 
-def _names(context: CheckContext, state: OpenMPState, conflict: Conflict) -> Finding:
+def _names(context: CheckContext, state: OpenMPState, conflicts: list[Conflict]) -> Finding:
+    """One finding for one package's runtimes beside torch's: each runtime it ships, with
+    the binaries that use it, folded under the one cause."""
+    conflict = conflicts[0]
     torch_name = ntpath.basename(conflict.torch_copy or "")
-    other_name = ntpath.basename(conflict.other)
     package = _package(context, conflict.user)
+    users: dict[str, list[str]] = {}
+    for each in conflicts:
+        users.setdefault(each.other, []).append(ntpath.basename(each.user))
+    started = " and ".join(
+        f"{ntpath.basename(other)} ({_who(context, other)}, used by {', '.join(names)})"
+        for other, names in users.items()
+    )
     message = (
         f"two different OpenMP runtimes: torch starts {torch_name} ({conflict.torch_copy}); "
-        f"{package} starts {other_name} ({_who(context, conflict.other)}, used by "
-        f"{ntpath.basename(conflict.user)}). Using both in one process, in either order: "
+        f"{package} starts {started}. Using both in one process, in either order: "
         + (MASKED if state.masked else ABORT)
     )
+    owner = _owner(context, conflict.user)
     hints = [_one_source(context)]
+    if owner is not None and "==" in owner and not context.hints.conda:
+        name = owner.split("==")[0]
+        hints.insert(
+            0,
+            RepairHint(
+                f"another release of {name} may be built on another OpenMP runtime: upgrade "
+                "it (`torchguard check` resolves and scans this fix before printing it)",
+                (context.hints.pip("install", "--upgrade", name),),
+            ),
+        )
     if context.torch.base_version == "2.4.0":
         hints.insert(
             0,
             RepairHint(
                 "torch 2.4.0 uses LLVM OpenMP (libomp140.x86_64.dll); 2.4.1 returned to "
                 "Intel's runtime",
-                (context.hints.pip("install", "--upgrade", "torch>=2.4.1"),),
+                (install_release(context.hints, "2.4.1"),),
             ),
         )
     return Finding(
@@ -114,7 +138,7 @@ def _names(context: CheckContext, state: OpenMPState, conflict: Conflict) -> Fin
         severity=WARNING if state.masked else ERROR,
         message=message,
         dll=torch_name,
-        missing=other_name,
+        missing=ntpath.basename(conflict.other),
         path=conflict.other,
         hints=tuple(hints),
         package=package,
@@ -189,6 +213,6 @@ def _one_source(context: CheckContext) -> RepairHint:
         )
     return RepairHint(
         "install torch and the other package from one source, so they share one OpenMP "
-        "runtime (pip's numpy uses OpenBLAS; pip's faiss-cpu and scikit-learn use vcomp140, "
-        "which never conflicts)",
+        "runtime (pip's numpy uses OpenBLAS; a package built on vcomp140, as pip's "
+        "scikit-learn is, never conflicts)",
     )

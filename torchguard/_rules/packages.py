@@ -13,18 +13,18 @@ import ntpath
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from torchguard._facts.cuda_builds import (
+    PREVIOUS_VERSIONS_URL,
+    Release,
+    install_command,
+    release_of,
+)
 from torchguard._model.builds import BuildTarget
 from torchguard._model.ecosystem import CORE, OPTIONAL, PackageSimulation, is_torch_dll
 from torchguard._model.loader import ARCH, CORRUPT, INIT, MISSING, SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_builds import (
-    PREVIOUS_VERSIONS_URL,
-    Release,
-    install_command,
-    release_of,
-)
 from torchguard._rules.hints import is_cuda_dll
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]

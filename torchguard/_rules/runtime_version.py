@@ -1,13 +1,15 @@
 """runtime-too-old: the Visual C++ runtime torch binds to is older than torch's toolset.
 
-An **error** only where the replay proves the failure: a binary built with the 14.40+
-toolset that imports ``msvcp140.dll`` bound to a copy older than 14.40 fails to initialise
-(WinError 1114; :mod:`torchguard._model.initialise`), and the predicted ``import torch``
-says so. Every other gap (an older ``vcruntime140.dll``, an older minor before the mutex
-change) is a **warning**: Microsoft supports a runtime only as new as the newest toolset of
-any component, but no failure of torch is known from it. python.org's ``vcruntime140.dll``
-beside python.exe (14.38 in CPython 3.11.9) is such a gap: ``std::mutex`` lives in
-``msvcp140.dll``, and only another Python build replaces the copy python.exe loads first.
+An **error** only where the replay proves the failure: a binary whose import table shows
+mutexes laid out by the 14.40+ compiler (``_Mtx_lock`` without ``_Mtx_init_in_situ``) bound
+to an ``msvcp140.dll`` older than 14.40 fails to initialise (WinError 1114;
+:mod:`torchguard._model.initialise`), and the predicted ``import torch`` says so. Every other
+gap (import tables that cannot decide, an older ``vcruntime140.dll``, an older minor before
+the mutex change) is a **warning**: Microsoft supports a runtime only as new as the newest
+toolset of any component, but no failure of torch is proven from it. python.org's
+``vcruntime140.dll`` beside python.exe (14.38 in CPython 3.11.9) is such a gap: ``std::mutex``
+lives in ``msvcp140.dll``, and only another Python build replaces the copy python.exe loads
+first.
 torch's own DLLs carry no version resource: their linker version stands for the toolset.
 """
 
@@ -18,7 +20,8 @@ from collections.abc import Iterator
 from enum import Enum
 
 from torchguard._binary.pe.errors import ImageUnavailable
-from torchguard._model.initialise import MUTEX_CHANGE, runtime_version
+from torchguard._binary.pe.mutex import CONSTRUCT, LOCK
+from torchguard._model.initialise import MSVCP140, MUTEX_CHANGE, runtime_version
 from torchguard._model.loader import (
     APP_DIR,
     DLL_LOAD_DIR,
@@ -29,6 +32,7 @@ from torchguard._model.loader import (
     Failure,
     Resolution,
 )
+from torchguard._model.vcruntime import MutexEvidence, mutex_evidence
 from torchguard._model.vcruntime import toolset as built_with
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
@@ -57,7 +61,8 @@ def check(context: CheckContext) -> Iterator[Finding]:
     toolset = built_with(context.guarded, context.facts, context.torch.package_dir)
     if toolset is None:
         return
-    yield from _stale_copies(context, toolset)
+    evidence = mutex_evidence(context.guarded, context.facts, context.torch.package_dir)
+    yield from _stale_copies(context, toolset, evidence)
     for root, resolution in _runtime_resolutions(context):
         if resolution.name.lower() in proven:
             continue
@@ -66,7 +71,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
             continue
         if (version[0], version[1] // 10) >= (toolset[0], toolset[1] // 10):
             continue
-        yield _gap(context, root, resolution, version, toolset)
+        yield _gap(context, root, resolution, version, toolset, evidence)
 
 
 def init_finding(context: CheckContext, root: str, failure: Failure) -> Finding:
@@ -80,9 +85,10 @@ def init_finding(context: CheckContext, root: str, failure: Failure) -> Finding:
         severity=ERROR,
         message=(
             f"{failure.leaf.lower()} {failure.detail} {_where(context, resolution)} is older "
-            f"than 14.40, and {importer} is built with the Visual C++ {built} toolset: loading "
-            f"{root} fails with WinError 1114 (its initialisation fails, or it crashes), "
-            "because the 14.40 runtime changed std::mutex"
+            f"than 14.40, and {importer} is built with the Visual C++ {built} toolset and "
+            f"locks mutexes the compiler laid out (it imports {LOCK} but not {CONSTRUCT}): "
+            f"loading {root} fails with WinError 1114 (its initialisation fails, or it "
+            "crashes), because the 14.40 runtime changed std::mutex"
         ),
         dll=root,
         missing=failure.leaf.lower(),
@@ -126,18 +132,26 @@ def _gap(
     resolution: Resolution,
     version: tuple[int, ...],
     toolset: tuple[int, int],
+    evidence: MutexEvidence,
 ) -> Finding:
     """A warning: older than the toolset, with no failure the replay can prove."""
     name = resolution.name.lower()
     shown = ".".join(map(str, version[:3]))
+    why = "no failure of `import torch` is known from this gap"
+    if name == MSVCP140 and tuple(version[:2]) < MUTEX_CHANGE and evidence.undecided:
+        why = (
+            f"{ntpath.basename(evidence.undecided)} constructs its mutexes through the runtime "
+            f"(it imports {CONSTRUCT}), so the 14.40 std::mutex change is not proven to break "
+            "`import torch`; whether every mutex of torch goes through that constructor is not "
+            "in its import tables"
+        )
     return Finding(
         code=Code.RUNTIME_TOO_OLD,
         severity=WARNING,
         message=(
             f"{name} {shown} {_where(context, resolution)} is older than the Visual C++ "
             f"{toolset[0]}.{toolset[1]} toolset torch {context.torch.version} was built with: "
-            "Microsoft supports only a runtime at least as new as the toolset, but no failure "
-            "of `import torch` is known from this gap"
+            f"Microsoft supports only a runtime at least as new as the toolset, but {why}"
         ),
         dll=root,
         missing=name,
@@ -226,17 +240,28 @@ def _repair(
     return (fix, redist)
 
 
-def _stale_copies(context: CheckContext, toolset: tuple[int, int]) -> Iterator[Finding]:
+def _stale_copies(
+    context: CheckContext, toolset: tuple[int, int], evidence: MutexEvidence
+) -> Iterator[Finding]:
     """A package ships an older msvcp140.dll and loads it when imported: imported before
-    torch, every torch DLL binds to that copy (WinError 1114). A warning: the order decides."""
+    torch, every torch DLL binds to that copy (WinError 1114 where torch's import tables prove
+    it). A warning: the order decides."""
     preloaded = any(p.switch.startswith("TORCHGUARD_VCRUNTIME") for p in context.preloads)
+    if evidence.proven:
+        outcome = "fails to initialise (WinError 1114). torch imported first works"
+    else:
+        outcome = (
+            "may fail to initialise (WinError 1114): its binaries construct their mutexes "
+            f"through the runtime (they import {CONSTRUCT}), which that copy supports, but "
+            "whether all of them do is not in their import tables. torch imported first works"
+        )
     for copy in context.stale_runtimes:
         shown = ".".join(map(str, copy.version[:3]))
         message = (
             f"{copy.dist} ships msvcp140.dll {shown} ({copy.path}) and loads it when imported "
             f"({ntpath.basename(copy.importer)} imports it): imported before torch, torch "
             f"{context.torch.version} (built with the {toolset[0]}.{toolset[1]} toolset) binds "
-            "to that copy and fails to initialise (WinError 1114). torch imported first works"
+            f"to that copy and {outcome}"
         )
         hints = [
             RepairHint(f"import torch before {copy.dist} (or call torchguard.ensure() first)"),

@@ -15,6 +15,13 @@ from functools import cache
 from importlib import resources
 
 from torchguard._binary.pe.machine import X64, X86, platform_machine
+from torchguard._windows.environment import (
+    CONDA,
+    VENV,
+    Environment,
+    environment_around,
+    environment_of,
+)
 from torchguard._windows.foreign import refuse_other_platform_install, refuse_other_platforms
 from torchguard._windows.gpus import DisplayAdapter, named_adapter
 from torchguard._windows.python_dlls import python_dlls, tag_free_threaded
@@ -22,6 +29,7 @@ from torchguard._windows.tree import AssumedFile, WinTree, join, same_path
 from torchguard._windows.wheel import WheelError, mount_wheel, wheel_platform_tag, wheel_python_tag
 
 OFFLINE_PREFIX = "C:\\Python"
+OFFLINE_VENV = "C:\\venv"
 OFFLINE_SYSTEM32 = "C:\\Windows\\System32"
 
 
@@ -77,6 +85,8 @@ class System:
     """Live: every module of the process in load order, same-named copies included."""
     kmp_started: str | None = None
     """Live: the module whose KMP (OpenMP) runtime already registered in this process."""
+    environment: str | None = None
+    """Offline: the environment the scan found its targets in (``conda``, ``venv`` ...)."""
     registered_dirs: tuple[str, ...] = ()
     """Live: folders the program registered with ``os.add_dll_directory`` (observed)."""
     unseen_dirs: tuple[str, ...] = ()
@@ -125,10 +135,18 @@ def offline_windows(
     """
     from torchguard._windows.locate import find_torch_package
 
+    env, env_target = _environment(targets, python_dir)
+    places = _places(env)
+    site_dir = places.site_dir
     tree = WinTree()
-    site_dir = join(OFFLINE_PREFIX, "Lib", "site-packages")
     try:
-        tags, platforms = _mount_targets(tree, targets, site_dir)
+        if env is not None and env_target is not None:
+            # the environment itself: its root (python.exe, DLLs, Library\bin, conda-meta)
+            # at its prefix, its site-packages where the other targets overlay it
+            tree.mount_host_dir(places.prefix, env.root)
+            tree.mount_host_dir(site_dir, env.site or env.root)
+            targets = [t for t in targets if t is not env_target]
+        tags, platforms = _mount_targets(tree, targets, site_dir, places.prefix)
         for folder in system32_dirs:
             _mount_folder(tree, OFFLINE_SYSTEM32, folder, "--system32")
         _assume(
@@ -145,34 +163,40 @@ def offline_windows(
         machine = _python_machine(tree, package_dir, platforms)
         python_dll, stable_dll = python_dlls(version, free_threaded=free_threaded)
         if python_dir is not None:
-            _mount_folder(tree, OFFLINE_PREFIX, python_dir, "--python-dir")
-        else:
+            _mount_folder(tree, places.prefix, python_dir, "--python-dir")
+        venv = env is not None and env.kind == VENV
+        if env is not None and env.home_host is not None:
+            tree.mount_host_dir(places.app_dir, env.home_host)
+        elif venv or (env is None and python_dir is None):  # python.exe's folder unseen
             shipped = (python_dll, stable_dll, "vcruntime140.dll") + (
                 () if machine == X86 else ("vcruntime140_1.dll",)  # no x86 build needs it
             )
             build = f"{version[0]}.{version[1]}{'t' if free_threaded else ''}"
-            _assume(tree, OFFLINE_PREFIX, shipped, f"python.org CPython {build}")
+            _assume(tree, places.app_dir, shipped, f"python.org CPython {build}")
     except TargetError:
         tree.close()
         raise
     interpreter = Interpreter(
         version=version,
         machine=machine,
-        executable=join(OFFLINE_PREFIX, "python.exe"),
-        prefix=OFFLINE_PREFIX,
-        exec_prefix=OFFLINE_PREFIX,
-        base_exec_prefix=OFFLINE_PREFIX,
+        executable=places.executable,
+        prefix=places.prefix,
+        exec_prefix=places.prefix,
+        base_exec_prefix=places.base_exec_prefix,
         userbase=None,
-        app_dir=OFFLINE_PREFIX,
+        app_dir=places.app_dir,
         site_dirs=(site_dir,),
+        is_conda=env is not None and env.kind == CONDA,
         free_threaded=free_threaded,
     )
     # python.exe itself has loaded these by the time anything imports torch.
     loaded = {
-        name: join(OFFLINE_PREFIX, name)
+        name: join(places.app_dir, name)
         for name in (interpreter.dlls[0], "vcruntime140.dll")
-        if tree.is_file(join(OFFLINE_PREFIX, name))
+        if tree.is_file(join(places.app_dir, name))
     }
+    known = env is not None and env.prefix is not None
+    executable = places.executable
     return System(
         tree=tree,
         interpreter=interpreter,
@@ -181,14 +205,65 @@ def offline_windows(
         loaded=loaded,
         live=False,
         torch_package_dir=package_dir,
-        python_cmd=f"py -{version[0]}.{version[1]}",
+        python_cmd=(
+            (f'"{executable}"' if " " in executable else executable)
+            if known
+            else f"py -{version[0]}.{version[1]}"
+        ),
         display_adapters=tuple(DisplayAdapter(named_adapter(name)) for name in gpus),
         driver_cuda=driver_cuda,
+        environment=env.describe(places.prefix, places.app_dir) if env is not None else None,
     )
 
 
+@dataclass(frozen=True)
+class _Places:
+    """The Windows paths of an offline interpreter (see :class:`Interpreter`)."""
+
+    prefix: str
+    base_exec_prefix: str
+    app_dir: str
+    executable: str
+
+    @property
+    def site_dir(self) -> str:
+        return join(self.prefix, "Lib", "site-packages")
+
+
+def _environment(
+    targets: Sequence[str], python_dir: str | None
+) -> tuple[Environment | None, str | None]:
+    """The environment of ``--python-dir``, else of the first folder target inside one, and
+    that target (None: ``--python-dir``'s, or none found)."""
+    if python_dir is not None:
+        return (environment_of(python_dir) if os.path.isdir(python_dir) else None), None
+    for target in targets:
+        if os.path.isdir(target):
+            found = environment_around(target)
+            if found is not None:
+                return found, target
+    return None, None
+
+
+def _places(env: Environment | None) -> _Places:
+    """Where python.exe, its folder and ``sys.prefix`` are: the environment's own Windows
+    paths when known (on Windows, or under WSL's ``/mnt``), stand-ins for a copy."""
+    if env is None:
+        prefix = OFFLINE_PREFIX
+        return _Places(prefix, prefix, prefix, join(prefix, "python.exe"))
+    if env.kind != VENV:
+        prefix = env.prefix or OFFLINE_PREFIX
+        return _Places(prefix, prefix, prefix, join(prefix, "python.exe"))
+    prefix = env.prefix or OFFLINE_VENV
+    home = env.home or OFFLINE_PREFIX
+    if same_path(home, prefix):
+        home = OFFLINE_PREFIX if not same_path(prefix, OFFLINE_PREFIX) else OFFLINE_VENV
+    # Scripts\python.exe is the venv launcher: the process image is the base python.exe
+    return _Places(prefix, home, home, join(prefix, "Scripts", "python.exe"))
+
+
 def _mount_targets(
-    tree: WinTree, targets: Sequence[str], site_dir: str
+    tree: WinTree, targets: Sequence[str], site_dir: str, prefix: str
 ) -> tuple[list[str], list[str]]:
     """Overlay each target on the site directory; return the wheels' CPython and platform
     tags."""
@@ -202,7 +277,7 @@ def _mount_targets(
             if refusal is not None:
                 raise TargetError(refusal)
             try:
-                mount_wheel(tree, os.path.abspath(target), site_dir, OFFLINE_PREFIX)
+                mount_wheel(tree, os.path.abspath(target), site_dir, prefix)
             except WheelError as exc:
                 raise TargetError(str(exc)) from None
             tag = wheel_python_tag(target)

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from torchguard._binary.pe.symbols import SymbolTables
 
 #: Bump when what is read from a file changes: cached facts of another reader are ignored.
-#: 4: a read error of the environment is no longer stored as damage; 5: OpenMP marks.
-READER_VERSION = 5
+#: 4: a read error of the environment is no longer stored as damage; 5: OpenMP marks;
+#: 6: how std::mutex is constructed.
+READER_VERSION = 6
 
 MACHINE_NAMES: dict[int, str] = {
     Machine.X86: "x86",
@@ -58,6 +59,9 @@ class PEFacts:
     file_version: tuple[int, int, int, int] | None = None
     openmp: tuple[str, ...] = ()
     """What the binary is to OpenMP (:mod:`torchguard._binary.pe.openmp`); () for most."""
+    mutex: str | None = None
+    """How it constructs the ``std::mutex`` it uses (:mod:`torchguard._binary.pe.mutex`);
+    None when its symbol tables were not read."""
 
     @property
     def machine_name(self) -> str:
@@ -126,12 +130,13 @@ def _parse(
         return PEImage(facts)
     from dataclasses import replace
 
+    from torchguard._binary.pe.mutex import mutex_construction
     from torchguard._binary.pe.openmp import openmp_marks
     from torchguard._binary.pe.symbols import read_symbols
 
     tables = read_symbols(source, kept)
     marks = openmp_marks(source, tables)
-    return PEImage(replace(facts, openmp=marks) if marks else facts, tables)
+    return PEImage(replace(facts, openmp=marks, mutex=mutex_construction(tables)), tables)
 
 
 def read_image_stream(

@@ -6,8 +6,10 @@ versions" page (pytorch.org/get-started/previous-versions, whose commands are un
 Windows"), the 2.10 row from PyTorch's wheel-variants announcement, the 2.11 to 2.14 rows from
 the release compatibility matrix in pytorch/pytorch's RELEASE.md (stable and experimental CUDA
 of each release; for 2.12 to 2.14 its CUDA support matrix names them "for Linux x86 and Windows
-builds"). No source seen covers 2.15 yet. Official conda packages (``-c pytorch -c nvidia``,
-``pytorch-cuda=X.Y``) stop after 2.5 (pytorch/pytorch#138506).
+builds"). 2.15 drops CUDA 12.6 (issue 23, "2.15 removes cu126") and keeps 2.14's CUDA 13
+variants; its PyPI Linux wheel is built for CUDA 13.2 (read from its ``torch/version.py``).
+Official conda packages (``-c pytorch -c nvidia``, ``pytorch-cuda=X.Y``) stop after 2.5
+(pytorch/pytorch#138506).
 """
 
 from __future__ import annotations
@@ -181,6 +183,13 @@ RELEASES: tuple[Release, ...] = (
         ((12, 6), (13, 0), (13, 2)),
         False,
         _MATRIX.format("2.14") + _WINDOWS,
+    ),
+    Release(
+        (2, 15),
+        ("2.15.0",),
+        ((13, 0), (13, 2)),
+        False,
+        "2.14's CUDA 13 variants without 12.6 (issue 23); PyPI's 2.15.0 Linux wheel: CUDA 13.2",
     ),
 )
 

@@ -1,0 +1,315 @@
+"""`check` on requirement files as published: files read in, VCS/URL/local requirements named
+and left out, every index asked before pip runs (a local HTTP server and a closed port stand in
+for the indexes; no network)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from fakes import FakeTorch
+from test_check import local_index, run
+
+from torchguard._frontends import index_probe
+from torchguard._frontends.requirement_input import read_requirements
+
+DIFFUSERS = "git+https://github.com/huggingface/diffusers@363d1ab7e24c5ed6c190abb00df66d9edb74383b"
+
+
+def test_a_published_file_is_read_and_what_cannot_be_resolved_is_named(tmp_path: Path) -> None:
+    (tmp_path / "base.txt").write_text("numpy<2  # pinned for the extension\n")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(
+        "# ai-toolkit-like\n"
+        "--extra-index-url https://download.pytorch.org/whl/cu126\n"
+        "-r base.txt\n"
+        "torch==2.4.1\n"
+        f"{DIFFUSERS}\n"
+        "-e ./sd-scripts\n"
+        "lycoris-lora==1.8.3 \\\n"
+        "    --hash=sha256:0123\n"
+        "pkg @ https://example.org/pkg-1.0.tar.gz\n"
+        "wheel @ https://example.org/wheel-1.0-py3-none-any.whl\n"
+    )
+    given = read_requirements(["-r", str(requirements), "-c", "c.txt"])
+    assert given.arguments == [
+        "--extra-index-url",
+        "https://download.pytorch.org/whl/cu126",
+        "numpy<2",
+        "torch==2.4.1",
+        "lycoris-lora==1.8.3",
+        "wheel @ https://example.org/wheel-1.0-py3-none-any.whl",
+        "-c",
+        str(Path.cwd() / "c.txt"),
+    ]
+    assert [(u.requirement, u.where) for u in given.unchecked] == [
+        (DIFFUSERS, "requirements.txt:5"),
+        ("-e ./sd-scripts", "requirements.txt:6"),
+        ("pkg @ https://example.org/pkg-1.0.tar.gz", "requirements.txt:9"),
+    ]
+    assert "VCS requirement" in given.unchecked[0].why
+    assert "local folder" in given.unchecked[1].why
+    assert "source archive" in given.unchecked[2].why
+    assert given.index_urls() == [("--extra-index-url", "https://download.pytorch.org/whl/cu126")]
+    assert "--extra-index-url" not in given.without_indexes(
+        ["https://download.pytorch.org/whl/cu126"]
+    )
+
+
+def test_an_index_on_a_requirement_line_applies_to_the_run(tmp_path: Path) -> None:
+    """kohya_ss's requirements_pytorch_windows.txt: pip takes a line's --index-url for all."""
+    cu118 = "https://download.pytorch.org/whl/cu118"
+    requirements = tmp_path / "requirements_pytorch_windows.txt"
+    requirements.write_text(
+        f"torch==2.4.0+cu118 --index-url {cu118}\n"
+        f"torchvision==0.19.0+cu118 --index-url {cu118} --hash sha256:00\n"
+    )
+    given = read_requirements(["-r", str(requirements)])
+    assert given.arguments == [
+        "torch==2.4.0+cu118",
+        "--index-url",
+        cu118,
+        "torchvision==0.19.0+cu118",
+        "--index-url",
+        cu118,
+    ]
+    assert given.index_urls() == [("--index-url", cu118), ("--index-url", cu118)]
+
+
+class _NotFound(BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.send_response(404)
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self.do_HEAD()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def not_found() -> Iterator[str]:
+    """An HTTP server that answers 404 to everything: a mistyped index."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/whl/cu126"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A port that accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/simple"
+    listener.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_answers() -> Iterator[None]:
+    index_probe.forget()
+    yield
+    index_probe.forget()
+
+
+def test_probe_tells_404_refused_and_silent_apart(not_found: str, silent: str) -> None:
+    assert index_probe.probe(not_found, timeout=5) == "answers HTTP 404 Not Found"
+    refused = index_probe.probe("http://127.0.0.1:9/simple", timeout=5)
+    assert refused is not None and refused.startswith("cannot be reached (")
+    assert index_probe.probe(silent, timeout=1) == "did not answer within 1 s"
+
+
+def test_a_cuda_index_that_fails_says_the_answer_is_about_another_build(not_found: str) -> None:
+    (problem,) = index_probe.probe_all([(not_found, True)], timeout=5)
+    line = index_probe.what_it_changes(problem, ["https://pypi.org/simple"])
+    assert line.startswith(f"warning: the extra index {not_found} answers HTTP 404 Not Found")
+    assert "torch's cu126 build comes from it" in line
+    assert "not the cu126 one" in line
+
+
+def test_a_real_file_gets_an_answer_with_the_unchecked_named_and_the_index_said(
+    tmp_path: Path, not_found: str
+) -> None:
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch==2.4.1\n{DIFFUSERS}\n--extra-index-url {not_found}\n")
+    result = run(
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--no-verify",
+        "--",
+        "-r",
+        str(requirements),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"not checked: {DIFFUSERS} (requirements.txt:2): a VCS requirement" in result.stdout
+    said = f"warning: the extra index {not_found} answers HTTP 404 Not Found"
+    assert said in result.stdout
+    assert result.stderr.startswith(f"torchguard: {said}")  # at once, not only at the end
+    head = result.stdout.splitlines()[0]
+    assert "import torch succeeds" in head and "(1 requirement(s) not checked: named below)" in head
+    assert "(without 1 index(es) that failed: see below)" in head
+
+
+def test_a_fix_whose_index_cannot_be_reached_is_never_called_verified() -> None:
+    """As with download.pytorch.org out of reach: pip would answer from PyPI, and "verified"
+    would be about a build the fix does not install."""
+    from torchguard._frontends.verify import verify_fix
+    from torchguard._report.findings import ERROR, Finding, RepairHint
+    from torchguard._report.report import ImportOutcome, Report, TorchSummary
+    from torchguard._vocab import Code
+
+    command = "py -3.11 -m pip install torch==2.4.1 --index-url http://127.0.0.1:9/whl/cpu"
+    broken = Report(
+        findings=(
+            Finding(Code.MISSING_DLL, ERROR, "libomp", hints=(RepairHint("fix", (command,)),)),
+        )
+    )
+    fixed = Report(torch=TorchSummary("2.4.1", "site/torch"), import_torch=ImportOutcome(ok=True))
+    ran: list[object] = []
+    notes: list[str] = []
+    result = verify_fix(["torch==2.4.0"], broken, notes, lambda r, i: ran.append(r) or fixed, [])
+    assert result is not None and result["verified"] is False and ran == []
+    assert notes[0].startswith(
+        "fix (not verified: its index http://127.0.0.1:9/whl/cpu cannot be reached ("
+    )
+    assert notes[0].endswith(f"): {command}")
+
+
+def test_the_fix_runs_the_pip_of_the_python_the_user_installs_into(tmp_path: Path) -> None:
+    from torchguard._frontends.install_python import install_python
+
+    portable = tmp_path / "ComfyUI_windows_portable"
+    (portable / "python_embeded").mkdir(parents=True)
+    (portable / "python_embeded" / "python.exe").write_bytes(b"MZ")
+    (portable / "ComfyUI").mkdir()
+    requirements = str(portable / "ComfyUI" / "requirements.txt")
+    assert install_python("3.12", [requirements], cwd=str(portable)) == (
+        "python_embeded\\python.exe"
+    )
+    assert install_python("3.12", [requirements], cwd=str(portable / "ComfyUI")) == (
+        "..\\python_embeded\\python.exe"
+    )
+    elsewhere = str(tmp_path / "elsewhere")
+    venv = {"VIRTUAL_ENV": "C:\\venv"}
+    assert install_python(
+        "3.12", [], cwd=elsewhere, environ=venv, windows=True, running="3.12"
+    ) == ("python")
+    # another Python version than the venv's, a Linux venv, or nothing known: py -3.X
+    assert install_python(
+        "3.11", [], cwd=elsewhere, environ=venv, windows=True, running="3.12"
+    ) == ("py -3.11")
+    assert install_python(
+        "3.12", [], cwd=elsewhere, environ=venv, windows=False, running="3.12"
+    ) == ("py -3.12")
+    assert install_python("3.12", [], cwd=elsewhere, environ={}, windows=True, running="3.12") == (
+        "py -3.12"
+    )
+
+
+BACKEND = '''\
+"""A PEP 517 backend of a few lines: metadata only, as pip's dry run asks for."""
+import os
+
+METADATA = "Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
+
+
+def prepare_metadata_for_build_wheel(directory, config_settings=None):
+    info = "{name}-{version}.dist-info"
+    os.makedirs(os.path.join(directory, info))
+    with open(os.path.join(directory, info, "METADATA"), "w") as handle:
+        handle.write(METADATA)
+    return info
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+'''
+
+
+def sdist(folder: Path, name: str, version: str, extra: dict[str, str]) -> None:
+    """A real sdist in a ``file://`` index, building its metadata without any download."""
+    import io
+    import tarfile
+
+    root = f"{name}-{version}"
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+        'backend-path = ["."]\n',
+        "backend.py": BACKEND.replace("{name}", name).replace("{version}", version),
+        f"{name}.py": "",
+        **extra,
+    }
+    project = folder / name
+    project.mkdir(parents=True)
+    filename = f"{root}.tar.gz"
+    with tarfile.open(project / filename, "w:gz") as archive:
+        for path, text in files.items():
+            data = text.encode()
+            member = tarfile.TarInfo(f"{root}/{path}")
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+    (project / "index.html").write_text(f'<a href="{filename}">{filename}</a>\n')
+
+
+def test_an_sdist_only_release_is_judged_by_its_source(tmp_path: Path) -> None:
+    """lycoris-lora 1.8.3's shape (Python only, no wheel): resolved from its source, the rest
+    judged; a release whose source has C++ and a CUDAExtension is named as compiling."""
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    simple = tmp_path / "index" / "simple"
+    sdist(simple, "purepkg", "1.8.3", {})
+    sdist(
+        simple,
+        "nativepkg",
+        "2.1.2",
+        {
+            "csrc/scatter.cpp": "int main() {}",
+            "setup.py": "from torch.utils.cpp_extension import CUDAExtension\n"
+            "setup(ext_modules=[CUDAExtension('x', ['csrc/scatter.cpp'])])\n",
+        },
+    )
+    common = ["--python", "3.11", "--index-url", index, "--cache-dir", str(tmp_path / "c")]
+    pure = run("torch==2.4.1", "purepkg==1.8.3", *common, "--no-verify")
+    assert pure.returncode == 0, pure.stdout + pure.stderr
+    assert "built from source: purepkg 1.8.3 publishes only purepkg-1.8.3.tar.gz" in pure.stdout
+    native = run("torch==2.4.1", "nativepkg", *common, "--no-verify")
+    assert native.returncode == 2, native.stdout + native.stderr
+    assert (
+        "nativepkg 2.1.2 would compile native code on the machine that installs it (its source "
+        "has csrc/scatter.cpp; its setup.py uses ext_modules"
+    ) in native.stderr, native.stderr
+
+
+def test_pure_python_source_compiles_nothing() -> None:
+    import io
+    import tarfile
+
+    from torchguard._frontends.sdist_source import native_reasons
+
+    def archive(files: dict[str, str]) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as opened:
+            for path, text in files.items():
+                member = tarfile.TarInfo(f"p-1.0/{path}")
+                member.size = len(text.encode())
+                opened.addfile(member, io.BytesIO(text.encode()))
+        return buffer.getvalue()
+
+    setup = "from setuptools import setup, find_packages\nsetup(packages=find_packages())\n"
+    assert native_reasons(archive({"setup.py": setup, "p/__init__.py": ""}), "p-1.0.tar.gz") == []
+    rust = '[build-system]\nbuild-backend = "maturin"\n'
+    assert native_reasons(archive({"pyproject.toml": rust}), "p-1.0.tar.gz") == [
+        "its build backend is maturin, which compiles"
+    ]

@@ -1,0 +1,73 @@
+"""An extension's own CUDA kernels against the machine's GPU (xformers, flash-attn, ...)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import FakeTorch, companion, system32, write_tree
+from test_gpu_arch import torch_cuda
+
+import torchguard
+
+TORCH_28_CU128 = (70, 75, 80, 86, 90, 100, 120)
+
+
+def scan(
+    tmp_path: Path, gpu: str, package: str, binaries: dict[str, bytes], version: str = "0.0.32"
+) -> torchguard.Report:
+    fake = FakeTorch(
+        version="2.8.0+cu128",
+        cuda="12.8",
+        extra={"torch/lib/torch_cuda.dll": torch_cuda(TORCH_28_CU128)},
+    )
+    site = fake.write(tmp_path / "site")
+    write_tree(site, companion(package, version, binaries, {}))
+    folder = system32(tmp_path / "s32")
+    return torchguard.scan([site], system32=[folder], gpus=[gpu])
+
+
+def kernels(report: torchguard.Report) -> list[torchguard.Finding]:
+    return [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+
+
+def test_xformers_without_sm_120_on_an_rtx_5090(tmp_path: Path) -> None:
+    """torch runs on the RTX 5090; xformers' own kernels stop at sm_90."""
+    report = scan(
+        tmp_path, "NVIDIA GeForce RTX 5090", "xformers", {"xformers/_C.pyd": torch_cuda((80, 90))}
+    )
+    (finding,) = kernels(report)
+    assert finding.severity == "warning" and report.ok
+    assert "xformers 0.0.32" in finding.message and "sm_120" in finding.message
+    assert "sm_80, sm_90" in finding.message and "attention" in finding.message
+    assert "TORCH_CUDA_ARCH_LIST=12.0" in finding.hints[0].summary
+
+
+@pytest.mark.parametrize(
+    ("sass", "ptx"),
+    [((80, 90, 120), ()), ((80,), (90,))],  # SASS for the GPU, or PTX the driver JIT-compiles
+)
+def test_an_extension_with_kernels_for_the_gpu_is_fine(
+    tmp_path: Path, sass: tuple[int, ...], ptx: tuple[int, ...]
+) -> None:
+    binaries = {"flash_attn_2_cuda.cp311-win_amd64.pyd": torch_cuda(sass, ptx)}
+    assert kernels(scan(tmp_path, "NVIDIA GeForce RTX 5090", "flash-attn", binaries)) == []
+
+
+def test_binaries_without_a_fatbin_and_unknown_packages_are_not_judged(tmp_path: Path) -> None:
+    cpu_only = {"bitsandbytes/libbitsandbytes_cpu.dll": torch_cuda(())}
+    assert kernels(scan(tmp_path / "a", "NVIDIA GeForce RTX 5090", "bitsandbytes", cpu_only)) == []
+    other = {"mypkg/_C.pyd": torch_cuda((80,))}
+    assert kernels(scan(tmp_path / "b", "NVIDIA GeForce RTX 5090", "mypkg", other)) == []
+
+
+def test_kernels_spread_over_several_binaries_count_together(tmp_path: Path) -> None:
+    """bitsandbytes ships one library per CUDA version; any of them covering the GPU is enough."""
+    binaries = {
+        "bitsandbytes/libbitsandbytes_cuda121.dll": torch_cuda((50, 60, 70)),
+        "bitsandbytes/libbitsandbytes_cuda128.dll": torch_cuda((75, 120)),
+    }
+    assert kernels(scan(tmp_path, "NVIDIA GeForce RTX 5090", "bitsandbytes", binaries)) == []
+    report = scan(tmp_path / "b", "NVIDIA H100 PCIe", "bitsandbytes", binaries)
+    (finding,) = kernels(report)  # torch has sm_90; sm_75 SASS does not run on Hopper
+    assert finding.message.startswith("the NVIDIA H100 PCIe (sm_90) cannot run bitsandbytes")

@@ -1,0 +1,116 @@
+"""The architectures each (torch release, CUDA variant) build carries: build policy, as data."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from torchguard._facts.cuda_builds import RELEASES, release_of
+from torchguard._facts.gpus import compute_capability, cuda_can_build
+from torchguard._facts.torch_archs import BUILD_ARCHS, build_archs, carries_kernels
+
+PASCAL = (6, 1)
+VOLTA = (7, 0)
+
+
+def test_build_policy_differs_from_toolkit_capability() -> None:
+    assert cuda_can_build((12, 8), PASCAL)  # CUDA 12.8 can compile sm_61...
+    assert not carries_kernels("2.8.0", (12, 8), PASCAL)  # ...PyTorch's cu128 build has none
+    assert carries_kernels("2.8.0", (12, 6), PASCAL)  # cu126 keeps Maxwell and Pascal
+    assert carries_kernels("2.10.0", (12, 8), VOLTA)
+    assert not carries_kernels("2.11.0", (12, 8), VOLTA)  # 2.11 drops sm_70 from cu128
+    assert not carries_kernels("2.9.1", (13, 0), VOLTA)  # CUDA 13 builds start at Turing
+    assert carries_kernels("2.15.0", (13, 2), (7, 5))
+
+
+def test_unknown_builds_fall_back_to_what_the_cuda_version_compiles() -> None:
+    assert build_archs("1.13.1", (11, 7)) is None
+    assert carries_kernels("1.13.1", (11, 7), PASCAL) == cuda_can_build((11, 7), PASCAL)
+    assert build_archs("nonsense", (12, 8)) is None
+
+
+def test_every_variant_from_24_on_has_a_row() -> None:
+    """The hints judge 2.4 to the newest release by the table, never by toolkit capability."""
+    for row in RELEASES:
+        if row.series < (2, 4):
+            continue
+        for variant in row.variants:
+            assert build_archs(row.releases[-1], variant) is not None, (row.series, variant)
+
+
+def test_rows_do_not_overlap_and_say_where_they_come_from() -> None:
+    for row in BUILD_ARCHS:
+        assert row.first <= row.last and row.source
+        twins = [
+            other
+            for other in BUILD_ARCHS
+            if other.cuda == row.cuda and other.first <= row.last and row.first <= other.last
+        ]
+        assert twins == [row], row
+
+
+def test_215_is_known_without_cu126() -> None:
+    release = release_of("2.15.0")
+    assert release is not None and (12, 6) not in release.variants
+    for variant in release.variants:
+        assert not carries_kernels("2.15.0", variant, PASCAL)  # no 2.15 build runs a GTX 1080
+
+
+@pytest.mark.parametrize(
+    ("gpu", "newest"),
+    [
+        ("GeForce GTX 970", ("2.14.1", (12, 6))),
+        ("GeForce GTX 1080", ("2.14.1", (12, 6))),
+        ("Tesla V100", ("2.14.1", (12, 6))),
+        ("GeForce RTX 2080", ("2.15.0", (13, 2))),
+        ("GeForce RTX 5090", ("2.15.0", (13, 2))),
+    ],
+)
+def test_newest_build_per_gpu(gpu: str, newest: tuple[str, tuple[int, int]]) -> None:
+    capability = compute_capability(gpu)
+    assert capability is not None
+    found = [
+        (row.releases[-1], variant)
+        for row in RELEASES
+        for variant in row.variants
+        if carries_kernels(row.releases[-1], variant, capability)
+    ]
+    assert max(found, key=lambda f: (release_of(f[0]).series, f[1])) == newest  # type: ignore[union-attr]
+
+
+def _reader() -> ModuleType:
+    """``tools/read_torch_archs.py``, the script that reads the table's verified rows."""
+    path = Path(__file__).resolve().parent.parent / "tools" / "read_torch_archs.py"
+    spec = importlib.util.spec_from_file_location("read_torch_archs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.realwheel
+def test_pypi_has_no_torch_release_the_tables_do_not_know() -> None:
+    """Fails the day PyPI publishes a torch release newer than the tables: add its row."""
+    versions = _reader().pypi_versions()
+    newest = versions[-1]
+    assert release_of(newest) is not None, f"torch {newest} is on PyPI: add it to RELEASES"
+    assert newest in release_of(newest).releases, f"torch {newest}: add it to its Release row"  # type: ignore[union-attr]
+    assert build_archs(newest, release_of(newest).variants[-1]) is not None  # type: ignore[union-attr]
+
+
+@pytest.mark.realwheel
+def test_newest_verified_row_agrees_with_the_pypi_wheel() -> None:
+    """Re-reads the newest release's PyPI Linux wheel (about 90 MiB of range requests, not the
+    500 MiB wheel) and compares its CUDA version and architectures with the table."""
+    reader = _reader()
+    newest = reader.pypi_versions()[-1]
+    (reading,) = reader.readings([newest])
+    cuda = tuple(int(p) for p in reading.cuda.split("."))
+    row = build_archs(newest, cuda)
+    assert row is not None and row.verified, (newest, reading.cuda)
+    assert frozenset(reading.sass) == row.sass and frozenset(reading.ptx) == row.ptx

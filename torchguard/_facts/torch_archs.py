@@ -1,0 +1,126 @@
+"""Which GPU architectures each (torch release, CUDA variant) build really carries.
+
+Build policy, not toolkit capability: CUDA 12.8 can still compile Maxwell and Pascal, yet
+PyTorch's cu128 builds of 2.8 and later carry no sm_50/sm_60 kernels (the cu126 builds keep
+them); the cu128 builds of 2.11 drop Volta (sm_70); CUDA 13 builds start at Turing (sm_75).
+So "can CUDA X.Y build for this GPU" (:func:`torchguard._facts.gpus.cuda_can_build`) is the
+wrong question; "did PyTorch build this variant for it" is this table.
+
+Each row gives the SASS (and PTX) architectures of ``libtorch_cuda.so`` / ``torch_cuda.dll``
+for a range of release series and one CUDA variant. Rows marked ``verified`` were read from
+the fatbin of the real PyPI Linux wheel (``tools/read_torch_archs.py``, torchguard's reader);
+the others are ``stated`` by PyTorch's build configuration (``TORCH_CUDA_ARCH_LIST`` in
+``.ci/manywheel/build_cuda.sh`` for Linux and ``.ci/pytorch/windows/cudaXYZ.bat`` for
+Windows), cited per row. Windows lists add sm_61 where Linux relies on sm_60 SASS (which runs
+on sm_61); neither changes which GPU runs, so one row serves both platforms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchguard._facts.gpus import Capability, cuda_can_build
+
+Series = tuple[int, int]
+Cuda = tuple[int, int]
+
+_LINUX = "pytorch/pytorch .ci/manywheel/build_cuda.sh (v{}) TORCH_CUDA_ARCH_LIST"
+_WINDOWS = "pytorch/pytorch .ci/pytorch/windows/cuda{}.bat TORCH_CUDA_ARCH_LIST"
+_READ = "read from libtorch_cuda.so's .nv_fatbin in {} on PyPI (tools/read_torch_archs.py)"
+
+
+@dataclass(frozen=True)
+class BuildArchs:
+    """The kernels of one CUDA variant over a range of torch release series."""
+
+    first: Series
+    last: Series
+    cuda: Cuda
+    sass: frozenset[int]
+    ptx: frozenset[int]
+    verified: bool
+    """Read from a real wheel's fatbin (True) or stated by PyTorch's build scripts (False)."""
+    source: str
+
+    def runs_on(self, capability: tuple[int, int]) -> bool:
+        """SASS of the same major at an equal or lower minor, or PTX of an equal or older
+        architecture the driver JIT-compiles (as :meth:`FatbinArchs.runs_on`)."""
+        arch = capability[0] * 10 + capability[1]
+        if any(s // 10 == capability[0] and s <= arch for s in self.sass):
+            return True
+        return any(p <= arch for p in self.ptx)
+
+
+def _archs(*values: int) -> frozenset[int]:
+    return frozenset(values)
+
+
+_LEGACY = _archs(50, 60, 70, 75, 80, 86, 90)  # Maxwell to Hopper
+_VOLTA_UP = _archs(70, 75, 80, 86, 90, 100, 120)
+_TURING_UP = _archs(75, 80, 86, 90, 100, 120)
+_NONE = _archs()
+
+BUILD_ARCHS: tuple[BuildArchs, ...] = (
+    BuildArchs(
+        (2, 0),
+        (2, 0),
+        (11, 7),
+        _archs(37, 50, 60, 70, 75, 80, 86),
+        _NONE,
+        True,
+        _READ.format("2.0.1"),
+    ),
+    BuildArchs((2, 0), (2, 7), (11, 8), _LEGACY, _NONE, False, _LINUX.format("2.5.1")),
+    BuildArchs((2, 1), (2, 5), (12, 1), _LEGACY, _NONE, True, _READ.format("2.1.2 to 2.4.1")),
+    BuildArchs((2, 4), (2, 6), (12, 4), _LEGACY, _NONE, True, _READ.format("2.5.1, 2.6.0")),
+    BuildArchs((2, 6), (2, 14), (12, 6), _LEGACY, _NONE, True, _READ.format("2.7.0, 2.7.1")),
+    BuildArchs(
+        (2, 7),
+        (2, 7),
+        (12, 8),
+        _TURING_UP,
+        _NONE,
+        False,
+        "pytorch/pytorch#157517 restored sm_70 to the CUDA 12.8 list for 2.8: 2.7's started at 7.5",
+    ),
+    BuildArchs((2, 8), (2, 10), (12, 8), _VOLTA_UP, _NONE, True, _READ.format("2.8.0 to 2.10.0")),
+    BuildArchs((2, 8), (2, 10), (12, 9), _VOLTA_UP, _archs(120), False, _LINUX.format("2.10.0")),
+    BuildArchs((2, 11), (2, 11), (12, 8), _TURING_UP, _NONE, False, _WINDOWS.format("128")),
+    BuildArchs((2, 9), (2, 15), (13, 0), _TURING_UP, _NONE, True, _READ.format("2.11.0 to 2.14.1")),
+    BuildArchs(
+        (2, 12),
+        (2, 14),
+        (13, 2),
+        _TURING_UP,
+        _NONE,
+        False,
+        "not read: PyTorch's CUDA 13 list (cuda130.bat); 2.15.0's cu132 wheel carries the same",
+    ),
+    BuildArchs((2, 15), (2, 15), (13, 2), _TURING_UP, _NONE, True, _READ.format("2.15.0")),
+)
+
+
+def build_archs(version: str, cuda: Cuda) -> BuildArchs | None:
+    """The row for torch ``version`` (``2.8.0``, ``2.8.0+cu128``) built for ``cuda``; None when
+    the table does not know that build (then nothing is claimed about its kernels)."""
+    parts = version.partition("+")[0].split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    series = (int(parts[0]), int(parts[1]))
+    return next(
+        (row for row in BUILD_ARCHS if row.cuda == cuda and row.first <= series <= row.last),
+        None,
+    )
+
+
+def carries_kernels(version: str, cuda: Cuda, capability: Capability) -> bool:
+    """Whether torch ``version`` built for ``cuda`` has kernels a GPU of ``capability`` runs:
+    the table's row when it knows the build, else whether that CUDA can compile the
+    architecture at all (an upper bound, for builds older than the table)."""
+    row = build_archs(version, cuda)
+    if row is not None:
+        return row.runs_on(capability)
+    return cuda_can_build(cuda, capability)
+
+
+__all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels"]
