@@ -22,10 +22,12 @@ import re
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 HANG_BOUND = 120.0
 """The longest any cell may run (seconds)."""
@@ -97,6 +99,14 @@ def _tree_cpu(group: int) -> float | None:
     return total / ticks if seen else None
 
 
+def _drain(stream: IO[bytes], sink: list[bytes]) -> None:
+    while True:
+        block = stream.read1(65536)  # type: ignore[attr-defined]
+        if not block:
+            return
+        sink.append(block)
+
+
 def run_bounded(
     argv: Sequence[str],
     env: Mapping[str, str],
@@ -105,50 +115,62 @@ def run_bounded(
     idle: float = IDLE_BOUND,
 ) -> Outcome:
     """Run ``argv`` in its own process group; kill the group when it hangs: when it runs past
-    ``bound`` seconds, or its processes use no CPU for ``idle`` seconds (a deadlock)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.monotonic()
-        child = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            env=dict(env),
-            cwd=str(cwd),
-            start_new_session=True,
-        )
-        status: int | None = None
-        cpu = 0.0
-        last_cpu, last_change = -1.0, start
-        while True:
-            pid, wait_status, usage = os.wait4(child.pid, os.WNOHANG)
-            now = time.monotonic()
-            if pid:
-                status = os.waitstatus_to_exitcode(wait_status)
-                child.returncode = status
-                cpu = usage.ru_utime + usage.ru_stime
-                break
-            if sys_linux():
-                used = _tree_cpu(child.pid)
-                if used is not None and used != last_cpu:
-                    last_cpu, last_change = used, now
-            if now - start > bound or now - last_change > idle:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
-                break
-            time.sleep(0.05)
-        wall = time.monotonic() - start
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.pid, signal.SIGKILL)  # what the cell left running dies with it
-        out.seek(0)
-        err.seek(0)
-        return Outcome(
-            status,
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
-            wall,
-            cpu,
-        )
+    ``bound`` seconds, or its processes use no CPU for ``idle`` seconds (a deadlock).
+
+    Output goes through pipes (Windows CPython under Wine cannot start writing to a file)."""
+    start = time.monotonic()
+    child = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        cwd=str(cwd),
+        start_new_session=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    out: list[bytes] = []
+    err: list[bytes] = []
+    readers = [
+        threading.Thread(target=_drain, args=(child.stdout, out), daemon=True),
+        threading.Thread(target=_drain, args=(child.stderr, err), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    status: int | None = None
+    cpu = 0.0
+    last_cpu, last_change = -1.0, start
+    while True:
+        pid, wait_status, usage = os.wait4(child.pid, os.WNOHANG)
+        now = time.monotonic()
+        if pid:
+            status = os.waitstatus_to_exitcode(wait_status)
+            child.returncode = status
+            cpu = usage.ru_utime + usage.ru_stime
+            break
+        if sys_linux():
+            used = _tree_cpu(child.pid)
+            if used is not None and used != last_cpu:
+                last_cpu, last_change = used, now
+        if now - start > bound or now - last_change > idle:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            break
+        time.sleep(0.05)
+    wall = time.monotonic() - start
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)  # what the cell left running dies with it
+    for reader in readers:
+        reader.join(timeout=30)
+    child.stdout.close()
+    child.stderr.close()
+    return Outcome(
+        status,
+        b"".join(out).decode("utf-8", "replace").replace("\r\n", "\n"),
+        b"".join(err).decode("utf-8", "replace").replace("\r\n", "\n"),
+        wall,
+        cpu,
+    )
 
 
 def sys_linux() -> bool:

@@ -150,27 +150,7 @@ ENVIRONMENTS = {
     )
 }
 
-KNOWN: dict[tuple[str, str], tuple[int, str]] = {
-    ("", "hook + ensure()"): (1, "frontdoors"),
-    ("", "hook + pytest --torchguard"): (1, "frontdoors"),
-    ("broken", "hook + doctor"): (1, "frontdoors"),
-    ("broken", "hook + find_spec('torch') probe"): (2, "frontdoors"),
-}
-"""(environment name prefix, door) -> (issue 21 finding, branch fixing it): the cells that
-fail only because of a finding being fixed elsewhere; drop a line once its branch is merged."""
-
-
-def _cell(environment: str, door: str) -> object:
-    for (prefix, known_door), (finding, branch) in KNOWN.items():
-        if door == known_door and environment.startswith(prefix):
-            reason = f"issue 21 finding {finding}: fixed on branch {branch}"
-            return pytest.param(
-                environment, door, marks=pytest.mark.xfail(strict=True, reason=reason)
-            )
-    return pytest.param(environment, door)
-
-
-CELLS = [_cell(env.name, door) for env in ENVIRONMENTS.values() for door in env.doors]
+CELLS = [(env.name, door) for env in ENVIRONMENTS.values() for door in env.doors]
 
 
 @dataclass(frozen=True)

@@ -51,20 +51,7 @@ BASELINE["hook + find_spec('torch') probe"] = PROBE
 
 HEALTHY = "healthy torch 2.4.1"
 RUNTIME = "torch 2.9.1, msvcp140 14.34 forced native"
-KNOWN = {(HEALTHY, "hook + ensure()"): "issue 21 finding 1: fixed on branch frontdoors"}
-"""Cells that fail only because of a finding being fixed elsewhere (drop once merged)."""
-
-CELLS = [
-    pytest.param(
-        environment,
-        door,
-        marks=[pytest.mark.xfail(strict=True, reason=KNOWN[environment, door])]
-        if (environment, door) in KNOWN
-        else [],
-    )
-    for environment, door in [(HEALTHY, d) for d in DOORS]
-    + [(RUNTIME, "ensure()"), (RUNTIME, "hook")]
-]
+CELLS = [(HEALTHY, door) for door in DOORS] + [(RUNTIME, "ensure()"), (RUNTIME, "hook")]
 
 
 def _run(env: WineEnv, code: str, site: Path, variables: dict[str, str]) -> Outcome:
