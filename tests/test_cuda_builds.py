@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch, system32
+from fakes import FakeTorch, companion, system32, write_tree
 from pe_builder import build_pe
 
 import torchguard
@@ -171,3 +171,33 @@ def test_unreadable_driver_still_warns_with_the_newest_variant(tmp_path: Path) -
     assert finding.code == "cpu-build-on-gpu"
     assert "needs driver 551.61 or newer" in finding.hints[0].summary
     assert finding.hints[0].commands[0].endswith("/whl/cu124")
+
+
+def test_a_gpu_older_than_every_build_since_gets_the_newest_release_that_runs_it(
+    tmp_path: Path,
+) -> None:
+    """No build of 2.15 carries Pascal kernels: the hint goes back to 2.14.1+cu126."""
+    site = FakeTorch(version="2.15.0").write(tmp_path / "site")
+    machine = gpu_machine(tmp_path, (32, 0, 15, 8157))  # 581.57
+    report = torchguard.scan([site], system32=[machine], gpus=["NVIDIA GeForce GTX 1080"])
+    (finding,) = [f for f in report.findings if f.code == "cpu-build-on-gpu"]
+    assert "no CUDA build of torch 2.15.0 runs on" in finding.message
+    assert "2.14 is the newest release with a CUDA build for sm_61" in finding.hints[0].summary
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith("torch==2.14.1 --index-url https://download.pytorch.org/whl/cu126")
+    )
+
+
+def test_the_cuda_command_keeps_torchvision_and_torchaudio_pinned(tmp_path: Path) -> None:
+    """Changing torch's build alone would leave torchvision on the CPU build's index."""
+    site = FakeTorch(version="2.4.1").write(tmp_path / "site")
+    write_tree(site, companion("torchvision", "0.19.1", {"torchvision/__init__.py": b""}, {}))
+    write_tree(site, companion("torchaudio", "2.4.1", {"torchaudio/__init__.py": b""}, {}))
+    report = torchguard.scan([site], system32=[gpu_machine(tmp_path, (32, 0, 15, 6094))])
+    (finding,) = report.findings
+    assert finding.hints[0].commands[0].endswith(
+        "torch==2.4.1 torchvision==0.19.1 torchaudio==2.4.1 "
+        "--index-url https://download.pytorch.org/whl/cu124"
+    )

@@ -71,3 +71,47 @@ def test_kernels_spread_over_several_binaries_count_together(tmp_path: Path) -> 
     report = scan(tmp_path / "b", "NVIDIA H100 PCIe", "bitsandbytes", binaries)
     (finding,) = kernels(report)  # torch has sm_90; sm_75 SASS does not run on Hopper
     assert finding.message.startswith("the NVIDIA H100 PCIe (sm_90) cannot run bitsandbytes")
+
+
+def test_linux_extension_kernels_are_read_and_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linux: xformers' _C.so (it links torch) carries sm_80/sm_90 only; torch has sm_120."""
+    from dataclasses import replace
+
+    from elf_builder import build_elf
+    from test_fatbin import container, entry
+    from test_linux_gpu import root_with_driver, system_on, with_kernels
+    from test_linux_import import torch_site
+
+    from torchguard._model.linux_cache import LinuxCache
+    from torchguard._pipeline_linux import analyze_linux
+
+    site = torch_site(tmp_path)
+    with_kernels(site, *(entry(2, a, b"k" * 16) for a in (80, 86, 90, 100, 120)))
+    package = site / "xformers"
+    package.mkdir()
+    (package / "_C.so").write_bytes(
+        build_elf(
+            ["libtorch_cuda.so"],
+            soname="_C.so",
+            rpath="$ORIGIN/../torch/lib",
+            fatbin=container(entry(2, 80, b"x" * 16), entry(2, 90, b"y" * 16)),
+        )
+    )
+    root = root_with_driver(tmp_path, "580.82.07")
+    system = replace(system_on(tmp_path, root), gpus=("NVIDIA GeForce RTX 5090",))
+    cache = LinuxCache(tmp_path / "cache")
+    (finding,) = analyze_linux(system, cache=cache).findings
+    assert finding.code == "gpu-arch-unsupported" and finding.severity == "warning"
+    assert finding.message.startswith("the NVIDIA GeForce RTX 5090 (sm_120) cannot run xformers")
+    assert "sm_80, sm_90" in finding.message
+
+    def no_read(path: object) -> None:
+        raise AssertionError(f"read {path} on a warm run")
+
+    monkeypatch.setattr("torchguard._pipeline_linux.read_fatbin_archs", no_read)
+    again = analyze_linux(system, cache=LinuxCache(tmp_path / "cache")).findings
+    assert [f.message for f in again] == [finding.message]
+    h100 = replace(system, gpus=("NVIDIA H100 PCIe",))
+    assert analyze_linux(h100, cache=LinuxCache(tmp_path / "cache")).findings == ()

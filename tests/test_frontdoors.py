@@ -159,7 +159,7 @@ def test_pytest_plugin_with_the_hook_installed_runs_the_session(tmp_path: Path) 
     (suite / "test_one.py").write_text("def test_one():\n    import torch\n")
     code = (
         "import sys, pytest\n"
-        f"sys.exit(pytest.main(['-p', 'no:cacheprovider', '--torchguard', {str(suite)!r}]))\n"
+        f"sys.exit(int(pytest.main(['-p', 'no:cacheprovider', '--torchguard', {str(suite)!r}])))\n"
     )
     result = both(code.replace("sys.exit(", "print('exit', "), tmp_path)
     lines = [line for line in result.stdout.splitlines() if line.startswith("torchguard ")]
@@ -260,3 +260,57 @@ def test_ensure_called_from_inside_its_own_analysis_never_waits(
     assert not thread.is_alive(), "ensure() waited for itself"
     assert [f.code for f in inner[0].findings] == ["ensure-reentered"]
     assert not inner[0].blocking and torchguard.ensure().ok
+
+
+SESSION = (
+    "import pytest\n"
+    "print('exit', int(pytest.main(['-p', 'no:cacheprovider', {args}, {suite!r}])))\n"
+)
+
+
+def _suite(tmp_path: Path) -> Path:
+    suite = tmp_path / "suite"
+    suite.mkdir(exist_ok=True)
+    (suite / "test_one.py").write_text("def test_one():\n    pass\n")
+    return suite
+
+
+@pytest.mark.parametrize(
+    "args", ["'--torchguard'", "'--torchguard-scan=' + str(site)"], ids=["ensure", "scan"]
+)
+def test_pytest_plugin_fails_open_on_a_torchguard_bug(tmp_path: Path, args: str) -> None:
+    """A fault planted inside pefile, met by the real analysis: one header line naming the
+    internal error, then the session runs (it ended with INTERNALERROR, exit 3)."""
+    code = fake_windows(tmp_path, fault=True) + SESSION.format(
+        args=args, suite=str(_suite(tmp_path))
+    )
+    result = program(code, tmp_path, hook=False)
+    assert result.stdout.split()[-2:] == ["exit", "0"], result.stdout + result.stderr
+    assert "1 passed" in result.stdout and "INTERNALERROR" not in result.stdout
+    lines = [line for line in result.stdout.splitlines() if line.startswith("torchguard ")]
+    assert len(lines) == 1, result.stdout
+    assert "internal error ignored, the session continues" in lines[0]
+    assert "planted fault" in lines[0] and "please report this as a torchguard bug" in lines[0]
+
+
+def test_pytest_plugin_fails_open_on_a_bug_of_its_own(tmp_path: Path) -> None:
+    """A fault in the plugin's own code (its header line) is reported, never INTERNALERROR."""
+    code = (
+        "import torchguard._frontends.pytest_plugin as plugin\n"
+        "def boom(report):\n    raise KeyError('planted fault')\n"
+        "plugin.verdict = boom\n"
+    ) + SESSION.format(args="'--torchguard'", suite=str(_suite(tmp_path)))
+    result = program(code, tmp_path, hook=True)
+    assert result.stdout.split()[-2:] == ["exit", "0"], result.stdout + result.stderr
+    assert "1 passed" in result.stdout and "INTERNALERROR" not in result.stdout
+    assert "internal error ignored, the session continues: KeyError" in result.stdout
+
+
+def test_the_watcher_fails_open_when_torchguard_cannot_be_imported(tmp_path: Path) -> None:
+    """A damaged torchguard (here its ``_hook`` module cannot be imported): one line, and
+    ``import torch`` behaves as without the hook."""
+    code = "import sys\nsys.modules['torchguard._hook'] = None\nimport torch\nprint('after')\n"
+    result = both(code, tmp_path)
+    assert result.stdout.split() == ["stand-in", "torch", "imported", "after"]
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("torchguard: internal error ignored, import torch continues")

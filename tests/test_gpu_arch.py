@@ -186,12 +186,13 @@ def test_cli_gpu_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert '"gpu-arch-unsupported"' not in capsys.readouterr().out
 
 
-def scan_wheel(tmp_path: Path, gpu: str, version: str, cuda: str) -> torchguard.Report:
-    """A torch CUDA wheel checked offline: torch_cuda.dll stays a member (not read in place),
-    so its kernels come from PyTorch's build policy, whatever this fake DLL holds."""
-    fake = FakeTorch(
-        version=version, cuda=cuda, extra={"torch/lib/torch_cuda.dll": torch_cuda((50, 60))}
-    )
+def scan_wheel(
+    tmp_path: Path, gpu: str, version: str, cuda: str, dll: bytes | None = None
+) -> torchguard.Report:
+    """A torch CUDA wheel checked offline. Its torch_cuda.dll member is read from its stream;
+    one without a readable ``.nv_fatb`` (the default here) is judged by PyTorch's build policy."""
+    dll = build_pe(["KERNEL32.dll"]) if dll is None else dll
+    fake = FakeTorch(version=version, cuda=cuda, extra={"torch/lib/torch_cuda.dll": dll})
     (tmp_path / "wheels").mkdir(parents=True)
     wheel = fake.wheel(tmp_path / "wheels")
     return torchguard.scan([wheel], system32=[system32(tmp_path / "s32")], gpus=[gpu])
@@ -203,7 +204,7 @@ def test_offline_cu128_wheel_of_28_has_no_pascal_kernels(tmp_path: Path) -> None
     report = scan_wheel(tmp_path, "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8")
     (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
     assert "sm_61" in finding.message and "sm_70" in finding.message
-    assert "read from the real wheel" in finding.message
+    assert "read from the real 2.8.0 wheel" in finding.message
     assert (
         finding.hints[0]
         .commands[0]
@@ -234,3 +235,64 @@ def test_gtx_1080_under_291_cu130_is_told_to_take_cu126_not_cu128(tmp_path: Path
     command = finding.hints[0].commands[0]
     assert command.endswith("torch==2.9.1 --index-url https://download.pytorch.org/whl/cu126")
     assert "sm_61 kernels" in finding.hints[0].summary
+
+
+def test_offline_wheel_member_fatbin_is_read_before_the_table(tmp_path: Path) -> None:
+    """What the binary carries decides: a member with sm_61 SASS runs a GTX 1080 whatever the
+    table says of its variant; one without is judged by its own list, not the table's."""
+    with_pascal = torch_cuda((60, 61, 70, 75, 80, 86, 90, 100, 120))
+    report = scan_wheel(
+        tmp_path / "a", "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8", with_pascal
+    )
+    assert [f for f in report.findings if f.code == "gpu-arch-unsupported"] == []
+    without = torch_cuda((75, 86))
+    report = scan_wheel(tmp_path / "b", "NVIDIA GeForce GTX 1080", "2.8.0+cu128", "12.8", without)
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert "built for sm_75, sm_86" in finding.message  # the member's own list
+    assert "build policy" not in finding.message
+
+
+def test_member_archs_reads_the_stream_and_reports_damage(tmp_path: Path) -> None:
+    import zipfile
+
+    from torchguard._binary.fatbin import FatbinError
+    from torchguard._windows.member_fatbin import member_archs
+    from torchguard._windows.tree import WinTree, ZipMember
+
+    dll = torch_cuda((80, 90), (90,))
+    path = tmp_path / "w.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("torch/lib/torch_cuda.dll", dll)
+        archive.writestr("torch/lib/cut.dll", dll[: len(dll) - 40])
+        archive.writestr("torch/lib/plain.dll", build_pe(["KERNEL32.dll"]))
+    tree = WinTree()
+    archs = member_archs(tree, ZipMember(str(path), "torch/lib/torch_cuda.dll", len(dll)))
+    assert archs is not None and archs.sass == {80, 90} and archs.ptx == {90}
+    assert member_archs(tree, ZipMember(str(path), "torch/lib/plain.dll", 10**6)) is None
+    with pytest.raises(FatbinError):
+        member_archs(tree, ZipMember(str(path), "torch/lib/cut.dll", len(dll) - 40))
+    tree.close()
+
+
+def test_the_hint_keeps_torchvision_for_the_same_release_only(tmp_path: Path) -> None:
+    from fakes import companion, write_tree
+
+    fake = FakeTorch(
+        version="2.9.1+cu128",
+        cuda="12.8",
+        extra={"torch/lib/torch_cuda.dll": torch_cuda((75, 80, 86, 90, 100, 120))},
+    )
+    site = fake.write(tmp_path / "site")
+    vision = {"torchvision/__init__.py": b""}
+    write_tree(site, companion("torchvision", "0.24.1+cu128", vision, {}))
+    report = torchguard.scan(
+        [site], system32=[system32(tmp_path / "s32")], gpus=["NVIDIA GeForce GTX 1080"]
+    )
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith(
+            "torch==2.9.1 torchvision==0.24.1 --index-url https://download.pytorch.org/whl/cu126"
+        )
+    )

@@ -28,8 +28,9 @@ def extension(name: str, version: str, *broken: str) -> dict[str, bytes]:
     """A torch extension: ``_C.pyd`` linking torch, plus a ``.pyd`` per name in ``broken``
     that also imports a DLL nobody ships."""
     module = name.replace("-", "_")
+    imports = "".join(f"from . import {stem}\n" for stem in ("_C", *broken))
     files = {
-        f"{module}/__init__.py": b"",
+        f"{module}/__init__.py": imports.encode(),  # what import runs: every extension
         f"{module}/_C.pyd": build_pe([*TORCH, *KERNEL]),
     }
     for stem in broken:

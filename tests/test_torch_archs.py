@@ -53,6 +53,40 @@ def test_rows_do_not_overlap_and_say_where_they_come_from() -> None:
         assert twins == [row], row
 
 
+def test_releases_read_lie_in_their_rows_and_provenance_says_which() -> None:
+    for row in BUILD_ARCHS:
+        for version in row.read:
+            assert build_archs(version, row.cuda) is row, (version, row.cuda)
+            release = release_of(version)
+            assert release is not None and version in release.releases
+    row = build_archs("2.12.0", (12, 6))
+    assert row is not None
+    assert row.provenance("2.7.1+cu126") == "read from the real 2.7.1 wheel's fatbin"
+    assert "read from the 2.7.0, 2.7.1 wheels" in row.provenance("2.12.0+cu126")
+    stated = build_archs("2.11.0", (12, 8))
+    assert stated is not None and not stated.verified
+    assert stated.provenance("2.11.0").startswith("as PyTorch's build scripts state")
+
+
+def test_every_release_read_matches_the_recorded_reading() -> None:
+    """tools/torch_archs_readings.jsonl is the script's output (2026-12-02, 64 containers per
+    wheel): each row's ``read`` releases carry exactly the row's lists, and every reading is
+    claimed by a row, so the table cannot drift from what the binaries said."""
+    import json
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "torch_archs_readings.jsonl"
+    readings = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    claimed = {(v, row.cuda) for row in BUILD_ARCHS for v in row.read}
+    seen = set()
+    for reading in readings:
+        cuda = tuple(int(p) for p in reading["cuda"].split("."))
+        row = build_archs(reading["version"], cuda)  # type: ignore[arg-type]
+        assert row is not None and reading["version"] in row.read, reading["version"]
+        assert frozenset(reading["sass"]) == row.sass and frozenset(reading["ptx"]) == row.ptx
+        seen.add((reading["version"], cuda))
+    assert seen == claimed
+
+
 def test_215_is_known_without_cu126() -> None:
     release = release_of("2.15.0")
     assert release is not None and (12, 6) not in release.variants
@@ -112,5 +146,59 @@ def test_newest_verified_row_agrees_with_the_pypi_wheel() -> None:
     (reading,) = reader.readings([newest])
     cuda = tuple(int(p) for p in reading.cuda.split("."))
     row = build_archs(newest, cuda)
-    assert row is not None and row.verified, (newest, reading.cuda)
+    assert row is not None and newest in row.read, (newest, reading.cuda)
     assert frozenset(reading.sass) == row.sass and frozenset(reading.ptx) == row.ptx
+
+
+#: uv's Windows table (crates/uv-torch/src/backend.rs): backend -> minimum driver, newest first.
+UV_WINDOWS = (((13, 2), (580, 0)), ((13, 0), (580, 0)), ((12, 9), (528, 33)), ((12, 8), (528, 33)))
+
+
+def _uv_pick(driver: tuple[int, int]) -> tuple[str, tuple[int, int]]:
+    """uv --torch-backend=auto: the first index the driver allows that has torch, its newest."""
+    for variant, need in UV_WINDOWS:
+        if need <= driver:
+            rows = [row for row in RELEASES if variant in row.variants]
+            if rows:
+                return rows[-1].releases[-1], variant
+    raise AssertionError("no index")
+
+
+def test_readme_gpu_table_matches_the_tables() -> None:
+    from torchguard._facts.torch_archs import newest_build
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- gpu-table -->\n")[1].split("<!-- /gpu-table -->")[0]
+    rows = [line.strip("|").split("|") for line in block.splitlines()[2:]]
+    driver = (581, 57)
+    assert len(rows) == 8
+    for gpu, arch, uv, runs, ours in ([cell.strip() for cell in row] for row in rows):
+        capability = compute_capability(gpu)
+        assert capability is not None and arch == f"sm_{capability[0]}{capability[1]}"
+        version, variant = _uv_pick(driver)
+        assert uv == f"{version}+cu{variant[0]}{variant[1]}"
+        assert runs == ("yes" if carries_kernels(version, variant, capability) else "no")
+        found = newest_build(capability, driver)
+        assert found is not None
+        row, best = found
+        assert ours == f"{row.releases[-1]}+cu{best[0]}{best[1]}", gpu
+
+
+@pytest.mark.realwheel
+@pytest.mark.skipif(sys.platform != "linux", reason="cuobjdump from PyPI is a Linux x86-64 binary")
+def test_cuobjdump_agrees_on_a_sample_of_a_real_torch_fatbin(tmp_path: Path) -> None:
+    """NVIDIA's cuobjdump, an independent judge, lists the same architectures in the first 16
+    containers of torch 2.8.0's libtorch_cuda.so (about 40 MiB of range requests)."""
+    from gpuwheels import DLL_CACHE
+    from test_fatbin import cuobjdump, judged_by_cuobjdump
+
+    reader = _reader()
+    wheel = next(w for w in reader.pypi_wheels() if w.version == "2.8.0")
+    sample = tmp_path / "sample.fatbin"
+    with sample.open("wb") as sink:
+        reading = reader.read_wheel(wheel, 16, sink)
+    sass, ptx, entries = judged_by_cuobjdump(cuobjdump(DLL_CACHE.parent / "tools"), sample)
+    assert (set(reading.sass), set(reading.ptx)) == (sass, ptx)
+    assert entries == 16 * len(sass)  # every container carries the whole list
+    row = build_archs("2.8.0", (12, 8))
+    assert row is not None and row.sass == sass

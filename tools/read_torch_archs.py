@@ -3,7 +3,10 @@
 Rerun it to check or extend ``torchguard/_facts/torch_archs.py``::
 
     python tools/read_torch_archs.py 2.8.0 2.15.0     # chosen releases
-    python tools/read_torch_archs.py                   # every release PyPI lists from 2.0
+    python tools/read_torch_archs.py > tools/torch_archs_readings.jsonl   # every release from 2.0
+
+The recorded output, ``tools/torch_archs_readings.jsonl``, is what the table's ``read`` releases
+are checked against (``tests/test_torch_archs.py``).
 
 Each wheel is read over HTTP range requests, never downloaded whole: the zip's central
 directory, ``torch/version.py`` (its CUDA version), and ``torch/lib/libtorch_cuda.so`` inflated
@@ -27,6 +30,7 @@ import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from torchguard._binary.fatbin import MAGIC, parse_fatbin_stream
 
@@ -148,14 +152,29 @@ def _first_container(stream: io.BufferedIOBase) -> _Prefixed | None:
     return None
 
 
-def read_wheel(wheel: Wheel, sample: int = SAMPLE) -> Reading:
+class _Tee:
+    """A stream that also writes what is read from it to ``sink`` (the sampled containers'
+    raw bytes, for a second judge such as NVIDIA's cuobjdump)."""
+
+    def __init__(self, stream: _Prefixed, sink: BinaryIO) -> None:
+        self.stream, self.sink = stream, sink
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self.stream.read(size)
+        self.sink.write(data)
+        return data
+
+
+def read_wheel(wheel: Wheel, sample: int = SAMPLE, keep: BinaryIO | None = None) -> Reading:
+    """One wheel's reading; ``keep`` receives the raw bytes of the containers read."""
     raw = RangeFile(wheel.url, wheel.size)
     with zipfile.ZipFile(io.BufferedReader(raw, buffer_size=8 << 20)) as archive:
         cuda = _cuda_version(archive.read("torch/version.py").decode())
         with archive.open("torch/lib/libtorch_cuda.so") as library:
-            stream = _first_container(library)  # type: ignore[arg-type]
-            if stream is None:
+            found = _first_container(library)  # type: ignore[arg-type]
+            if found is None:
                 raise SystemExit(f"{wheel.filename}: no fatbin container in libtorch_cuda.so")
+            stream = found if keep is None else _Tee(found, keep)
             archs = parse_fatbin_stream(stream, 1 << 40, max_containers=sample)
     return Reading(
         wheel.version,

@@ -67,7 +67,12 @@ class TorchImportWatcher:
     def guard(self) -> None:
         try:
             from torchguard._hook import run_guard
-        except ImportError:  # torchguard uninstalled, its start-up file left behind
+        except Exception as exc:  # fail open: import torch proceeds unguarded
+            if not (isinstance(exc, ModuleNotFoundError) and exc.name == "torchguard"):
+                sys.stderr.write(
+                    "torchguard: internal error ignored, import torch continues: "
+                    f"{type(exc).__name__}: {exc}\n"
+                )  # silent only when torchguard is gone and its start-up file left behind
             return
         run_guard()
 

@@ -7,13 +7,19 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
 from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._facts.cuda_builds import driver_version, linux_minimum_driver
 from torchguard._facts.gpus import compute_capability
-from torchguard._linux.extensions import find_extensions, torch_pins
+from torchguard._linux.extensions import (
+    extension_module,
+    find_extensions,
+    package_sources,
+    torch_pins,
+)
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.listing import ListingGlob
 from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nvidia_on_pci
@@ -24,14 +30,16 @@ from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._linux.wsl import driver_store_dlls
 from torchguard._model.cache import cache_dir
+from torchguard._model.import_reach import lost_feature, module_sources, place, reach
 from torchguard._model.late_driver import DRIVER, driver_lacks, driver_load
 from torchguard._model.late_exact import exact_loads
 from torchguard._model.late_loads import late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
-from torchguard._report.findings import ERROR, Finding, RepairHint
+from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
+from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
 from torchguard._rules.linux_gpu import (
     LinuxDriverFacts,
     driver_findings,
@@ -261,7 +269,8 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
         for package, path in _extensions(system, files, cache):
             loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
             if loaded.error is not None:
-                findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
+                finding = load_error_finding(loaded.error, hints, ldso.objects, package)
+                findings.append(_claimed(finding, package, path))
     findings += unread_findings(_used(ldso.objects[first_new:]))
     findings.sort(key=Finding.sort_key)
     if isinstance(system.cache, CacheView):
@@ -279,6 +288,26 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
         import_torch=None if replay.unjudged else _outcome(replay),
         modules=tuple(_modules(ldso.objects[first_new:torch_end])),
         timings={"total": time.perf_counter() - start},
+    )
+
+
+def _claimed(finding: Finding, package: str, path: str) -> Finding:
+    """A package binary's failed load as its consequence: an error only where the package's
+    code imports it whenever ``import package`` runs (:mod:`torchguard._model.import_reach`);
+    otherwise a warning naming what is lost. Read only for a failing binary."""
+    found = extension_module(path)
+    if found is None:
+        return finding
+    site, module = found
+    sources = module_sources(package_sources(site, package))
+    feature = lost_feature(package, module, place(reach(package, sources), module, sources))
+    if feature is None:
+        return finding
+    return replace(
+        finding,
+        severity=WARNING,
+        message=f"`import {package}` loses {feature}: {finding.message}",
+        rank=finding.rank + 40,
     )
 
 
@@ -347,6 +376,30 @@ def _gpu_findings(
     if any(compute_capability(g) is not None for g in system.gpus):
         archs = _torch_archs(torch_dir, files, cache)
         found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
+        found += _extension_kernels(system, files, cache)
+    return found
+
+
+def _extension_kernels(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[Finding]:
+    """Extensions that carry their own kernels (xformers, flash-attn, torchvision ...): the
+    union of each package's binaries' ``.nv_fatbin`` against each named GPU."""
+    by_package: dict[str, tuple[set[int], set[int]]] = {}
+    for package, path in _extensions(system, files, cache):
+        if extension_losses(package) is None:
+            continue
+        archs = _file_archs(path, files, cache)
+        if archs is not None and (archs.sass or archs.ptx):
+            sass, ptx = by_package.setdefault(package, (set(), set()))
+            sass.update(archs.sass)
+            ptx.update(archs.ptx)
+    found: list[Finding] = []
+    gpus = nvidia_gpus(system.gpus)
+    for package, (sass, ptx) in by_package.items():
+        union = FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
+        loses = extension_losses(package) or ""
+        for name, capability in gpus.items():
+            if not union.runs_on(capability):
+                found.append(extension_finding(package, package, loses, name, capability, union))
     return found
 
 
@@ -430,7 +483,11 @@ def _driver_numbers(text: str | None) -> tuple[int, ...] | None:
 def _torch_archs(torch_dir: str, files: PosixFiles, cache: LinuxCache) -> FatbinArchs | None:
     """The architectures in ``libtorch_cuda.so``'s ``.nv_fatbin``, read once per file state
     (a warm run reads nothing); None when it is absent or unreadable."""
-    path = os.path.join(torch_dir, "lib", "libtorch_cuda.so")
+    return _file_archs(os.path.join(torch_dir, "lib", "libtorch_cuda.so"), files, cache)
+
+
+def _file_archs(path: str, files: PosixFiles, cache: LinuxCache) -> FatbinArchs | None:
+    """A shared object's ``.nv_fatbin`` architectures, cached by file state."""
     if not files.is_file(path):
         return None
     fingerprint = files.fingerprint(path)

@@ -240,19 +240,34 @@ def index_url(cuda: Cuda | None) -> str:
 
 
 def install_command(
-    python_cmd: str, version: str, cuda: Cuda | None, *, conda: bool, release: Release | None
+    python_cmd: str,
+    version: str,
+    cuda: Cuda | None,
+    *,
+    conda: bool,
+    release: Release | None,
+    siblings: tuple[tuple[str, str], ...] = (),
 ) -> str:
-    """The command that installs torch ``version`` built for ``cuda`` (None: the CPU build).
+    """The command that installs torch ``version`` built for ``cuda`` (None: the CPU build),
+    with ``siblings`` ((``torchvision``, ``0.19.1``), ...) pinned in the same command: they
+    come from the same index, and a torch changed alone would leave them mismatched.
 
     conda only where official conda packages of that release exist (up to 2.5); a conda
     environment with a newer torch installs it with pip, as PyTorch's own instructions say.
     """
     pin = f"=={version}" if version[:1].isdigit() else ""
+    others = "".join(f" {name}=={sibling}" for name, sibling in siblings)
     if conda and release is not None and release.conda:
         if cuda is None:
-            return f"conda install pytorch{pin} cpuonly -c pytorch"
-        return f"conda install pytorch{pin} pytorch-cuda={cuda[0]}.{cuda[1]} -c pytorch -c nvidia"
-    return f"{python_cmd} -m pip install --force-reinstall torch{pin} --index-url {index_url(cuda)}"
+            return f"conda install pytorch{pin}{others} cpuonly -c pytorch"
+        return (
+            f"conda install pytorch{pin}{others} pytorch-cuda={cuda[0]}.{cuda[1]} "
+            "-c pytorch -c nvidia"
+        )
+    return (
+        f"{python_cmd} -m pip install --force-reinstall torch{pin}{others} "
+        f"--index-url {index_url(cuda)}"
+    )
 
 
 __all__ = [

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchguard._facts.cuda_builds import RELEASES, Release, minimum_driver
 from torchguard._facts.gpus import Capability, cuda_can_build
 
 Series = tuple[int, int]
@@ -26,7 +27,7 @@ Cuda = tuple[int, int]
 
 _LINUX = "pytorch/pytorch .ci/manywheel/build_cuda.sh (v{}) TORCH_CUDA_ARCH_LIST"
 _WINDOWS = "pytorch/pytorch .ci/pytorch/windows/cuda{}.bat TORCH_CUDA_ARCH_LIST"
-_READ = "read from libtorch_cuda.so's .nv_fatbin in {} on PyPI (tools/read_torch_archs.py)"
+_PYPI = "PyPI's Linux wheels (libtorch_cuda.so .nv_fatbin, tools/read_torch_archs.py)"
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,26 @@ class BuildArchs:
     cuda: Cuda
     sass: frozenset[int]
     ptx: frozenset[int]
-    verified: bool
-    """Read from a real wheel's fatbin (True) or stated by PyTorch's build scripts (False)."""
+    read: tuple[str, ...]
+    """Releases whose real wheel of this variant was read (its fatbin gave these lists); the
+    other releases of the range are stated by :attr:`source`. Empty: stated only."""
     source: str
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.read)
+
+    def provenance(self, version: str) -> str:
+        """Where the lists for torch ``version`` come from, as a user can check it."""
+        base = version.partition("+")[0]
+        if base in self.read:
+            return f"read from the real {base} wheel's fatbin"
+        if self.read:
+            return (
+                f"read from the {', '.join(self.read)} wheels of this variant; "
+                f"{self.source} keeps the list for the releases between"
+            )
+        return f"as PyTorch's build scripts state: {self.source}"
 
     def runs_on(self, capability: tuple[int, int]) -> bool:
         """SASS of the same major at an equal or lower minor, or PTX of an equal or older
@@ -59,44 +77,49 @@ _LEGACY = _archs(50, 60, 70, 75, 80, 86, 90)  # Maxwell to Hopper
 _VOLTA_UP = _archs(70, 75, 80, 86, 90, 100, 120)
 _TURING_UP = _archs(75, 80, 86, 90, 100, 120)
 _NONE = _archs()
+_KEPLER_UP = _archs(37, 50, 60, 70, 75, 80, 86)
 
 BUILD_ARCHS: tuple[BuildArchs, ...] = (
+    BuildArchs((2, 0), (2, 0), (11, 7), _KEPLER_UP, _NONE, ("2.0.1",), _PYPI),
+    BuildArchs((2, 0), (2, 7), (11, 8), _LEGACY, _NONE, (), _LINUX.format("2.5.1")),
     BuildArchs(
-        (2, 0),
-        (2, 0),
-        (11, 7),
-        _archs(37, 50, 60, 70, 75, 80, 86),
-        _NONE,
-        True,
-        _READ.format("2.0.1"),
+        (2, 1), (2, 5), (12, 1), _LEGACY, _NONE, ("2.1.2", "2.2.2", "2.3.1", "2.4.1"), _PYPI
     ),
-    BuildArchs((2, 0), (2, 7), (11, 8), _LEGACY, _NONE, False, _LINUX.format("2.5.1")),
-    BuildArchs((2, 1), (2, 5), (12, 1), _LEGACY, _NONE, True, _READ.format("2.1.2 to 2.4.1")),
-    BuildArchs((2, 4), (2, 6), (12, 4), _LEGACY, _NONE, True, _READ.format("2.5.1, 2.6.0")),
-    BuildArchs((2, 6), (2, 14), (12, 6), _LEGACY, _NONE, True, _READ.format("2.7.0, 2.7.1")),
+    BuildArchs((2, 4), (2, 6), (12, 4), _LEGACY, _NONE, ("2.5.1", "2.6.0"), _PYPI),
+    BuildArchs(
+        (2, 6),
+        (2, 14),
+        (12, 6),
+        _LEGACY,
+        _NONE,
+        ("2.7.0", "2.7.1"),
+        _WINDOWS.format("126")
+        + "; 2.14.0+cu126's get_arch_list() quoted in hvoss-tech/AutoForge#59",
+    ),
     BuildArchs(
         (2, 7),
         (2, 7),
         (12, 8),
         _TURING_UP,
         _NONE,
-        False,
+        (),
         "pytorch/pytorch#157517 restored sm_70 to the CUDA 12.8 list for 2.8: 2.7's started at 7.5",
     ),
-    BuildArchs((2, 8), (2, 10), (12, 8), _VOLTA_UP, _NONE, True, _READ.format("2.8.0 to 2.10.0")),
-    BuildArchs((2, 8), (2, 10), (12, 9), _VOLTA_UP, _archs(120), False, _LINUX.format("2.10.0")),
-    BuildArchs((2, 11), (2, 11), (12, 8), _TURING_UP, _NONE, False, _WINDOWS.format("128")),
-    BuildArchs((2, 9), (2, 15), (13, 0), _TURING_UP, _NONE, True, _READ.format("2.11.0 to 2.14.1")),
     BuildArchs(
-        (2, 12),
-        (2, 14),
-        (13, 2),
+        (2, 8), (2, 10), (12, 8), _VOLTA_UP, _NONE, ("2.8.0", "2.9.0", "2.9.1", "2.10.0"), _PYPI
+    ),
+    BuildArchs((2, 8), (2, 10), (12, 9), _VOLTA_UP, _archs(120), (), _LINUX.format("2.10.0")),
+    BuildArchs((2, 11), (2, 11), (12, 8), _TURING_UP, _NONE, (), _WINDOWS.format("128")),
+    BuildArchs(
+        (2, 9),
+        (2, 15),
+        (13, 0),
         _TURING_UP,
         _NONE,
-        False,
-        "not read: PyTorch's CUDA 13 list (cuda130.bat); 2.15.0's cu132 wheel carries the same",
+        ("2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1"),
+        _WINDOWS.format("130"),
     ),
-    BuildArchs((2, 15), (2, 15), (13, 2), _TURING_UP, _NONE, True, _READ.format("2.15.0")),
+    BuildArchs((2, 12), (2, 15), (13, 2), _TURING_UP, _NONE, ("2.15.0",), _WINDOWS.format("130")),
 )
 
 
@@ -123,4 +146,21 @@ def carries_kernels(version: str, cuda: Cuda, capability: Capability) -> bool:
     return cuda_can_build(cuda, capability)
 
 
-__all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels"]
+def newest_build(
+    capability: Capability, driver: tuple[int, int] | None
+) -> tuple[Release, Cuda] | None:
+    """The newest (release, CUDA variant) with kernels for the GPU whose minimum Windows driver
+    ``driver`` meets (any driver when None): what to install for this GPU today."""
+    for row in reversed(RELEASES):
+        fitting = [
+            v
+            for v in row.variants
+            if carries_kernels(row.releases[-1], v, capability)
+            and (driver is None or (minimum_driver(v) or (10**6, 0)) <= driver)
+        ]
+        if fitting:
+            return row, max(fitting)
+    return None
+
+
+__all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels", "newest_build"]

@@ -76,7 +76,16 @@ def check(context: CheckContext) -> Iterator[Finding]:
             RepairHint(
                 f"install the CUDA {best[0]}.{best[1]} build of torch {version}: {why}"
                 + table_note,
-                (install_command(python, version, best, conda=conda, release=release),),
+                (
+                    install_command(
+                        python,
+                        version,
+                        best,
+                        conda=conda,
+                        release=release,
+                        siblings=installed_siblings(context),
+                    ),
+                ),
                 PREVIOUS_VERSIONS_URL,
             )
         )
@@ -106,6 +115,17 @@ def check(context: CheckContext) -> Iterator[Finding]:
     )
 
 
+def installed_siblings(context: CheckContext) -> tuple[tuple[str, str], ...]:
+    """torchvision and torchaudio as installed beside this torch (made for this release): a
+    command that changes torch's build keeps them, pinned, in the same command."""
+    return tuple(
+        (name, dist.version.partition("+")[0])
+        for name in ("torchvision", "torchaudio")
+        for dist in context.dists
+        if dist.name.lower() == name
+    )
+
+
 def _named_capabilities(context: CheckContext) -> list[Capability]:
     """Compute capabilities of the machine's NVIDIA GPUs whose model is known."""
     found = [
@@ -128,7 +148,8 @@ def _no_build_for_gpu(
     path: str | None,
     capabilities: list[Capability],
 ) -> Finding:
-    """No CUDA build of this release compiles the GPU: the first release one does."""
+    """No CUDA build of this release has kernels for the GPU: the first newer release one
+    has, else (the GPU is older than every build since) the newest release that has one."""
     arch = ", ".join(f"sm_{c[0]}{c[1]}" for c in capabilities)
     later = [
         (row, max(fit))
@@ -140,13 +161,15 @@ def _no_build_for_gpu(
         for row, v in later
         if row.series > tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     ]
+    older = [(row, v) for row, v in later if (row, v) not in newer]
     hints: tuple[RepairHint, ...] = ()
-    if newer:
-        row, variant = newer[0]
+    if newer or older:
+        row, variant = newer[0] if newer else older[-1]
         target = row.releases[-1]
+        which = "first" if newer else "newest"
         hints = (
             RepairHint(
-                f"torch {row.series[0]}.{row.series[1]} is the first release with a CUDA build "
+                f"torch {row.series[0]}.{row.series[1]} is the {which} release with a CUDA build "
                 f"for {arch} (CUDA {variant[0]}.{variant[1]})",
                 (
                     install_command(

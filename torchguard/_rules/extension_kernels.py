@@ -15,25 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
-from torchguard._facts.gpus import CUDA_GPUS_URL, Capability
 from torchguard._model.cache import host_key
-from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._report.findings import Finding
 from torchguard._rules.context import CheckContext
-from torchguard._rules.kernels import arch_names, nvidia_gpus
-from torchguard._vocab import Code
-from torchguard._windows.dists import InstalledDist, canonical_name
+from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
+from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import HostFile, join
 
-#: Canonical distribution name -> what stops working without kernels for the GPU.
-CUDA_EXTENSIONS: dict[str, str] = {
-    "xformers": "its memory-efficient attention and other CUDA operators",
-    "flash-attn": "flash attention (flash_attn_func and the modules built on it)",
-    "sageattention": "SageAttention's quantized attention kernels",
-    "bitsandbytes": "8-bit and 4-bit quantized layers and optimizers",
-    "onnxruntime-gpu": "the CUDA execution provider (sessions fall back to the CPU or fail)",
-    "torchvision": "its CUDA operators (nms, roi_align, deform_conv2d)",
-    "torchaudio": "its CUDA operators (rnnt_loss, forced_align)",
-}
 _BINARY_SUFFIXES = (".pyd", ".dll")
 
 
@@ -44,7 +32,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
     if not gpus:
         return
     for dist in context.dists:
-        loses = CUDA_EXTENSIONS.get(canonical_name(dist.name))
+        loses = extension_losses(dist.name)
         if loses is None:
             continue
         archs = _dist_archs(context, dist)
@@ -52,34 +40,9 @@ def check(context: CheckContext) -> Iterator[Finding]:
             continue
         for name, capability in gpus.items():
             if not archs.runs_on(capability):
-                yield _finding(dist, loses, name, capability, archs)
-
-
-def _finding(
-    dist: InstalledDist, loses: str, name: str, capability: Capability, archs: FatbinArchs
-) -> Finding:
-    arch = f"sm_{capability[0]}{capability[1]}"
-    return Finding(
-        code=Code.GPU_ARCH_UNSUPPORTED,
-        severity=WARNING,
-        message=(
-            f"the {name} ({arch}) cannot run {dist.name} {dist.version}'s own CUDA kernels: "
-            f"they are built for {arch_names(archs.sass)}"
-            + (f" with PTX for {arch_names(archs.ptx)}" if archs.ptx else " and carry no PTX")
-            + f'; {loses} fail with "no kernel image is available for execution on the '
-            'device" even where torch itself runs'
-        ),
-        hints=(
-            RepairHint(
-                f"install a {dist.name} build compiled for {arch} (its release notes or wheel "
-                f"index name the architectures; a source build takes TORCH_CUDA_ARCH_LIST="
-                f"{capability[0]}.{capability[1]}), or uninstall it if nothing needs it",
-                (),
-                CUDA_GPUS_URL,
-            ),
-        ),
-        rank=73,
-    )
+                yield extension_finding(
+                    f"{dist.name} {dist.version}", dist.name, loses, name, capability, archs
+                )
 
 
 def _dist_archs(context: CheckContext, dist: InstalledDist) -> FatbinArchs | None:

@@ -29,13 +29,15 @@ from torchguard._facts.gpus import (
     cuda_can_build,
 )
 from torchguard._facts.torch_archs import BuildArchs, build_archs, carries_kernels
-from torchguard._model.cache import host_key
+from torchguard._model.cache import host_key, member_key
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
 from torchguard._rules.kernels import arch_names, no_kernels_message
 from torchguard._vocab import Code
-from torchguard._windows.tree import HostFile, ZipMember
+from torchguard._windows.member_fatbin import member_archs
+from torchguard._windows.tree import ZIP_ERRORS, HostFile, WinTree, ZipMember
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")
@@ -124,14 +126,14 @@ def _policy_finding(
     context: CheckContext, cuda: Cuda, name: str, capability: Capability, row: BuildArchs
 ) -> Finding:
     """No kernels for the GPU in this build by PyTorch's build policy (the table's row)."""
-    how = "read from the real wheel" if row.verified else "as PyTorch's build scripts state"
     arch = capability[0] * 10 + capability[1]
     message = (
         f"the {name} (compute capability {capability[0]}.{capability[1]}, sm_{arch}) cannot "
         f"run torch {context.torch.version}: no kernels for sm_{arch} in its CUDA "
         f"{cuda[0]}.{cuda[1]} build, which PyTorch built for {arch_names(row.sass)}"
         + (f" with PTX for {arch_names(row.ptx)}" if row.ptx else " and no PTX")
-        + f' ({how}: {row.source}); CUDA operations fail with "no kernel image is available '
+        + f" ({row.provenance(context.torch.version)}); CUDA operations fail with "
+        + '"no kernel image is available '
         'for execution on the device"'
     )
     return Finding(
@@ -152,13 +154,22 @@ def _torch_archs(context: CheckContext) -> FatbinArchs | None:
     found = False
     for name in KERNEL_DLLS:
         hit = tree.lookup(context.torch.lib_dir, name)
-        if hit is None or not isinstance(hit[1], HostFile):
-            continue  # in a wheel (not mapped in place) or absent
-        identity = host_key(hit[1].path)
+        if hit is None:
+            continue
+        entry = hit[1]
+        if isinstance(entry, HostFile):
+            identity = host_key(entry.path)
+        elif isinstance(entry, ZipMember):  # a wheel checked offline: its stream, headers only
+            identity = _member_identity(tree, entry)
+        else:
+            continue
         archs = _cached_archs(cache.get_derived("fatbin", identity) if cache else None)
         if archs is None:
             try:
-                archs = read_dll_archs(hit[1].path)
+                if isinstance(entry, HostFile):
+                    archs = read_dll_archs(entry.path)
+                else:
+                    archs = member_archs(tree, entry)
             except FatbinError:
                 continue  # a damaged or unreadable DLL: nothing to judge the GPU against
             if cache is not None:
@@ -172,6 +183,15 @@ def _torch_archs(context: CheckContext) -> FatbinArchs | None:
     if not found:
         return None
     return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
+
+
+def _member_identity(tree: WinTree, entry: ZipMember) -> str | None:
+    """The cache identity of a wheel member (archive state, name, CRC); None if unreadable."""
+    try:
+        info = tree.archive(entry.archive).getinfo(entry.member)
+    except (KeyError, *ZIP_ERRORS):
+        return None
+    return member_key(entry.archive, entry.member, info.CRC, info.file_size)
 
 
 def _cached_archs(raw: object) -> FatbinArchs | None:
@@ -241,6 +261,7 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
                     variant,
                     conda=context.hints.conda,
                     release=row,
+                    siblings=installed_siblings(context) if target == version else (),
                 ),
             ),
             PREVIOUS_VERSIONS_URL,
