@@ -5,9 +5,11 @@ Two throwaway site directories are compared in the same run, interleaved:
 - hooked:   the same plus the hook's .pth file, exactly as `torchguard hook install` writes it.
 torchguard is copied beside them and byte-compiled, as pip does on install (these machines set
 PYTHONDONTWRITEBYTECODE, which would otherwise charge a compile to every run).
-Each runs `python -S -c "import site; site.addsitedir(D)"` N times, interleaved. The target
-(issue 4): the median paired difference within 1 ms, or 3 % of the baseline median, whichever
-is larger; and no pefile, packaging or platformdirs import. Exits 1 when the target is missed.
+Each runs `python -S -c "import site; site.addsitedir(D)"` N times, interleaved with a plain
+`python -c pass` (the reference every ratio is printed against). The target (issue 22.3): the
+median paired difference, the hook's own cost per interpreter start, under 0.5 ms (the `.pth`
+line imports the start-up module's cached bytecode; compiling the watcher's source on every
+start cost more); and no pefile, packaging or platformdirs import. Exits 1 when it is missed.
 """
 
 from __future__ import annotations
@@ -35,9 +37,16 @@ CHECK = (
 )
 
 
-def once(site_dir: Path) -> float:
+TARGET = 0.0005  # seconds per interpreter start
+
+
+def once(site_dir: Path | None) -> float:
+    """One interpreter start: the site directory processed, or ``python -c pass`` for None."""
+    command = [sys.executable, "-c", "pass"]
+    if site_dir is not None:
+        command = [sys.executable, "-S", "-c", CODE, str(site_dir)]
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-S", "-c", CODE, str(site_dir)], check=True)
+    subprocess.run(command, check=True)
     return time.perf_counter() - start
 
 
@@ -58,23 +67,26 @@ def main() -> int:
             check=True,
         ).stdout.strip()
         for _ in range(5):  # warm the OS caches and the .pyc files
-            once(baseline), once(hooked)
-        base_times, hook_times = [], []
+            once(baseline), once(hooked), once(None)
+        base_times, hook_times, pass_times = [], [], []
         for _ in range(RUNS):
             base_times.append(once(baseline))
             hook_times.append(once(hooked))
+            pass_times.append(once(None))
     base, hook = statistics.median(base_times), statistics.median(hook_times)
+    plain = statistics.median(pass_times)
     # Each hooked run is paired with the baseline run just before it, so drift in machine load
     # cancels out; the median of those differences is what is judged.
     difference = statistics.median(h - b for b, h in zip(base_times, hook_times))
-    allowed = max(0.001, 0.03 * base)
+    print(f"python -c pass median:         {plain * 1000:.2f} ms")
     print(f"python start, baseline median: {base * 1000:.2f} ms")
     print(f"python start, hooked median:   {hook * 1000:.2f} ms")
     print(f"ratio hooked/baseline: {hook / base:.3f}")
-    print(f"median paired difference: {difference * 1000:+.2f} ms")
+    print(f"median paired difference: {difference * 1000:+.3f} ms per start")
+    print(f"hook cost / python -c pass: {difference / plain:.4f}")
     print(f"heavy modules imported, watcher installed: {check}")
-    ok = difference <= allowed and check.startswith("[]") and check.endswith("True")
-    print("target met" if ok else f"target MISSED (allowed +{allowed * 1000:.2f} ms)")
+    ok = difference < TARGET and check.startswith("[]") and check.endswith("True")
+    print("target met" if ok else f"target MISSED (allowed +{TARGET * 1000:.2f} ms)")
     return 0 if ok else 1
 
 

@@ -374,3 +374,33 @@ def test_hook_status_warns_where_a_user_hook_never_runs(
     assert main(["hook", "install", "--user"]) == 2
     assert "without --user" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("damage", ["missing", "raises"])
+def test_a_missing_or_damaged_start_up_module_fails_open(tmp_path: Path, damage: str) -> None:
+    """The ``.pth`` line imports the byte-compiled start-up module; without it (deleted, or
+    raising) Python starts silently and ``import torch`` works, unguarded."""
+    import importlib.util
+
+    from torchguard._hook import boot_module
+
+    module = boot_module(hooked_site(tmp_path))
+    assert Path(importlib.util.cache_from_source(str(module))).is_file()  # compiled at install
+    Path(importlib.util.cache_from_source(str(module))).unlink()
+    if damage == "missing":
+        module.unlink()
+    else:
+        module.write_text("raise RuntimeError('damaged')\n")
+    torch_root = stand_in_torch(tmp_path / "torch-root")
+    code = (
+        f"import site; site.addsitedir({str(module.parent)!r})\n"
+        + COUNT
+        + ("import sys\nprint(count())\nimport torch\n")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHGUARD")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(torch_root)])
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.stdout.split() == ["0", "stand-in", "torch", "imported"], result.stderr
+    assert result.stderr == ""

@@ -14,7 +14,7 @@ from fakes import TORCH_241_GRAPH, FakeTorch
 from pe_builder import build_pe
 
 from torchguard._boot import observe_dll_directories
-from torchguard._hook import pth_line
+from torchguard._hook import watcher_source
 from torchguard._pipeline import analyze
 from torchguard._report.findings import ERROR, WARNING
 from torchguard._windows.system import offline_windows
@@ -57,11 +57,11 @@ def test_the_observer_keeps_open_registrations_and_changes_nothing(
 
 
 def test_the_start_up_hook_observes_from_interpreter_start(tmp_path: Path) -> None:
-    """The ``.pth`` line (the watcher's inlined source) wraps it before any package runs."""
+    """The start-up module (the watcher's source) wraps it before any package runs."""
     code = (
         "import os\n"
         "os.add_dll_directory = lambda path: path\n"
-        f"exec({pth_line()!r})\n"
+        f"exec({watcher_source()!r}, {{'__name__': '_torchguard_hook'}})\n"
         "print(os.add_dll_directory('C:\\\\x'), type(os.add_dll_directory.torchguard_handles).__name__)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TORCHGUARD"}

@@ -123,11 +123,10 @@ def ensure() -> Report:
     torch`` works, and a program that never imports torchvision must not be stopped by it.
     A successful result is remembered, so later calls in the process cost nothing. Callers in
     other threads while it runs wait for that one analysis and get its outcome; a call from
-    inside the analysis itself (the same thread) never waits, it returns an
-    ``ensure-reentered`` warning. Elsewhere
-    there is no DLL work: it returns the report, raising only when torch is not installed at
-    all. A fault of torchguard's own raises :class:`~torchguard.InternalError` (never a
-    ``TorchDllError``).
+    inside the analysis itself (the same thread) never waits: it returns an
+    ``ensure-reentered`` warning. Elsewhere there is no DLL work: it returns the report,
+    raising only when torch is not installed at all. A fault of torchguard's own raises
+    :class:`~torchguard.InternalError` (never a ``TorchDllError``).
     """
     global _ensured, _running
     if _ensured is not None:

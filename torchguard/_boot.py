@@ -1,10 +1,11 @@
 """The start-up watcher: a finder on ``sys.meta_path`` that guards the first ``import torch``.
 
 The one implementation of the watcher. Python 3.15+ imports this module from the PEP 829
-``.start`` file (``torchguard._boot:activate``); older Pythons run this same source from the
-``.pth`` line, where ``torchguard hook install`` inlines it (see ``_hook.pth_line``), so that
-a process that never imports torch never imports torchguard either. It imports nothing beyond
-``sys`` and ``os`` (loaded at start-up anyway) and never raises: a hook must not break Python.
+``.start`` file (``torchguard._boot:activate``); older Pythons import a byte-compiled copy of
+this same source that ``torchguard hook install`` writes beside the ``.pth`` file (see
+``_hook.pth_line``), so that a process that never imports torch never imports torchguard.
+It imports nothing beyond ``sys`` and ``os`` (loaded at start-up anyway) and never raises: a
+hook must not break Python.
 
 The guard runs when torch is imported, never when it is looked up: transformers, accelerate,
 diffusers and huggingface_hub ask ``importlib.util.find_spec("torch")`` whether torch exists,

@@ -9,6 +9,7 @@ the import proceeds: only genuine diagnoses raise.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -26,34 +27,28 @@ __all__ = ["HookHandle", "install_hook", "installed_watcher", "pth_line", "run_g
 
 MODES = tuple(str(m) for m in Mode)
 HOOK_NAME = "torchguard-hook"
+BOOT_MODULE = "_torchguard_hook"
 START_LINE = "torchguard._boot:activate\n"
 
 
-def pth_line() -> str:
-    """The ``.pth`` line: ``_boot``'s own source, executed inline, then ``activate()``.
-
-    ``site`` executes ``.pth`` lines that start with ``import``. Inlining the one watcher
-    implementation (docstrings dropped) keeps start-up free of any torchguard import before
-    Python 3.15, without a second copy of the watcher to keep in step.
-    """
-    import ast
+def watcher_source() -> str:
+    """The start-up module's source: ``_boot``'s own (the one watcher), then ``activate()``."""
     import inspect
 
     from torchguard import _boot
 
-    tree = ast.parse(inspect.getsource(_boot))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    source = ast.unparse(tree) + "\nactivate()\n"
-    return f"import os; exec({source!r}, {{'__name__': 'torchguard._boot'}})\n"
+    return inspect.getsource(_boot) + "\nactivate()\n"
+
+
+def pth_line() -> str:
+    """The ``.pth`` line: import the start-up module, silently doing nothing if it fails.
+
+    ``site`` executes ``.pth`` lines that start with ``import``. The module is a copy of
+    ``_boot`` beside the ``.pth`` file, byte-compiled at install: each start loads its cached
+    bytecode instead of compiling the watcher's source (importing ``torchguard._boot`` would
+    import the torchguard package too). A missing or damaged copy must not break Python.
+    """
+    return f'import sys; exec("try:\\n import {BOOT_MODULE}\\nexcept Exception:\\n pass")\n'
 
 
 def mode() -> Mode:
@@ -223,21 +218,43 @@ def hook_files(directory: Path) -> tuple[Path, Path]:
     return directory / f"{HOOK_NAME}.pth", directory / f"{HOOK_NAME}.start"
 
 
+def boot_module(directory: Path) -> Path:
+    """The start-up module the ``.pth`` line imports."""
+    return directory / f"{BOOT_MODULE}.py"
+
+
 def write_hook_files(directory: Path) -> list[Path]:
-    """Write both start-up files (3.15+ runs the ``.start`` one and skips the ``.pth`` line)."""
+    """Write both start-up files (3.15+ runs the ``.start`` one and skips the ``.pth`` line),
+    and the start-up module with its bytecode, before the ``.pth`` file that imports it."""
+    import py_compile
+
     directory.mkdir(parents=True, exist_ok=True)
     pth, start = hook_files(directory)
-    for path, content in ((pth, pth_line()), (start, START_LINE)):
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(content, encoding="utf-8")
-        os.replace(temporary, path)
-    return [pth, start]
+    module = boot_module(directory)
+    _replace(module, watcher_source())
+    py_compile.compile(str(module), doraise=True)  # written even under PYTHONDONTWRITEBYTECODE
+    for path, content in ((start, START_LINE), (pth, pth_line())):
+        _replace(path, content)
+    return [pth, start, module]
+
+
+def _replace(path: Path, content: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(content, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def remove_hook_files(directory: Path) -> list[Path]:
+    """Remove the start-up files, the module and its bytecode (of any Python version)."""
     removed = []
-    for path in hook_files(directory):
+    module = boot_module(directory)
+    cache = directory / "__pycache__"
+    compiled = sorted(cache.glob(f"{BOOT_MODULE}.*.pyc")) if cache.is_dir() else []
+    for path in (*hook_files(directory), module, *compiled):
         if path.exists():
             path.unlink()
             removed.append(path)
+    if compiled:
+        with contextlib.suppress(OSError):
+            cache.rmdir()  # only when nothing else is cached there
     return removed
