@@ -61,9 +61,27 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+@pytest.fixture(scope="session")
+def cpu_torch_site() -> Iterator[Path]:
+    """The Linux tier's real torch 2.13.0+cpu, installed once per session from the machine's
+    wheel files (``linux_realloader.session_site``) for every module that needs it."""
+    from linux_realloader import CPU, session_site
+
+    with session_site(CPU) as site:
+        yield site
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Record the healthy-install matrix's size when it ran."""
+    """Record the healthy-install matrix's size and the differential tier's times when they ran."""
     matrix = sys.modules.get("test_healthy_matrix")
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
     if matrix is not None and any("test_healthy_matrix.py::" in r.nodeid for r in reports):
         terminalreporter.write_line(matrix.summary())
+    differential = sys.modules.get("differential")
+    if differential is not None and differential.ROWS:
+        text = differential.table()
+        differential.RESULTS.write_text(text + "\n", encoding="utf-8")
+        terminalreporter.write_sep(
+            "-", f"differential tier: with vs without torchguard (also in {differential.RESULTS})"
+        )
+        terminalreporter.write_line(text)

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from linux_realloader import (
-    CPU,
     CU13,
     LOCAL_WHEELS,
     Verdict,
@@ -46,12 +45,13 @@ pytestmark = [
 ]
 
 
-
 def _cu12_site() -> Path:
     """torch 2.9.1+cu128's install for this test process (installed on first use)."""
     from linux_realloader import torch_site
 
     return torch_site("2.9.1")
+
+
 """The cu12 tier's install (tests/test_linux_realloader.py): its NVIDIA CUDA 12 wheels are
 the leftovers of an in-place upgrade."""
 
@@ -71,9 +71,8 @@ def cu13_site() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def cpu_site() -> Iterator[Path]:
-    with session_site(CPU) as site:
-        yield site
+def cpu_site(cpu_torch_site: Path) -> Path:
+    return cpu_torch_site  # shared with the differential tier (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,7 @@ __all__ = [
     "MODULE_FAILURE_LINE",
     "TORCH_VERSION",
     "WINDOWS_WHEELS",
+    "WINE_START_FAILURE",
     "WineEnv",
     "WineError",
     "failed_module",
@@ -126,7 +127,7 @@ _MAX_CODE_CHARS: Final = 30_000
 #: Wine sometimes fails before any Windows code runs, when it cannot map its shared user data
 #: at the fixed address it needs (seen on a loaded 2-core machine). That is no verdict of the
 #: loader: the process is started again, at most this many times in all.
-_WINE_START_FAILURE: Final = "failed to map the shared user data"
+WINE_START_FAILURE: Final = "failed to map the shared user data"
 _START_ATTEMPTS: Final = 3
 """A Windows command line holds at most 32,767 characters; leave room for the bootstrap."""
 
@@ -765,6 +766,32 @@ class WineEnv:
             ),
         )
 
+    def command(
+        self,
+        code: str,
+        site: Path,
+        *,
+        extra_paths: Sequence[Path] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment :meth:`run` starts (for a caller that runs it its
+        own way, e.g. watching for a hang); run it from :attr:`workdir` while holding
+        :meth:`system32_shared`, and again if its stderr holds :data:`WINE_START_FAILURE`."""
+        bootstrap = self._bootstrap(code, site, extra_paths)
+        if len(bootstrap) > _MAX_CODE_CHARS:
+            msg = f"code too long for a Windows command line ({len(bootstrap)} characters)"
+            raise ValueError(msg)
+        full_env = _wine_env(self.prefix)
+        if env:
+            full_env.update(env)
+        argv = [str(self.loader), self.to_windows(self.python_exe), "-B", "-c", bootstrap]
+        return argv, full_env
+
+    def system32_shared(self) -> contextlib.AbstractContextManager[None]:
+        """Hold System32 against other processes' :meth:`hide_system_dll` (not against this
+        process's own, which already holds it)."""
+        return self._system32_shared()
+
     def run(
         self,
         code: str,
@@ -785,19 +812,12 @@ class WineEnv:
         so nothing is written into the trees under test. Raises ``subprocess.TimeoutExpired``
         (after killing the process) when ``timeout`` seconds pass.
         """
-        bootstrap = self._bootstrap(code, site, extra_paths)
-        if len(bootstrap) > _MAX_CODE_CHARS:
-            msg = f"code too long for a Windows command line ({len(bootstrap)} characters)"
-            raise ValueError(msg)
-        full_env = _wine_env(self.prefix)
-        if env:
-            full_env.update(env)
-        argv = [str(self.loader), self.to_windows(self.python_exe), "-B", "-c", bootstrap]
+        argv, full_env = self.command(code, site, extra_paths=extra_paths, env=env)
         promises_output = "TG-JSON" in code
         for _ in range(_START_ATTEMPTS - 1):
             result = self._start(argv, full_env, timeout)
             lost = promises_output and result.returncode == 0 and not result.stdout.strip()
-            if _WINE_START_FAILURE not in result.stderr and not lost:
+            if WINE_START_FAILURE not in result.stderr and not lost:
                 return result
             # Wine itself did not start (no Windows code ran), or a process that always prints
             # exited 0 having printed nothing (seen once on a loaded 2-core machine): again
