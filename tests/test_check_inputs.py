@@ -313,3 +313,50 @@ def test_pure_python_source_compiles_nothing() -> None:
     assert native_reasons(archive({"pyproject.toml": rust}), "p-1.0.tar.gz") == [
         "its build backend is maturin, which compiles"
     ]
+
+
+def test_findings_of_one_cause_are_one_entry_with_the_rest_folded_under_it() -> None:
+    """ai-toolkit's torchcodec: each libtorchcodec_coreN.dll misses its FFmpeg DLLs, one fix."""
+    from torchguard._frontends.check import Check
+    from torchguard._frontends.check_text import render_check
+    from torchguard._report.colour import PLAIN
+    from torchguard._report.findings import ERROR, Finding, RepairHint
+    from torchguard._report.report import ImportOutcome, Report, TorchSummary
+    from torchguard._vocab import Code
+
+    fix = RepairHint("install FFmpeg", ("winget install ffmpeg",))
+
+    def missing(core: int, dll: str) -> Finding:
+        importer = f"libtorchcodec_core{core}.dll"
+        return Finding(
+            Code.MISSING_DLL,
+            ERROR,
+            f"{dll} is missing; {importer} needs it",
+            dll=importer,
+            missing=dll,
+            chain=(importer, dll),
+            hints=(fix,),
+            package="torchcodec",
+        )
+
+    other = Finding(
+        Code.MISSING_DLL, ERROR, "x.dll is missing", missing="x.dll", package="xformers"
+    )
+    findings = (
+        missing(4, "avutil-56.dll"),
+        missing(4, "avcodec-58.dll"),
+        other,
+        missing(5, "avutil-57.dll"),
+    )
+    report = Report(
+        findings=findings,
+        torch=TorchSummary("2.12.1", "site/torch"),
+        import_torch=ImportOutcome(ok=True),
+    )
+    text = render_check(Check(("torchcodec",), "3.11", False, (), (), report), PLAIN)
+    assert text.count("error[missing-dll]") == 2
+    assert (
+        "  and 2 more of the same cause and fix: avcodec-58.dll (libtorchcodec_core4.dll), "
+        "avutil-57.dll (libtorchcodec_core5.dll)"
+    ) in text
+    assert "4 error(s), 0 warning(s) from 2 cause(s)" in text

@@ -308,8 +308,20 @@ def test_an_old_cxx_runtime_on_ld_library_path_is_runtime_too_old(tmp_path: Path
 
 
 def test_an_extension_built_for_another_torch_is_its_packages_error_only(tmp_path: Path) -> None:
+    site = _flash_attn_site(tmp_path, "from . import flash_attn_2_cuda\n")
+    report = analyze(site)
+    (finding,) = report.errors
+    assert finding.package == "flash_attn" and finding.code == "missing-symbol"
+    assert "undefined symbol: _ZN3c104cuda9SetDeviceEa" in finding.message
+    assert "built for another torch" in finding.message
+    assert report.import_torch is not None and report.import_torch.ok and not report.blocking
+
+
+def _flash_attn_site(tmp_path: Path, init: str | None) -> Path:
     site = torch_site(tmp_path)
     (site / "flash_attn").mkdir()
+    if init is not None:
+        (site / "flash_attn" / "__init__.py").write_text(init)
     write_so(
         site / "flash_attn",
         "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so",
@@ -319,12 +331,30 @@ def test_an_extension_built_for_another_torch_is_its_packages_error_only(tmp_pat
     lib = site / "torch" / "lib"
     write_so(lib, "libc10.so", defines=["_ZN3c104cuda6deviceEv"])
     write_so(lib, "libtorch_cuda.so", needed=["libc10.so"], rpath="$ORIGIN")  # loaded by _C
-    report = analyze(site)
-    (finding,) = report.errors
+    return site
+
+
+@pytest.mark.parametrize(
+    ("init", "lost"),
+    [
+        (
+            "try:\n    from . import flash_attn_2_cuda\nexcept ImportError:\n    pass\n",
+            "flash_attn.flash_attn_2_cuda, which flash_attn imports inside try/except ImportError",
+        ),
+        ("import torch\n", "flash_attn.flash_attn_2_cuda (nothing `import flash_attn` runs"),
+        (None, "flash_attn.flash_attn_2_cuda (its package's code could not be read)"),
+    ],
+)
+def test_an_extension_the_package_does_not_always_import_is_a_lost_feature(
+    tmp_path: Path, init: str | None, lost: str
+) -> None:
+    """The same doors agree on Linux (issue 21, finding 8): a claim that `import flash_attn`
+    fails must follow from its code; otherwise a warning names what is lost."""
+    report = analyze(_flash_attn_site(tmp_path, init))
+    assert report.errors == ()
+    (finding,) = report.warnings
     assert finding.package == "flash_attn" and finding.code == "missing-symbol"
-    assert "undefined symbol: _ZN3c104cuda9SetDeviceEa" in finding.message
-    assert "built for another torch" in finding.message
-    assert report.import_torch is not None and report.import_torch.ok and not report.blocking
+    assert finding.message.startswith(f"`import flash_attn` loses {lost}"), finding.message
 
 
 def _dist(site: Path, name: str, version: str, requires: str | None = None) -> None:

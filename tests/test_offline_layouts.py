@@ -256,3 +256,44 @@ def test_a_wheel_with_a_venv_as_python_dir_runs_from_its_home(tmp_path: Path, dr
     assert ("missing-dll", "error", "MSVCP140.dll") in [
         (f.code, f.severity, f.missing) for f in report.findings
     ]
+
+
+def test_a_venv_with_the_system_site_finds_torch_in_its_base(tmp_path: Path, drive: Path) -> None:
+    """``include-system-site-packages = true``: the base's site-packages follow the venv's, as
+    on ``sys.path``; torch installed there is the one ``import torch`` finds."""
+    import dataclasses
+
+    empty = tmp_path / "system32"
+    empty.mkdir()
+    places = write_layout(LAYOUTS["venv"], PYTHON, drive, python_folder("msvcp140.dll"), {})
+    base_site = f"{places.app_dir}\\Lib\\site-packages"
+    for name, data in torch_files().items():
+        path = host_of(drive, base_site).joinpath(*name.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    config = host_of(drive, places.prefix) / "pyvenv.cfg"
+    config.write_text(config.read_text().replace("= false", "= true"))
+    places = dataclasses.replace(places, site_dirs=(*places.site_dirs, base_site))
+    expected = live(places, drive, empty)
+    assert expected.torch is not None
+    report = offline([host_of(drive, places.install_site)], empty)
+    assert report.torch is not None and report.torch.location == expected.torch.location
+    assert verdict(report) == verdict(expected)
+    assert "include-system-site-packages" in report.python["environment"]
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["home = ..\\elsewhere\n", "home = /usr/bin\n", "", "\0\xff" * 40000, "home\n= = =\n"],
+)
+def test_a_damaged_pyvenv_cfg_leaves_python_exes_folder_assumed(
+    tmp_path: Path, config: str
+) -> None:
+    """Anything but a Windows folder in ``home`` is unknown, never a path to read."""
+    venv = tmp_path / "venv"
+    FakeTorch().write(venv / "Lib" / "site-packages")
+    (venv / "pyvenv.cfg").write_text(config, encoding="utf-8", errors="surrogateescape")
+    report = torchguard.scan([venv / "Lib" / "site-packages"])
+    assert report.ok and report.torch is not None
+    assert "not found here: python.org's DLLs assumed" in report.python["environment"]
+    assert report.python["app_dir"] == "C:\\Python"

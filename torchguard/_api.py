@@ -13,8 +13,26 @@ from torchguard._report.findings import WARNING, Finding
 from torchguard._report.report import Report, TorchSummary
 from torchguard._vocab import Analysis, Code
 
-_ensure_lock = threading.Lock()
+_ensure_lock = threading.Lock()  # guards the two names below, held only for a moment
 _ensured: Report | None = None
+_running: _Analysis | None = None
+
+
+class _Analysis:
+    """The one ``ensure()`` analysis in progress: who runs it, and its outcome for the others."""
+
+    def __init__(self) -> None:
+        self.owner = threading.get_ident()
+        self.done = threading.Event()
+        self.report: Report | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Report:
+        """What the analysis gave: the same report, or the same exception raised again."""
+        if self.error is not None:
+            raise self.error
+        assert self.report is not None
+        return self.report
 
 
 def _already_imported() -> Report:
@@ -24,6 +42,19 @@ def _already_imported() -> Report:
         message=(
             "torch was imported before torchguard.ensure() ran, so there is nothing left to "
             "protect; call ensure() before the first `import torch`"
+        ),
+        rank=90,
+    )
+    return Report(findings=(finding,), mode=Analysis.LIVE)
+
+
+def _reentered() -> Report:
+    finding = Finding(
+        code=Code.ENSURE_REENTERED,
+        severity=WARNING,
+        message=(
+            "ensure() was called again from inside its own analysis (by code that runs while "
+            "torchguard looks torch up, such as an import hook); this inner call checked nothing"
         ),
         rank=90,
     )
@@ -90,22 +121,44 @@ def ensure() -> Report:
     fundamental :class:`~torchguard.TorchDllError`. Errors of torch's siblings and extensions
     (a finding with ``package`` set) are in the returned report but never raised: ``import
     torch`` works, and a program that never imports torchvision must not be stopped by it.
-    A successful result is remembered, so later calls in the process cost nothing. Elsewhere
+    A successful result is remembered, so later calls in the process cost nothing. Callers in
+    other threads while it runs wait for that one analysis and get its outcome; a call from
+    inside the analysis itself (the same thread) never waits, it returns an
+    ``ensure-reentered`` warning. Elsewhere
     there is no DLL work: it returns the report, raising only when torch is not installed at
     all. A fault of torchguard's own raises :class:`~torchguard.InternalError` (never a
     ``TorchDllError``).
     """
-    global _ensured
+    global _ensured, _running
     if _ensured is not None:
         return _ensured
     if "torch" in sys.modules:
         return _already_imported()
-    with _ensure_lock:
-        if _ensured is not None:
-            return _ensured
-        report = guarded("ensure()", _prepare, (TorchDllError,))
-        _ensured = report
-        return report
+    while True:
+        with _ensure_lock:
+            if _ensured is not None:
+                return _ensured
+            current = _running
+            if current is None:
+                current = _running = _Analysis()
+                break
+        if current.owner == threading.get_ident():
+            return _reentered()  # never wait for ourselves
+        current.done.wait()
+        if current.error is None or isinstance(current.error, Exception):
+            return current.outcome()
+        # the analysing thread was interrupted (KeyboardInterrupt...): analyse here instead
+    try:
+        current.report = guarded("ensure()", _prepare, (TorchDllError,))
+    except BaseException as exc:
+        current.error = exc
+        raise
+    finally:
+        with _ensure_lock:
+            _ensured = current.report
+            _running = None
+        current.done.set()
+    return current.report
 
 
 def _prepare() -> Report:
@@ -291,5 +344,6 @@ def _cuda_version(text: str | None) -> tuple[int, int] | None:
 
 
 def _reset_for_tests() -> None:
-    global _ensured
+    global _ensured, _running
     _ensured = None
+    _running = None

@@ -1,10 +1,17 @@
-"""The start-up watcher: a finder on ``sys.meta_path`` that wakes up on the first ``import torch``.
+"""The start-up watcher: a finder on ``sys.meta_path`` that guards the first ``import torch``.
 
 The one implementation of the watcher. Python 3.15+ imports this module from the PEP 829
 ``.start`` file (``torchguard._boot:activate``); older Pythons run this same source from the
 ``.pth`` line, where ``torchguard hook install`` inlines it (see ``_hook.pth_line``), so that
 a process that never imports torch never imports torchguard either. It imports nothing beyond
 ``sys`` and ``os`` (loaded at start-up anyway) and never raises: a hook must not break Python.
+
+The guard runs when torch is imported, never when it is looked up: transformers, accelerate,
+diffusers and huggingface_hub ask ``importlib.util.find_spec("torch")`` whether torch exists,
+and torchguard's own analysis asks the same. So ``find_spec`` only hands back the spec the
+other finders give (same object: origin, search locations, loader class), its loader armed
+to run the guard in ``create_module``, the step of ``import torch`` that comes before torch
+is put in ``sys.modules`` and before any of its code runs.
 """
 
 import os
@@ -18,22 +25,56 @@ WATCHER = "TorchImportWatcher"
 
 
 class TorchImportWatcher:
-    """Runs torchguard once, right before the first ``import torch``, then steps aside.
+    """Runs torchguard once, as the first ``import torch`` creates the module, then steps aside.
 
-    It never supplies a module: ``find_spec`` returns None, so torch is then found and loaded
-    by the normal machinery.
+    It never supplies a module of its own: the spec it returns is the one the finders after it
+    on ``sys.meta_path`` found, with the guard armed on that spec's own loader object.
     """
 
-    def find_spec(self, fullname: "str", path: "Any" = None, target: "Any" = None) -> None:
-        if fullname != "torch":
+    def find_spec(self, fullname: "str", path: "Any" = None, target: "Any" = None) -> "Any":
+        if fullname != "torch" or self not in sys.meta_path:
             return None
-        self.remove()
+        later = sys.meta_path[sys.meta_path.index(self) + 1 :]
+        for finder in later:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue  # a legacy finder: let the import system ask it, unguarded
+            spec = find(fullname, path, target)
+            if spec is not None:
+                return spec if self.arm(spec.loader) else None
+        return None
+
+    def arm(self, loader: "Any") -> bool:
+        """Make ``loader.create_module`` run the guard first (once); False if it cannot be."""
+        try:
+            real = loader.create_module
+        except AttributeError:
+            return False
+        watcher = self
+
+        def create_module(spec: "Any") -> "Any":
+            vars(loader).pop("create_module", None)  # back to the loader's own method
+            watcher.remove()
+            watcher.guard()
+            return real(spec)
+
+        try:
+            loader.create_module = create_module
+        except (AttributeError, TypeError):  # no instance attributes: import it unguarded
+            return False
+        return True
+
+    def guard(self) -> None:
         try:
             from torchguard._hook import run_guard
-        except ImportError:  # torchguard uninstalled, its start-up file left behind
-            return None
+        except Exception as exc:  # fail open: import torch proceeds unguarded
+            if not (isinstance(exc, ModuleNotFoundError) and exc.name == "torchguard"):
+                sys.stderr.write(
+                    "torchguard: internal error ignored, import torch continues: "
+                    f"{type(exc).__name__}: {exc}\n"
+                )  # silent only when torchguard is gone and its start-up file left behind
+            return
         run_guard()
-        return None
 
     def remove(self) -> None:
         if self in sys.meta_path:

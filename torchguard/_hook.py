@@ -72,7 +72,7 @@ _ran = False
 
 
 def run_guard() -> None:
-    """What the watcher does before the first ``import torch`` (once per process)."""
+    """What the watcher does as the first ``import torch`` creates the module (once per process)."""
     global _ran
     if _ran:
         return
@@ -137,7 +137,7 @@ def _write_report(data: dict[str, object]) -> None:
 class _Watcher(Protocol):
     """What both copies of ``_boot.TorchImportWatcher`` (module and ``.pth`` line) offer."""
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None: ...
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any: ...
 
     def remove(self) -> None: ...
 

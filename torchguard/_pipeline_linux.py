@@ -7,13 +7,19 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
 from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
 from torchguard._facts.cuda_builds import driver_version, linux_minimum_driver
 from torchguard._facts.gpus import compute_capability
-from torchguard._linux.extensions import find_extensions, torch_pins
+from torchguard._linux.extensions import (
+    extension_module,
+    find_extensions,
+    package_sources,
+    torch_pins,
+)
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.listing import ListingGlob
 from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nvidia_on_pci
@@ -24,13 +30,14 @@ from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
 from torchguard._linux.wsl import driver_store_dlls
 from torchguard._model.cache import cache_dir
+from torchguard._model.import_reach import lost_feature, module_sources, place, reach
 from torchguard._model.late_driver import DRIVER, driver_lacks, driver_load
 from torchguard._model.late_exact import exact_loads
 from torchguard._model.late_loads import late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
-from torchguard._report.findings import ERROR, Finding, RepairHint
+from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
 from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
 from torchguard._rules.linux_gpu import (
@@ -262,7 +269,8 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
         for package, path in _extensions(system, files, cache):
             loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
             if loaded.error is not None:
-                findings.append(load_error_finding(loaded.error, hints, ldso.objects, package))
+                finding = load_error_finding(loaded.error, hints, ldso.objects, package)
+                findings.append(_claimed(finding, package, path))
     findings += unread_findings(_used(ldso.objects[first_new:]))
     findings.sort(key=Finding.sort_key)
     if isinstance(system.cache, CacheView):
@@ -280,6 +288,26 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
         import_torch=None if replay.unjudged else _outcome(replay),
         modules=tuple(_modules(ldso.objects[first_new:torch_end])),
         timings={"total": time.perf_counter() - start},
+    )
+
+
+def _claimed(finding: Finding, package: str, path: str) -> Finding:
+    """A package binary's failed load as its consequence: an error only where the package's
+    code imports it whenever ``import package`` runs (:mod:`torchguard._model.import_reach`);
+    otherwise a warning naming what is lost. Read only for a failing binary."""
+    found = extension_module(path)
+    if found is None:
+        return finding
+    site, module = found
+    sources = module_sources(package_sources(site, package))
+    feature = lost_feature(package, module, place(reach(package, sources), module, sources))
+    if feature is None:
+        return finding
+    return replace(
+        finding,
+        severity=WARNING,
+        message=f"`import {package}` loses {feature}: {finding.message}",
+        rank=finding.rank + 40,
     )
 
 

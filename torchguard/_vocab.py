@@ -45,6 +45,7 @@ class Code(_Text):
     GLOB_UNSAFE_PATH = "glob-unsafe-path"
     PACKAGE_MISMATCH = "package-mismatch"
     TORCH_ALREADY_IMPORTED = "torch-already-imported"
+    ENSURE_REENTERED = "ensure-reentered"
     OPENMP_CONFLICT = "openmp-conflict"
     LIBRARY_SHADOWED = "library-shadowed"
     CONFLICTING_FILES = "conflicting-files"

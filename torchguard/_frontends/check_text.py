@@ -6,9 +6,11 @@ never named, so it is left out; ``--json`` and ``--markdown`` keep everything.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from torchguard._frontends.check import Check
 from torchguard._report.colour import Paint
-from torchguard._report.findings import RepairHint
+from torchguard._report.findings import Finding, RepairHint
 from torchguard._report.report import render_finding
 
 
@@ -42,12 +44,42 @@ def render_check(check: Check, paint: Paint) -> str:
         )
         lines.extend(f"  unavailable: {note}" for note in package.unavailable)
     shown: set[RepairHint] = set()
-    for finding in report.findings:
-        lines.append(render_finding(finding, shown=shown, paint=paint))
+    groups = fold(report.findings)
+    for first, *others in groups:
+        lines.append(render_finding(first, shown=shown, paint=paint))
+        if others:
+            missing = ", ".join(_missing(f) for f in others)
+            lines.append(f"  and {len(others)} more of the same cause and fix: {missing}")
     if report.findings:
         summary = f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
+        if len(groups) < len(report.findings):
+            summary += f" from {len(groups)} cause(s)"
         lines.append(paint("error" if report.errors else "warning", summary))
     else:
         lines.append(paint("ok", "no problems found"))
     lines.extend(check.notes)
     return "\n".join(lines)
+
+
+def fold(findings: Sequence[Finding]) -> list[list[Finding]]:
+    """Findings of one cause together: the same code, severity, package and fixes (torchcodec's
+    libtorchcodec_core4..9.dll each missing their FFmpeg DLLs: one cause, not 36 errors); the
+    first stands for the group, the others are listed under it. Order kept."""
+    groups: list[list[Finding]] = []
+    index: dict[tuple[object, ...], list[Finding]] = {}
+    for finding in findings:
+        if not finding.missing or finding.package is None:
+            groups.append([finding])
+            continue
+        key = (finding.code, finding.severity, finding.package, finding.hints)
+        if key in index:
+            index[key].append(finding)
+        else:
+            index[key] = [finding]
+            groups.append(index[key])
+    return groups
+
+
+def _missing(finding: Finding) -> str:
+    needs = finding.chain[-2] if len(finding.chain) > 1 else finding.dll
+    return f"{finding.missing} ({needs})" if needs else str(finding.missing)

@@ -91,8 +91,12 @@ def probe_all(
 ) -> list[IndexProblem]:
     """(URL, extra?) pairs asked in parallel; the problems, in the order given."""
     unique = list(dict.fromkeys(urls))
+    if len({url for url, _ in unique}) == 1:
+        probe(unique[0][0], timeout)  # in this thread: Ctrl-C reaches the wait directly
     threads = [
-        threading.Thread(target=probe, args=(url, timeout), daemon=True) for url, _ in unique
+        threading.Thread(target=probe, args=(url, timeout), daemon=True)
+        for url, _ in unique
+        if url not in _answers
     ]
     for thread in threads:
         thread.start()

@@ -10,7 +10,8 @@ Windows install or wheel offline instead (``torchguard scan``), from any OS; it 
 unless ``--torchguard-clean-windows`` is given. The assumption is printed under the verdict.
 
 Registered as a ``pytest11`` entry point; it does nothing unless the option is given, and it
-imports nothing heavy until then.
+imports nothing heavy until then. A fault of torchguard's own never ends the session: the
+header line names the internal error and the tests run as without the plugin.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 _REPORT = pytest.StashKey["Report"]()
 _ASSUMED = pytest.StashKey[str]()
+_FAULT = pytest.StashKey[str]()
 _EXIT_BROKEN = 1
 
 
@@ -87,7 +89,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             if config.getoption(option.lstrip("-").replace("-", "_")):
                 raise pytest.UsageError(f"{option} describes a scan: give --torchguard-scan too")
     if config.getoption("torchguard") or scanning:
-        config.stash[_REPORT] = _judge(config)
+        try:
+            config.stash[_REPORT] = _judge(config)
+        except pytest.UsageError:
+            raise
+        except Exception as exc:  # fail open: a torchguard bug must not stop the tests
+            _fault(config, exc)
+
+
+def _fault(config: pytest.Config, exc: Exception) -> None:
+    """Remember a fault of torchguard's own for the header; the session continues."""
+    from torchguard._internal import describe
+    from torchguard._version import __version__
+
+    if _REPORT in config.stash:
+        del config.stash[_REPORT]
+    config.stash[_FAULT] = (
+        f"torchguard {__version__}: internal error ignored, the session continues: "
+        f"{describe(exc)} (please report this as a torchguard bug)"
+    )
 
 
 def verdict(report: Report) -> str:
@@ -112,10 +132,14 @@ def verdict(report: Report) -> str:
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     report = config.stash.get(_REPORT, None)
-    if report is None:
-        return None
-    assumed = config.stash.get(_ASSUMED, None)
-    return [verdict(report), *([assumed] if assumed else [])]
+    if report is not None:
+        try:
+            assumed = config.stash.get(_ASSUMED, None)
+            return [verdict(report), *([assumed] if assumed else [])]
+        except Exception as exc:
+            _fault(config, exc)
+    fault = config.stash.get(_FAULT, None)
+    return [fault] if fault else None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -126,7 +150,12 @@ def pytest_collection(session: pytest.Session) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     writer = getattr(reporter, "_tw", None)
     colour = bool(getattr(writer, "hasmarkup", False))
-    text = report.render_text(colour=colour)
+    try:
+        text = report.render_text(colour=colour)
+    except Exception as exc:  # the verdict stands; only its rendering failed
+        from torchguard._internal import describe
+
+        text = f"{report.blockers[0].message}\n(torchguard could not render more: {describe(exc)})"
     if reporter is not None:
         reporter.write_sep("=", "torchguard: torch cannot be imported here")
         reporter.write_line(text)

@@ -84,6 +84,46 @@ def find_extensions(
     return found
 
 
+#: Bounds on the source read for one package (only ever for a failing extension).
+_MAX_SOURCES, _MAX_SOURCE_BYTES = 400, 2_000_000
+
+
+def extension_module(path: str) -> tuple[str, str] | None:
+    """(site folder, dotted module) of an extension ``.so`` found by :func:`find_extensions`:
+    ``/site/xformers/_C.cpython-311-x86_64-linux-gnu.so`` -> ``xformers._C``."""
+    parts: list[str] = [os.path.basename(path).split(".", 1)[0]]
+    folder = os.path.dirname(path)
+    for _ in range(_MAX_DEPTH):
+        if os.path.isdir(os.path.join(os.path.dirname(folder), "torch")):
+            parts.insert(0, os.path.basename(folder))
+            return os.path.dirname(folder), ".".join(parts)
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return None
+
+
+def package_sources(site: str, package: str) -> dict[str, str]:
+    """The ``.py`` files of ``site/package`` by site-relative path (bounded), for reading what
+    ``import package`` imports (:mod:`torchguard._model.import_reach`)."""
+    found: dict[str, str] = {}
+    for root, dirs, files in os.walk(os.path.join(site, package)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            try:
+                if os.path.getsize(path) > _MAX_SOURCE_BYTES:
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    found[os.path.relpath(path, site).replace(os.sep, "/")] = handle.read()
+            except OSError:
+                continue
+            if len(found) >= _MAX_SOURCES:
+                return found
+    return found
+
+
 @dataclass(frozen=True)
 class Pin:
     """What an installed distribution says about the torch it was built for."""

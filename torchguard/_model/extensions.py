@@ -41,7 +41,17 @@ from torchguard._model.ecosystem import (
     StepResult,
     simulate_packages,
 )
-from torchguard._model.import_reach import Reach, Source, reach
+from torchguard._model.import_reach import (
+    IMPORTED,
+    UNREACHED,
+    UNREAD,
+    Reach,
+    Source,
+    lost_feature,
+    module_sources,
+    place,
+    reach,
+)
 from torchguard._model.loader import MISSING, LoaderModel
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import PathKey, join, path_key
@@ -393,9 +403,6 @@ def _constant(source: str, name: str) -> str | None:
 
 # -- what ``import <package>`` really imports ---------------------------------------------------
 
-#: How a failing extension module's place in the package's code is remembered.
-_RUNS, _NAMED, _IMPORTED, _UNREACHED, _UNREAD = "runs", "named", "imported", "unreached", "unread"
-
 
 def _proven_imports(simulation: PackageSimulation, facts: SourceFacts) -> PackageSimulation:
     """Each extension module whose failed load is still said to break ``import <package>``,
@@ -410,22 +417,23 @@ def _proven_imports(simulation: PackageSimulation, facts: SourceFacts) -> Packag
     ]
     if not failing:
         return simulation
-    found: list[Reach | None] = []
+    found: list[tuple[Reach | None, dict[str, Source]]] = []
 
-    def package_reach() -> Reach | None:
+    def package_place(module: str) -> list[str]:
         if not found:
-            found.append(reach(plan.import_name, _module_sources(facts.modules())))
-        return found[0]
+            sources = module_sources(facts.modules())
+            found.append((reach(plan.import_name, sources), sources))
+        return place(found[0][0], module, found[0][1])
 
     changed: dict[int, Step] = {}
     for result in failing:
         module = result.step.feature
 
         def compute(module: str = module) -> list[str]:
-            return _place(package_reach(), module, facts)
+            return package_place(module)
 
-        place = facts.get(f"reach:{module}", list, compute)
-        step = _optional_step(result, plan.import_name, place)
+        where = facts.get(f"reach:{module}", list, compute)
+        step = _optional_step(result, plan.import_name, where)
         if step is not None:
             changed[id(result)] = step
     if not changed:
@@ -437,65 +445,26 @@ def _proven_imports(simulation: PackageSimulation, facts: SourceFacts) -> Packag
     return replace(simulation, plan=replace(plan, steps=steps), results=results)
 
 
-def _module_sources(files: dict[str, str]) -> dict[str, Source]:
-    """Dotted module name -> source, for site-relative ``.py`` paths."""
-    modules: dict[str, Source] = {}
-    for relative, text in files.items():
-        parts = relative[: -len(".py")].split("/")
-        is_package = parts[-1] == "__init__"
-        if is_package:
-            parts = parts[:-1]
-        if parts and all(part.isidentifier() for part in parts):
-            modules[".".join(parts)] = Source(text, is_package)
-    return modules
-
-
-def _place(found: Reach | None, module: str, facts: SourceFacts) -> list[str]:
-    """Where ``module`` stands in the package's code: ``[runs]``, ``[named]``,
-    ``[imported, importer, guard]``, ``[unreached]`` or ``[unread]`` (JSON, cached)."""
-    if found is None:
-        return [_UNREAD]
-    if module in found.runs:
-        return [_RUNS]
-    stem = module.rsplit(".", 1)[-1].lower()
-    files = facts.modules()
-    running = [text for relative, text in files.items() if _dotted(relative) in found.runs]
-    if _loads_by_name(running, f"{stem}.pyd"):
-        return [_NAMED]  # loaded by a load call that import <package> runs (as modelled)
-    importer = found.importer_of(module)
-    if importer is None:
-        return [_UNREACHED]
-    return [_IMPORTED, importer[0], importer[1] or ""]
-
-
-def _dotted(relative: str) -> str:
-    parts = relative[: -len(".py")].split("/")
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _optional_step(result: StepResult, package: str, place: list[str]) -> Step | None:
+def _optional_step(result: StepResult, package: str, where: list[str]) -> Step | None:
     """The failing step as a lost feature, or None when it stays what breaks the import."""
-    kind = place[0] if place else _UNREAD
-    if kind in (_RUNS, _NAMED):
-        return None
     step = result.step
     module = step.feature
+    feature = lost_feature(package, module, where)
+    if feature is None:
+        return None
     winerror = result.load.winerror if result.load is not None else None
     stem = module.rsplit(".", 1)[-1]
     error = f'"DLL load failed while importing {stem}" (WinError {winerror})'
-    if kind == _IMPORTED and len(place) >= 3:
-        importer = place[1]
-        how = place[2] or f"though nothing `import {package}` runs imports {importer}"
-        feature = f"{module}, which {importer} imports {how}"
+    kind = where[0] if where else UNREAD
+    if kind == IMPORTED:
+        how = where[2] or f"though nothing `import {package}` runs imports {where[1]}"
         reaction = (
-            f"succeeds; {importer} imports {module} {how}, so what it provides is unavailable "
+            f"succeeds; {where[1]} imports {module} {how}, so what it provides is unavailable "
             f"({error})"
         )
-    elif kind == _UNREACHED:
-        feature = f"{module} (nothing `import {package}` runs imports it)"
+    elif kind == UNREACHED:
         reaction = f"succeeds; importing {module} itself fails ({error})"
     else:
-        feature = f"{module} (its package's code could not be read)"
         reaction = (
             f"may fail: {module} does not load ({error}); whether `import {package}` imports "
             "it is not in any source torchguard could read"

@@ -14,6 +14,7 @@ through unconditional imports only.
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -160,3 +161,56 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
         if name in _CATCH_IMPORT_ERROR:
             return True
     return False
+
+
+# -- where a failing extension module stands in its package's code ------------------------------
+
+#: ``[RUNS]``: ``import PKG`` imports it; ``[NAMED]``: a module it runs names it beside a load
+#: call; ``[IMPORTED, importer, guard]``; ``[UNREACHED]``; ``[UNREAD]``: no source of ``PKG``.
+RUNS, NAMED, IMPORTED, UNREACHED, UNREAD = "runs", "named", "imported", "unreached", "unread"
+#: Calls that load a binary by path or name from Python.
+_LOAD_CALLS = ("load_library(", "cdll(", "windll(", "pydll(", "loadlibrary", "dlopen(")
+
+
+def module_sources(files: Mapping[str, str]) -> dict[str, Source]:
+    """Dotted module name -> source, for site-relative ``.py`` paths (``a/b/__init__.py``)."""
+    modules: dict[str, Source] = {}
+    for relative, text in files.items():
+        parts = relative[: -len(".py")].replace("\\", "/").split("/")
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        if parts and all(part.isidentifier() for part in parts):
+            modules[".".join(parts)] = Source(text, is_package)
+    return modules
+
+
+def place(found: Reach | None, module: str, sources: Mapping[str, Source]) -> list[str]:
+    """Where extension module ``module`` stands (JSON, for caches): see :data:`RUNS`."""
+    if found is None:
+        return [UNREAD]
+    if module in found.runs:
+        return [RUNS]
+    stem = module.rsplit(".", 1)[-1].lower()
+    named = re.compile(r"[\"'/\\]" + re.escape(stem) + r"(?:\.[a-z0-9_.-]+)?[\"']")
+    for name in found.runs:
+        text = sources[name].text.lower() if name in sources else ""
+        if named.search(text) and any(call in text for call in _LOAD_CALLS):
+            return [NAMED]  # loaded by a load call that import PKG runs (as modelled)
+    importer = found.importer_of(module)
+    if importer is None:
+        return [UNREACHED]
+    return [IMPORTED, importer[0], importer[1] or ""]
+
+
+def lost_feature(package: str, module: str, where: list[str]) -> str | None:
+    """What ``import package`` loses when ``module`` cannot load, or None when it fails."""
+    kind = where[0] if where else UNREAD
+    if kind in (RUNS, NAMED):
+        return None
+    if kind == IMPORTED and len(where) >= 3:
+        how = where[2] or f"though nothing `import {package}` runs imports {where[1]}"
+        return f"{module}, which {where[1]} imports {how}"
+    if kind == UNREACHED:
+        return f"{module} (nothing `import {package}` runs imports it)"
+    return f"{module} (its package's code could not be read)"

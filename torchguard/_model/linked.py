@@ -48,7 +48,7 @@ class RememberedLinks:
         _identity, state, known, settled = self._site(dist.site_dir)
         name = dist.distribution.dist_info
         self._asked.setdefault(dist.site_dir, set()).add(name)
-        stored: Any = known.get(name) if state is not None else None
+        stored: Any = known.get(name)
         if settled and _entry(stored):  # the folder is as it was: no file looked at
             return list(stored[1:])
         record = record_state(self.tree, dist.distribution)

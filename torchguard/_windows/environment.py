@@ -51,6 +51,8 @@ class Environment:
     """venv only: that folder on this host, when it can be read."""
     site: str | None = None
     """The host folder of its ``Lib\\site-packages``, when it has one."""
+    system_site: bool = False
+    """venv only: ``include-system-site-packages = true`` (the base's site-packages follow)."""
 
     def describe(self, prefix: str, app_dir: str) -> str:
         """What the scan took the environment to be, for the report's ``assumed:`` line."""
@@ -58,6 +60,8 @@ class Environment:
         if self.kind == VENV:
             reach = "" if self.home_host else " (not found here: python.org's DLLs assumed)"
             where += f", python.exe's folder {app_dir} from its home{reach}"
+            if self.system_site:
+                where += f", then {app_dir}\\Lib\\site-packages (include-system-site-packages)"
         return f"{where}; PATH is not known offline: no folder of it assumed"
 
 
@@ -119,19 +123,20 @@ def _kind(root: str) -> str | None:
     return None
 
 
-def _venv_home(root: str) -> str | None:
-    """``home`` of ``<root>\\pyvenv.cfg``: the folder of the python.exe the venv runs."""
+def _venv_config(root: str) -> dict[str, str]:
+    """``<root>\\pyvenv.cfg``'s settings (``home``: the folder of the python.exe it runs)."""
     config = child(root, "pyvenv.cfg")
     try:
         with open(config or "", encoding="utf-8", errors="replace") as handle:
             lines = handle.read(1 << 16).splitlines()
     except OSError:
-        return None
+        return {}
+    settings: dict[str, str] = {}
     for line in lines:
         key, sep, value = line.partition("=")
-        if sep and key.strip().lower() == "home" and value.strip():
-            return ntpath.normpath(value.strip())
-    return None
+        if sep and value.strip():
+            settings.setdefault(key.strip().lower(), value.strip())
+    return settings
 
 
 def environment_of(root: str) -> Environment | None:
@@ -142,7 +147,10 @@ def environment_of(root: str) -> Environment | None:
         return None
     lib = child(root, "Lib")
     site = child(lib, "site-packages") if lib else None
-    home = _venv_home(root) if kind == VENV else None
+    config = _venv_config(root) if kind == VENV else {}
+    home = ntpath.normpath(config["home"]) if "home" in config else None
+    if home is not None and not (ntpath.isabs(home) and ntpath.splitdrive(home)[0]):
+        home = None  # not a Windows folder: python.exe's folder is unknown
     return Environment(
         kind=kind,
         root=os.path.abspath(root),
@@ -150,6 +158,7 @@ def environment_of(root: str) -> Environment | None:
         home=home,
         home_host=host_folder(home) if home else None,
         site=site if site and os.path.isdir(site) else None,
+        system_site=config.get("include-system-site-packages", "").lower() == "true",
     )
 
 

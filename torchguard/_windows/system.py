@@ -147,6 +147,8 @@ def offline_windows(
             tree.mount_host_dir(site_dir, env.site or env.root)
             targets = [t for t in targets if t is not env_target]
         tags, platforms = _mount_targets(tree, targets, site_dir, places.prefix)
+        if env is not None and env.home_host is not None:  # a venv's base python.exe folder
+            tree.mount_host_dir(places.app_dir, env.home_host)
         for folder in system32_dirs:
             _mount_folder(tree, OFFLINE_SYSTEM32, folder, "--system32")
         _assume(
@@ -154,7 +156,10 @@ def offline_windows(
         )
         for source, names in assumed_system32:
             _assume(tree, OFFLINE_SYSTEM32, names, source)
-        package_dir = find_torch_package(tree, [site_dir])
+        site_dirs = [site_dir]
+        if env is not None and env.system_site:  # the base's site-packages follow the venv's
+            site_dirs.append(join(places.app_dir, "Lib", "site-packages"))
+        package_dir = find_torch_package(tree, site_dirs)
         refusal = refuse_other_platform_install(tree, site_dir, package_dir)
         if refusal is not None:
             raise TargetError(refusal)
@@ -164,10 +169,8 @@ def offline_windows(
         python_dll, stable_dll = python_dlls(version, free_threaded=free_threaded)
         if python_dir is not None:
             _mount_folder(tree, places.prefix, python_dir, "--python-dir")
-        venv = env is not None and env.kind == VENV
-        if env is not None and env.home_host is not None:
-            tree.mount_host_dir(places.app_dir, env.home_host)
-        elif venv or (env is None and python_dir is None):  # python.exe's folder unseen
+        unseen = env is not None and env.kind == VENV and env.home_host is None
+        if unseen or (env is None and python_dir is None):  # python.exe's folder unseen
             shipped = (python_dll, stable_dll, "vcruntime140.dll") + (
                 () if machine == X86 else ("vcruntime140_1.dll",)  # no x86 build needs it
             )
@@ -185,7 +188,7 @@ def offline_windows(
         base_exec_prefix=places.base_exec_prefix,
         userbase=None,
         app_dir=places.app_dir,
-        site_dirs=(site_dir,),
+        site_dirs=tuple(site_dirs),
         is_conda=env is not None and env.kind == CONDA,
         free_threaded=free_threaded,
     )
