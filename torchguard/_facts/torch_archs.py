@@ -12,7 +12,10 @@ the fatbin of the real PyPI Linux wheel (``tools/read_torch_archs.py``, torchgua
 the others are ``stated`` by PyTorch's build configuration (``TORCH_CUDA_ARCH_LIST`` in
 ``.ci/manywheel/build_cuda.sh`` for Linux and ``.ci/pytorch/windows/cudaXYZ.bat`` for
 Windows), cited per row. Windows lists add sm_61 where Linux relies on sm_60 SASS (which runs
-on sm_61); neither changes which GPU runs, so one row serves both platforms.
+on sm_61); neither changes which GPU runs, so one row serves both platforms. A reading samples
+the first 64 containers (translation units), each built for the whole ``TORCH_CUDA_ARCH_LIST``;
+the few units built for extra architecture-specific targets (sm_89 or sm_90a FP8 kernels) are
+not in the rows, and they change no GPU's verdict (sm_86 SASS runs on sm_89).
 """
 
 from __future__ import annotations
