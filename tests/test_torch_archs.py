@@ -69,12 +69,12 @@ def test_releases_read_lie_in_their_rows_and_provenance_says_which() -> None:
 
 
 def test_every_release_read_matches_the_recorded_reading() -> None:
-    """tools/torch_archs_readings.jsonl is the script's output (2026-12-02, 64 containers per
+    """tests/readings/torch_archs_readings.jsonl is the script's output (2026-12-02, 64 containers per
     wheel): each row's ``read`` releases carry exactly the row's lists, and every reading is
     claimed by a row, so the table cannot drift from what the binaries said."""
     import json
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "torch_archs_readings.jsonl"
+    path = Path(__file__).resolve().parent / "readings" / "torch_archs_readings.jsonl"
     readings = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     claimed = {(v, row.cuda) for row in BUILD_ARCHS for v in row.read}
     seen = set()
@@ -117,8 +117,8 @@ def test_newest_build_per_gpu(gpu: str, newest: tuple[str, tuple[int, int]]) -> 
 
 
 def _reader() -> ModuleType:
-    """``tools/read_torch_archs.py``, the script that reads the table's verified rows."""
-    path = Path(__file__).resolve().parent.parent / "tools" / "read_torch_archs.py"
+    """``tests/readings/read_torch_archs.py``, the script that reads the table's verified rows."""
+    path = Path(__file__).resolve().parent / "readings" / "read_torch_archs.py"
     spec = importlib.util.spec_from_file_location("read_torch_archs", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -8,7 +8,8 @@ wrong question; "did PyTorch build this variant for it" is this table.
 
 Each row gives the SASS (and PTX) architectures of ``libtorch_cuda.so`` / ``torch_cuda.dll``
 for a range of release series and one CUDA variant. Rows marked ``verified`` were read from
-the fatbin of the real PyPI Linux wheel (``tools/read_torch_archs.py``, torchguard's reader);
+the fatbin of the real PyPI Linux wheel (``tests/readings/read_torch_archs.py``, torchguard's
+reader);
 the others are ``stated`` by PyTorch's build configuration (``TORCH_CUDA_ARCH_LIST`` in
 ``.ci/manywheel/build_cuda.sh`` for Linux and ``.ci/pytorch/windows/cudaXYZ.bat`` for
 Windows), cited per row. Windows lists add sm_61 where Linux relies on sm_60 SASS (which runs
@@ -30,7 +31,7 @@ Cuda = tuple[int, int]
 
 _LINUX = "pytorch/pytorch .ci/manywheel/build_cuda.sh (v{}) TORCH_CUDA_ARCH_LIST"
 _WINDOWS = "pytorch/pytorch .ci/pytorch/windows/cuda{}.bat TORCH_CUDA_ARCH_LIST"
-_PYPI = "PyPI's Linux wheels (libtorch_cuda.so .nv_fatbin, tools/read_torch_archs.py)"
+_PYPI = "PyPI's Linux wheels (libtorch_cuda.so .nv_fatbin, tests/readings/read_torch_archs.py)"
 
 
 @dataclass(frozen=True)

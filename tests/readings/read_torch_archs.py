@@ -2,10 +2,10 @@
 
 Rerun it to check or extend ``torchguard/_facts/torch_archs.py``::
 
-    python tools/read_torch_archs.py 2.8.0 2.15.0     # chosen releases
-    python tools/read_torch_archs.py > tools/torch_archs_readings.jsonl   # every release from 2.0
+    python tests/readings/read_torch_archs.py 2.8.0 2.15.0     # chosen releases
+    python tests/readings/read_torch_archs.py > tests/readings/torch_archs_readings.jsonl   # every release from 2.0
 
-The recorded output, ``tools/torch_archs_readings.jsonl``, is what the table's ``read`` releases
+The recorded output, ``tests/readings/torch_archs_readings.jsonl``, is what the table's ``read`` releases
 are checked against (``tests/test_torch_archs.py``).
 
 Each wheel is read over HTTP range requests, never downloaded whole: the zip's central
