@@ -70,7 +70,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
             findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
         )
     if cache is not None:  # one file per environment: a warm run parses only its own
-        cache.use_scope(f"windows|{system.torch_package_dir}")
+        cache.use_scope(f"windows|{system.torch_package_dir}" if system.live else "windows-offline")
     dists = find_dists(system.tree, interpreter.site_dirs)
     remember_records(system.tree, dists, cache)
     torch = locate_torch(system.tree, system.torch_package_dir, dists)
