@@ -35,30 +35,26 @@ class _Analysis:
         return self.report
 
 
-def _already_imported() -> Report:
-    finding = Finding(
-        code=Code.TORCH_ALREADY_IMPORTED,
-        severity=WARNING,
-        message=(
-            "torch was imported before torchguard.ensure() ran, so there is nothing left to "
-            "protect; call ensure() before the first `import torch`"
-        ),
-        rank=90,
-    )
+def _nothing_checked(code: Code, message: str) -> Report:
+    """A live report of one warning: ensure() had nothing it could check."""
+    finding = Finding(code=code, severity=WARNING, message=message, rank=90)
     return Report(findings=(finding,), mode=Analysis.LIVE)
+
+
+def _already_imported() -> Report:
+    return _nothing_checked(
+        Code.TORCH_ALREADY_IMPORTED,
+        "torch was imported before torchguard.ensure() ran, so there is nothing left to "
+        "protect; call ensure() before the first `import torch`",
+    )
 
 
 def _reentered() -> Report:
-    finding = Finding(
-        code=Code.ENSURE_REENTERED,
-        severity=WARNING,
-        message=(
-            "ensure() was called again from inside its own analysis (by code that runs while "
-            "torchguard looks torch up, such as an import hook); this inner call checked nothing"
-        ),
-        rank=90,
+    return _nothing_checked(
+        Code.ENSURE_REENTERED,
+        "ensure() was called again from inside its own analysis (by code that runs while "
+        "torchguard looks torch up, such as an import hook); this inner call checked nothing",
     )
-    return Report(findings=(finding,), mode=Analysis.LIVE)
 
 
 def _non_windows() -> Report:
