@@ -165,3 +165,46 @@ def test_a_warm_linux_analysis_rewrites_nothing(tmp_path: Path) -> None:
     assert report.import_torch is not None and report.import_torch.ok
     after = [(p.name, p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(files)]
     assert after == before
+
+
+def test_a_warm_linux_analysis_lists_no_site_packages_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """site-packages holds a thousand names in a large environment: a warm run neither lists
+    it for torch's preload search nor for what torchvision and friends pin (issue 22.1); an
+    install is seen at once (the folder's state changes)."""
+    from test_linux_import import _dist, torch_site
+
+    from torchguard._frontends.pipeline import linux as pipeline
+    from torchguard._platforms.linux import listing
+    from torchguard._platforms.linux.cache import LinuxCache
+    from torchguard._platforms.linux.system import offline_linux
+
+    site = torch_site(tmp_path)
+    binary_dists(site, 3)
+    _dist(site, "torchvision", "0.24.1", "2.9.1")
+    folder = tmp_path / "cache"
+
+    def analyze() -> torchguard.Report:
+        return pipeline.analyze_linux(offline_linux([str(site)]), cache=LinuxCache(folder))
+
+    assert analyze().warnings == ()
+    listed: list[str] = []
+    real_list, real_listdir = listing._list, os.listdir
+
+    def spy_list(path: str) -> object:
+        listed.append(path)
+        return real_list(path)
+
+    def spy_listdir(path: str | None = None) -> list[str]:
+        listed.append(str(path))
+        return real_listdir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(listing, "_list", spy_list)
+    monkeypatch.setattr(pipeline.os, "listdir", spy_listdir)
+    monkeypatch.setattr(pipeline, "torch_pins", lambda site: pytest.fail("read again"))
+    assert analyze().warnings == ()
+    assert str(site) not in listed, listed
+    monkeypatch.undo()
+    _dist(site, "torchaudio", "2.8.0", "2.8.0")  # pinned to another torch
+    assert [(f.code, f.package) for f in analyze().warnings] == [("package-mismatch", "torchaudio")]

@@ -71,7 +71,9 @@ def test_answers_relative_patterns_from_the_current_folder(
 
 def test_each_folder_is_listed_once_and_absent_ones_never(tmp_path: Path) -> None:
     """torch's preload asks every sys.path entry for every CUDA library: the listings follow
-    the folders that exist, however many libraries and entries are searched."""
+    the folders that exist, however many libraries and entries are searched; an entry itself
+    is never listed (site-packages holds a thousand names), each name it is asked for is
+    one stat, once."""
     entries = [tmp_path / f"entry{index}" for index in range(8)]
     for entry in entries:
         entry.mkdir()
@@ -85,5 +87,14 @@ def test_each_folder_is_listed_once_and_absent_ones_never(tmp_path: Path) -> Non
             found += search(os.path.join(entry, "nvidia", folder, "lib", "lib*.so.*[0-9]"))
             found += search(os.path.join(entry, folder, "lib", "lib*.so.*[0-9]"))
     assert found == [str(entries[3] / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12")]
-    # the 8 entries, entry3's nvidia, its cuda_runtime and that folder's lib
-    assert search.listed == 8 + 3
+    # entry3's nvidia, its cuda_runtime and that folder's lib
+    assert search.listed == 3
+    assert search.probed == 8 * (1 + 16 + 1)  # nvidia and the 17 folders in each entry
+    for entry in entries[:3]:  # a thousand names in an entry cost nothing more
+        for index in range(1000):
+            (entry / f"pkg{index}").mkdir()
+    again = ListingGlob(roots)
+    for folder in [*folders, "cuda_runtime"]:
+        for entry in roots:
+            again(os.path.join(entry, "nvidia", folder, "lib", "lib*.so.*[0-9]"))
+    assert (again.listed, again.probed) == (3, 8)

@@ -268,7 +268,7 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
                 driver, driver_lacks(ldso, driver, late_facts), hints
             )
     site = os.path.dirname(os.path.abspath(torch_dir))
-    pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
+    pins = _pins(site, cache, _scratch(system))
     findings += package_mismatch(pins, version, hints)
     torch_end = len(ldso.objects)
     if replay.ok:  # each package binary that links torch, loaded into the process torch left
@@ -547,6 +547,24 @@ def _requirements(
         found = torch_requirements(torch_dir)
         if not temporary:
             cache.store_requirements(key, found)
+    return found
+
+
+def _pins(
+    site: str, cache: LinuxCache, scratch: str | None = None
+) -> list[tuple[str, str, str | None]]:
+    """What torchvision, torchaudio and torch-built packages pin, read once per state of
+    the site-packages folder (listing a thousand names on every run otherwise)."""
+    try:
+        key = f"{site}|{os.stat(site).st_mtime_ns}"
+    except OSError:
+        key = None
+    temporary = key is None or (scratch is not None and os.path.abspath(scratch) == site)
+    found = None if temporary or key is None else cache.pins(key)
+    if found is None:
+        found = [(p.name, p.version, p.requires) for p in torch_pins(site)]
+        if not temporary and key is not None:
+            cache.store_pins(key, found)
     return found
 
 

@@ -139,6 +139,27 @@ class LinuxCache:
     def store_extensions(self, key: str, found: list[tuple[str, str]]) -> None:
         self._put("extensions", key, [list(item) for item in found])
 
+    def pins(self, key: str) -> list[tuple[str, str, str | None]] | None:
+        """(name, version, torch requirement) of a site-packages folder's torch-built
+        distributions, as last read."""
+        found = self._get("pins", key)
+        if type(found) is not list:
+            return None
+        pins: list[tuple[str, str, str | None]] = []
+        for item in found:
+            if type(item) is not list or len(item) != 3:
+                return None
+            name, version, requires = item
+            if type(name) is not str or type(version) is not str:
+                return None
+            if requires is not None and type(requires) is not str:
+                return None
+            pins.append((name, version, requires))
+        return pins
+
+    def store_pins(self, key: str, found: list[tuple[str, str, str | None]]) -> None:
+        self._put("pins", key, [list(item) for item in found])
+
     def lookups(self, key: str) -> dict[str, tuple[str, ...]]:
         """The ``ld.so.cache`` answers remembered for the cache file ``key``."""
         found = self._get("ldcache", key)

@@ -4,8 +4,10 @@ torch's preload searches every ``sys.path`` entry for each CUDA library
 (``<entry>/nvidia/<folder>/lib/<pattern>``): with 16 libraries and 8 entries that is about
 260 ``glob`` calls, each listing or probing folders anew. :class:`ListingGlob` lists a folder
 at most once per analysis and walks from the top, so a folder that does not exist is known
-from its parent's listing: the file-system calls follow the folders that exist, not the
-number of patterns. Results are those of ``glob.glob`` (directory order, hidden names only
+from its parent's listing (or, for a ``sys.path`` entry's own folders, from one ``stat``:
+an entry such as site-packages holds a thousand names, and only ``nvidia`` and ``torch`` are
+asked for): the file-system calls follow the folders that exist, not the number of
+patterns. Results are those of ``glob.glob`` (directory order, hidden names only
 for a pattern starting with a dot, a folder needed where a path continues).
 """
 
@@ -17,8 +19,10 @@ import re
 
 _MAGIC = re.compile(r"[*?[]")
 
-Listing = tuple[tuple[str, bool], ...]
-"""A folder's (name, is a directory) pairs, in directory order."""
+Listing = dict[str, "os.DirEntry[str]"]
+"""A folder's entries by name, in directory order: a name is looked up at once (a
+site-packages folder holds a thousand), and whether an entry is a directory is asked only
+of the entries a pattern reaches."""
 
 
 def has_magic(text: str) -> bool:
@@ -35,6 +39,9 @@ class ListingGlob:
         self._listings: dict[str, Listing | None] = {}
         self.listed = 0
         """How many folders were listed (a seam for tests: it follows existing folders)."""
+        self.probed = 0
+        """How many of the entries' own folders were asked for by a ``stat`` (a seam for
+        tests: it follows the names asked for, never the entries' sizes)."""
 
     def __call__(self, pattern: str) -> list[str]:
         return self._glob(pattern, dirs_only=False)
@@ -50,10 +57,10 @@ class ListingGlob:
         for parent in parents:
             if has_magic(name):
                 hidden = name.startswith(".")
-                for entry, is_dir in self._listing(parent) or ():
-                    if dirs_only and not is_dir:
+                for entry, item in (self._listing(parent) or {}).items():
+                    if entry.startswith(".") and not hidden:
                         continue
-                    if (hidden or not entry.startswith(".")) and fnmatch.fnmatchcase(entry, name):
+                    if fnmatch.fnmatchcase(entry, name) and (not dirs_only or _is_dir(item)):
                         found.append(os.path.join(parent, entry))
             elif self._exists(os.path.join(parent, name), dirs_only):
                 found.append(os.path.join(parent, name))
@@ -65,23 +72,29 @@ class ListingGlob:
         folder, name = os.path.split(path)
         if name in ("", ".", "..") or folder not in self._listings:
             return os.path.isdir(path) if dirs_only else os.path.lexists(path)
-        for entry, is_dir in self._listings[folder] or ():
-            if entry == name:
-                return is_dir or not dirs_only
-        return False
+        item = (self._listings[folder] or {}).get(name)
+        return item is not None and (not dirs_only or _is_dir(item))
 
     def _listing(self, folder: str) -> Listing | None:
         if folder in self._listings:
             return self._listings[folder]
         parent, name = os.path.split(folder)
         if name not in ("", ".", "..") and self._below_root(parent):
-            self._listing(parent)
-            if not self._exists(folder, dirs_only=True):  # its parent says it is not there
+            if self._is_root(parent):  # a sys.path entry (a thousand names): one stat
+                there = os.path.isdir(folder)
+                self.probed += 1
+            else:
+                self._listing(parent)
+                there = self._exists(folder, dirs_only=True)  # from its parent's listing
+            if not there:
                 self._listings[folder] = None
                 return None
         listing = self._listings[folder] = _list(folder or os.curdir)
         self.listed += 1
         return listing
+
+    def _is_root(self, path: str) -> bool:
+        return any(path == root or (path == "" and not root) for root in self.roots)
 
     def _below_root(self, path: str) -> bool:
         """Whether ``path`` is a root or inside one."""
@@ -97,7 +110,7 @@ class ListingGlob:
 def _list(folder: str) -> Listing | None:
     try:
         with os.scandir(folder) as entries:
-            return tuple((e.name, _is_dir(e)) for e in entries)
+            return {entry.name: entry for entry in entries}
     except OSError:
         return None
 
