@@ -73,7 +73,7 @@ def jobs() -> list[Job]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=3, help="downloads at once (default 3)")
+    parser.add_argument("--jobs", type=int, default=2, help="downloads at once (default 2)")
     args = parser.parse_args(argv)
     start = time.monotonic()
     failed = 0
