@@ -47,6 +47,8 @@ class Check:
     """What pip resolved: requirement files read in, unchecked requirements left out."""
     unchecked: tuple[Unchecked, ...] = ()
     index_problems: tuple[IndexProblem, ...] = ()
+    gpu_answer: dict[str, object] | None = None
+    """With ``--gpu``: the newest build for the GPU (:mod:`.gpu_answer`)."""
 
     @property
     def wheel_names(self) -> list[str]:
@@ -66,6 +68,7 @@ class Check:
             "fix": self.fix,
             "unchecked": [u.to_dict() for u in self.unchecked],
             "index_problems": [p.to_dict() for p in self.index_problems],
+            "gpu_answer": self.gpu_answer,
         }
 
 
@@ -199,6 +202,7 @@ def _run(
             fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
         )
         system.python_cmd = install_python(version, given.files)
+        python_cmd = system.python_cmd
         try:
             report = analyze(system, cache=user_cache())
         finally:
@@ -227,6 +231,11 @@ def _run(
         *problem_lines(problems),
     ]
     notes += _cpu_build_note(report, gpus, cuda, planned)
+    from torchguard._frontends.gpu_answer import answer
+
+    python = tuple(int(p) for p in version.split(".")[:2])
+    gpu = answer(gpus, cuda, (python[0], python[1]), [p.name for p in planned], python_cmd)
+    notes += gpu.lines if gpu else ()
     return Check(
         tuple(requirements),
         version,
@@ -242,6 +251,7 @@ def _run(
         arguments=tuple(arguments),
         unchecked=tuple(given.unchecked),
         index_problems=tuple(problems),
+        gpu_answer=gpu.to_dict() if gpu else None,
     )
 
 
