@@ -240,7 +240,15 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
     findings = list(import_findings(replay, hints, ldso.objects))
     findings += ignored_preload_findings(ldso.ignored_preloads)
     findings += conflicting_files(_conflicts(torch_dir, cache, _scratch(system)), hints)
-    findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
+    findings += cpu_build_on_gpu(
+        version,
+        cuda,
+        system.gpus,
+        hints,
+        _driver_shown(system),
+        lambda: _siblings(torch_dir),
+        system.python_version,
+    )
     findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
     if replay.ok:
         pinned = pinned_copies(system.site_dirs, plan.cuda_major, search)
@@ -375,9 +383,27 @@ def _gpu_findings(
     found = list(driver_findings(version, cuda, facts, hints))
     if any(compute_capability(g) is not None for g in system.gpus):
         archs = _torch_archs(torch_dir, files, cache)
-        found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
+        found += gpu_arch_findings(
+            version,
+            cuda,
+            system.gpus,
+            archs,
+            driver,
+            hints,
+            lambda: _siblings(torch_dir),
+            system.python_version,
+        )
         found += _extension_kernels(system, files, cache)
     return found
+
+
+def _siblings(torch_dir: str) -> tuple[tuple[str, str], ...]:
+    """torchvision and torchaudio installed beside torch (release, no local tag)."""
+    return tuple(
+        (pin.name, pin.version.partition("+")[0])
+        for pin in torch_pins(os.path.dirname(torch_dir))
+        if pin.name in ("torchvision", "torchaudio")
+    )
 
 
 def _extension_kernels(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[Finding]:
