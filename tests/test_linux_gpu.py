@@ -334,6 +334,11 @@ def test_linux_hints_pin_torchvision_and_name_the_newest_build(tmp_path: Path) -
             "torch==2.14.1 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cu126"
         )
     )
+    # doctor's hint and check's answer are one choice, word for word in the command
+    from torchguard._frontends.gpu_answer import answer
+
+    said = answer(["NVIDIA GeForce GTX 1080"], None, None, ["torch", "torchvision"], linux=True)
+    assert said is not None and said.command == finding.hints[1].commands[0]
 
 
 def test_a_warm_run_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -122,6 +122,7 @@ def check(
         tuple(gpus),
         driver_cuda,
         timeout,
+        verify_kernels=verify_fix,
     )
     if verify_fix:
         from torchguard._frontends.verify import verify_fix as verify
@@ -158,6 +159,8 @@ def _run(
     gpus: tuple[str, ...],
     cuda: tuple[int, int] | None,
     timeout: float,
+    *,
+    verify_kernels: bool = False,
 ) -> Check:
     from torchguard._frontends.download import fetch
     from torchguard._frontends.install_python import install_python
@@ -236,6 +239,17 @@ def _run(
     python = tuple(int(p) for p in version.split(".")[:2])
     gpu = answer(gpus, cuda, (python[0], python[1]), [p.name for p in planned], python_cmd)
     notes += gpu.lines if gpu else ()
+    gpu_answer = gpu.to_dict() if gpu else None
+    if verify_kernels and gpu is not None and gpu.pick is not None and gpu.command:
+        from torchguard._frontends.remote_kernels import verify_kernels as read_kernels
+
+        bar.show(f"reading the kernels of torch {gpu.pick.label}...", force=True)
+        verdict = read_kernels(gpu.pick, gpu.capabilities, gpu.command, cache=cache)
+        bar.clear()
+        notes.append(verdict.line)
+        if gpu_answer is not None:
+            gpu_answer["kernels_verified"] = verdict.verified
+            gpu_answer["kernels_verdict"] = verdict.line
     return Check(
         tuple(requirements),
         version,
@@ -251,7 +265,7 @@ def _run(
         arguments=tuple(arguments),
         unchecked=tuple(given.unchecked),
         index_problems=tuple(problems),
-        gpu_answer=gpu.to_dict() if gpu else None,
+        gpu_answer=gpu_answer,
     )
 
 

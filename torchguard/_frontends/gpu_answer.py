@@ -30,6 +30,7 @@ class GpuAnswer:
     command: str | None
     unknown: tuple[str, ...] = ()
     """GPU names whose architecture torchguard does not know (not judged)."""
+    capabilities: tuple[Capability, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         chosen = self.pick
@@ -128,7 +129,7 @@ def answer(
         + _newer_without(chosen, capabilities, starts)
     )
     lines.append(f"  {command}")
-    return GpuAnswer(tuple(lines), chosen, command, unknown)
+    return GpuAnswer(tuple(lines), chosen, command, unknown, tuple(capabilities))
 
 
 __all__ = ["GpuAnswer", "answer"]
