@@ -205,3 +205,15 @@ def test_the_variants_own_index_is_read_first(index: Index) -> None:
     )
     assert result.verified, result.line
     assert "it runs sm_61" in result.line  # sm_60 SASS runs on sm_61
+
+
+@pytest.mark.realwheel
+def test_pypis_newest_wheel_verifies_an_ada_pick() -> None:
+    """The real read: PyPI's 2.15.0 Linux wheel is its cu132 build; its first 64 containers
+    carry sm_86 SASS, which an RTX 4090 (sm_89) runs. Remembered in the shared cache."""
+    from realwheels import CACHE
+
+    recommended = chosen((2, 15), (8, 9))
+    result = verify_kernels(recommended, [(8, 9)], "pip install torch==2.15.0", cache=str(CACHE))
+    assert result.verified, result.line
+    assert "torch-2.15.0-" in result.line and "read from https://pypi.org/simple" in result.line
