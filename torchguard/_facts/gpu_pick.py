@@ -105,6 +105,15 @@ def pick(
     return None
 
 
+def newest_build(
+    capability: Capability, driver: tuple[int, int] | None
+) -> tuple[Release, Cuda] | None:
+    """The newest (release, CUDA variant) with kernels for the GPU whose minimum Windows driver
+    ``driver`` meets (any driver when None): the README's table against uv."""
+    chosen = pick([capability], starts=driver_starts(driver))
+    return (chosen.release, chosen.cuda) if chosen else None
+
+
 def pick_in(
     release: Release,
     capabilities: Sequence[Capability],
@@ -124,4 +133,4 @@ def pick_in(
     return None
 
 
-__all__ = ["Pick", "Starts", "cuda_starts", "driver_starts", "pick", "pick_in"]
+__all__ = ["Pick", "Starts", "cuda_starts", "driver_starts", "newest_build", "pick", "pick_in"]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchguard._facts.cuda_builds import Release
 from torchguard._facts.gpus import Capability, cuda_can_build
 
 Series = tuple[int, int]
@@ -150,16 +149,4 @@ def carries_kernels(version: str, cuda: Cuda, capability: Capability) -> bool:
     return cuda_can_build(cuda, capability)
 
 
-def newest_build(
-    capability: Capability, driver: tuple[int, int] | None
-) -> tuple[Release, Cuda] | None:
-    """The newest (release, CUDA variant) with kernels for the GPU whose minimum Windows driver
-    ``driver`` meets (any driver when None): what to install for this GPU today (the same
-    choice as ``check --gpu``, :func:`torchguard._facts.gpu_pick.pick`)."""
-    from torchguard._facts.gpu_pick import driver_starts, pick
-
-    chosen = pick([capability], starts=driver_starts(driver))
-    return (chosen.release, chosen.cuda) if chosen else None
-
-
-__all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels", "newest_build"]
+__all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels"]

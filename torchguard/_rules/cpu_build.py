@@ -24,11 +24,11 @@ from torchguard._facts.cuda_builds import (
 from torchguard._facts.gpu_pick import driver_starts
 from torchguard._facts.gpus import Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
 from torchguard._rules.gpu_fix import newest_hint, newest_pick
-from torchguard._vocab import Code
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
