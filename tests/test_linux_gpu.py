@@ -37,6 +37,7 @@ TRIPLET = "usr/lib/x86_64-linux-gnu"
 #: What a driver's libcuda.so.1 offers cudart: its entry points come through cuGetProcAddress.
 DRIVER_API = ["cuInit", "cuGetProcAddress_v2"]
 
+
 def root_with_driver(tmp: Path, version: str | None, *, libcuda: bool = True) -> Path:
     """A system root whose kernel runs NVIDIA driver ``version`` (None: no driver), with the
     driver's ``libcuda.so.1`` in the default folder when ``libcuda``."""
@@ -315,6 +316,42 @@ def test_a_gpu_the_fatbin_has_no_kernels_for(tmp_path: Path) -> None:
     assert "needs NVIDIA driver" not in finding.hints[0].summary  # 580.82.07 runs CUDA 13.0
     with_kernels(site, *SM_80_86_90, entry(1, 90, b"ptx\0"))  # PTX the driver can JIT
     assert codes(system_on(tmp_path, root, gpus=("NVIDIA GeForce RTX 5090",))) == []
+
+
+def test_linux_hints_pin_torchvision_and_name_the_newest_build(tmp_path: Path) -> None:
+    """A GTX 1080 under torch 2.9.1+cu128 (Volta and newer): 2.9.1's cu126 build with the
+    installed torchvision kept, and the newest build for sm_61 (what `check --gpu` answers)
+    with the torchvision made for it."""
+    from test_linux_import import _dist
+
+    site = torch_site(tmp_path)
+    with_kernels(site, *(entry(2, arch, b"k" * 16) for arch in (70, 75, 80, 86, 90, 100, 120)))
+    _dist(site, "torchvision", "0.24.1", "2.9.1")
+    root = root_with_driver(tmp_path, "580.82.07")
+    (finding,) = analyze_linux(
+        system_on(tmp_path, root, gpus=("NVIDIA GeForce GTX 1080",))
+    ).findings
+    assert finding.code == "gpu-arch-unsupported"
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith(
+            "torch==2.9.1 torchvision==0.24.1 --index-url https://download.pytorch.org/whl/cu126"
+        )
+    )
+    assert "or the newest torch for sm_61" in finding.hints[1].summary
+    assert (
+        finding.hints[1]
+        .commands[0]
+        .endswith(
+            "torch==2.14.1 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cu126"
+        )
+    )
+    # doctor's hint and check's answer are one choice, word for word in the command
+    from torchguard._frontends.gpu_answer import answer
+
+    said = answer(["NVIDIA GeForce GTX 1080"], None, None, ["torch", "torchvision"], linux=True)
+    assert said is not None and said.command == finding.hints[1].commands[0]
 
 
 def test_a_warm_run_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -136,7 +136,15 @@ class LinuxAnalysis:
         findings = list(import_findings(replay, hints, ldso.objects))
         findings += ignored_preload_findings(ldso.ignored_preloads)
         findings += conflicting_files(cached.conflicts(torch_dir, cache, self.scratch), hints)
-        findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
+        findings += cpu_build_on_gpu(
+            version,
+            cuda,
+            system.gpus,
+            hints,
+            _driver_shown(system),
+            lambda: _siblings(torch_dir),
+            system.python_version,
+        )
         findings += self._gpu_findings(hints)
         if replay.ok:
             pinned = pinned_copies(system.site_dirs, self.preload_plan.cuda_major, self.search)
@@ -240,7 +248,16 @@ class LinuxAnalysis:
         found = list(driver_findings(version, cuda, facts, hints))
         if any(compute_capability(g) is not None for g in system.gpus):
             archs = cached.torch_archs(self.torch_dir, files, cache)
-            found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
+            found += gpu_arch_findings(
+                version,
+                cuda,
+                system.gpus,
+                archs,
+                driver,
+                hints,
+                lambda: _siblings(self.torch_dir),
+                system.python_version,
+            )
             found += self._extension_kernels()
         return found
 
@@ -374,4 +391,13 @@ def torch_not_found() -> Finding:
             ),
         ),
         rank=0,
+    )
+
+
+def _siblings(torch_dir: str) -> tuple[tuple[str, str], ...]:
+    """torchvision and torchaudio installed beside torch (release, no local tag)."""
+    return tuple(
+        (pin.name, pin.version.partition("+")[0])
+        for pin in torch_pins(os.path.dirname(torch_dir))
+        if pin.name in ("torchvision", "torchaudio")
     )
