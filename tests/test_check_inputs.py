@@ -163,6 +163,73 @@ def test_a_real_file_gets_an_answer_with_the_unchecked_named_and_the_index_said(
     assert "(without 1 index(es) that failed: see below)" in head
 
 
+def test_a_local_build_from_an_index_that_fails_is_named_and_its_release_checked(
+    tmp_path: Path, not_found: str
+) -> None:
+    """kohya_ss's requirements_pytorch_windows.txt (torch==2.7.0+cu128 from download.pytorch.org,
+    out of reach): the +cu128 pins are named as not checked, their release judged instead."""
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    requirements = tmp_path / "requirements_pytorch_windows.txt"
+    requirements.write_text(
+        f"--extra-index-url {not_found}\n\ntorch==2.4.1+cu126\nwinhelper==1.0\n"
+    )
+    result = run(
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--no-verify",
+        "--json",
+        "--",
+        "-r",
+        str(requirements),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    import json
+
+    check = json.loads(result.stdout)["check"]
+    assert [u["requirement"] for u in check["unchecked"]] == ["torch==2.4.1+cu126"]
+    (unchecked,) = check["unchecked"]
+    assert unchecked["where"] == "requirements_pytorch_windows.txt:3"
+    assert unchecked["why"].startswith(
+        f"a local build that only the index {not_found} can serve, which failed: its release "
+        "(torch==2.4.1)"
+    )
+    assert [p["url"] for p in check["index_problems"]] == [not_found]
+    assert result.stderr.startswith(f"torchguard: warning: the extra index {not_found}")
+
+
+def test_only_a_pinned_local_build_is_replaced() -> None:
+    from torchguard._frontends.requirement_input import RequirementInput
+
+    given = RequirementInput(places={"torch==2.7.0+cu128": "r.txt:4"})
+    kept, replaced = given.without_local_builds(
+        [
+            "torch==2.7.0+cu128",
+            "torchvision===0.22.0+cu128 ; sys_platform == 'win32'",
+            "xformers>=0.0.30",
+            "numpy==1.26.4",
+            "--extra-index-url",
+            "https://pypi.org/simple",
+        ],
+        ["https://download.pytorch.org/whl/cu128"],
+    )
+    assert kept == [
+        "torch==2.7.0",
+        "torchvision===0.22.0 ; sys_platform == 'win32'",
+        "xformers>=0.0.30",
+        "numpy==1.26.4",
+        "--extra-index-url",
+        "https://pypi.org/simple",
+    ]
+    assert [(u.requirement, u.where) for u in replaced] == [
+        ("torch==2.7.0+cu128", "r.txt:4"),
+        ("torchvision===0.22.0+cu128 ; sys_platform == 'win32'", "the command line"),
+    ]
+
+
 def test_a_fix_whose_index_cannot_be_reached_is_never_called_verified() -> None:
     """As with download.pytorch.org out of reach: pip would answer from PyPI, and "verified"
     would be about a build the fix does not install."""

@@ -166,6 +166,9 @@ def _run(
 
     given = read_requirements(requirements)
     problems, index_urls, arguments = _reachable_indexes(given, index_urls, bar)
+    if problems:
+        arguments, local_builds = given.without_local_builds(arguments, problem_urls(problems))
+        given.unchecked += local_builds
     unchecked = [f"not checked: {u.requirement} ({u.where}): {u.why}" for u in given.unchecked]
     if not any(not a.startswith("-") for a in arguments):
         raise CheckError(
@@ -320,6 +323,10 @@ def _watcher(bar: Progress) -> Status:
 
 def problem_lines(problems: Sequence[IndexProblem]) -> list[str]:
     return [p.line for p in problems]
+
+
+def problem_urls(problems: Sequence[IndexProblem]) -> list[str]:
+    return list(dict.fromkeys(p.url for p in problems))
 
 
 def _reachable_indexes(
