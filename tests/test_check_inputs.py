@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch
+from fakes import FakeTorch, write_wheel
 from test_check import local_index, run
 
 from torchguard._frontends import index_probe
@@ -352,11 +352,34 @@ def test_an_sdist_only_release_is_judged_by_its_source(tmp_path: Path) -> None:
     assert pure.returncode == 0, pure.stdout + pure.stderr
     assert "built from source: purepkg 1.8.3 publishes only purepkg-1.8.3.tar.gz" in pure.stdout
     native = run("torch==2.4.1", "nativepkg", *common, "--no-verify")
-    assert native.returncode == 2, native.stdout + native.stderr
+    assert native.returncode == 0, native.stdout + native.stderr
     assert (
-        "nativepkg 2.1.2 would compile native code on the machine that installs it (its source "
-        "has csrc/scatter.cpp; its setup.py uses ext_modules"
-    ) in native.stderr, native.stderr
+        "not checked: nativepkg (the command line): publishes only nativepkg-2.1.2.tar.gz, which "
+        "compiles native code on the machine that installs it (its source has "
+        "csrc/scatter.cpp; its setup.py uses ext_modules"
+    ) in native.stdout, native.stdout
+    named = [line for line in native.stdout.splitlines() if line.startswith("not checked:")]
+    assert len(named) == 1 and "(1 requirement(s) not checked" in native.stdout
+    assert "it and what it depends on are not checked" in native.stdout
+    # as a dependency: named, and resolved from its source so that the rest is judged
+    helper = {
+        "needsnative-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: needsnative\n"
+        b"Version: 1.0\nRequires-Dist: nativepkg\n",
+        "needsnative-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: py3-none-any\n",
+        "needsnative/__init__.py": b"",
+    }
+    folder = simple / "needsnative"
+    folder.mkdir()
+    write_wheel(folder / "needsnative-1.0-py3-none-any.whl", helper)
+    (folder / "index.html").write_text(
+        '<a href="needsnative-1.0-py3-none-any.whl">needsnative-1.0-py3-none-any.whl</a>\n'
+    )
+    indirect = run("torch==2.4.1", "needsnative", *common, "--no-verify")
+    assert indirect.returncode == 0, indirect.stdout + indirect.stderr
+    assert (
+        "not checked: nativepkg 2.1.2 (a dependency): publishes only nativepkg-2.1.2.tar.gz"
+    ) in indirect.stdout
+    assert "what it depends on is resolved from its source and checked" in indirect.stdout
 
 
 def test_pure_python_source_compiles_nothing() -> None:

@@ -169,7 +169,7 @@ def _run(
     if problems:
         arguments, local_builds = given.without_local_builds(arguments, problem_urls(problems))
         given.unchecked += local_builds
-    unchecked = [f"not checked: {u.requirement} ({u.where}): {u.why}" for u in given.unchecked]
+    unchecked = unchecked_lines(given.unchecked)
     if not any(not a.startswith("-") for a in arguments):
         raise CheckError(
             ["no requirement left to resolve", *unchecked] if unchecked else "no requirement given"
@@ -179,6 +179,7 @@ def _run(
         planned, reused = _resolve_from_sources(
             arguments,
             built,
+            given,
             python=version,
             index_urls=index_urls,
             memo_dir=cache,
@@ -189,12 +190,17 @@ def _run(
         if not any(p.name.lower() == "torch" for p in planned):
             names = ", ".join(p.filename for p in planned) or "nothing"
             raise CheckError(
-                [f"these requirements install no torch (pip resolved {names})", *unchecked]
+                [
+                    f"these requirements install no torch (pip resolved {names})",
+                    *unchecked_lines(given.unchecked),
+                ]
             )
         binary = [p for p in planned if not p.pure and not p.source]
         fetched = fetch(binary, cache, version, bar)
     except PipFailure as exc:
+        unchecked = unchecked_lines(given.unchecked)
         raise CheckError([*exc.lines, *unchecked, *problem_lines(problems)], exc.kind) from None
+    unchecked = unchecked_lines(given.unchecked)
     bar.show(f"reading {len(fetched.paths)} wheel(s)...", force=True)
     assumed = assumed_system32(clean_windows)
     try:
@@ -249,11 +255,13 @@ def _run(
 
 
 def _resolve_from_sources(
-    arguments: list[str], built: list[str], **options: Any
+    arguments: list[str], built: list[str], given: RequirementInput, **options: Any
 ) -> tuple[list[Planned], bool]:
     """pip's resolution, where a release published only as an sdist whose source compiles
-    nothing is resolved from that sdist (pip builds its metadata, as it would when installing);
-    one whose source compiles is named with what in it does. ``built`` gets a line for each."""
+    nothing is resolved from that sdist (pip builds its metadata, as it would when installing;
+    ``built`` gets a line). One whose source compiles is named as not checked, with what in
+    it does (``given.unchecked``): a requirement of the user's is left out, a dependency is
+    resolved from its source so that what it depends on is still checked."""
     from tarfile import TarError
     from zipfile import BadZipFile
 
@@ -284,15 +292,33 @@ def _resolve_from_sources(
                     "cannot tell whether it compiles native code"
                 )
                 raise exc from None
-            if reasons:
-                exc.lines.append(
-                    f"{release} would compile native code on the machine that installs it "
-                    f"({'; '.join(reasons)}): there is no Windows binary to check; its authors "
-                    "may publish wheels on their own index (pass it with --index-url)"
-                )
-                raise exc from None
             wanted = canonicalize_name(name)
+            direct = [a for a in arguments if not a.startswith("-") and project(a) == wanted]
             arguments = [a for a in arguments if a.startswith("-") or project(a) != wanted]
+            if reasons:
+                compiles = (
+                    f"publishes only {sdist.filename}, which compiles native code on the "
+                    f"machine that installs it ({'; '.join(reasons)}): there is no Windows "
+                    "binary to check (its authors may publish wheels on their own index: pass "
+                    "it with --index-url)"
+                )
+                if direct:
+                    why = f"{compiles}; it and what it depends on are not checked"
+                    given.unchecked += [
+                        Unchecked(a, given.places.get(a, "the command line"), why) for a in direct
+                    ]
+                    if not any(not a.startswith("-") for a in arguments):
+                        raise exc from None
+                    continue
+                given.unchecked.append(
+                    Unchecked(
+                        release,
+                        "a dependency",
+                        f"{compiles}; what it depends on is resolved from its source and checked",
+                    )
+                )
+                arguments.append(f"{name} @ {sdist.url}")
+                continue
             arguments.append(f"{name} @ {sdist.url}")
             built.append(
                 f"built from source: {release} publishes only {sdist.filename}, with no C, C++ "
@@ -319,6 +345,10 @@ def _watcher(bar: Progress) -> Status:
             sys.stderr.flush()
 
     return show
+
+
+def unchecked_lines(unchecked: Sequence[Unchecked]) -> list[str]:
+    return [f"not checked: {u.requirement} ({u.where}): {u.why}" for u in unchecked]
 
 
 def problem_lines(problems: Sequence[IndexProblem]) -> list[str]:
