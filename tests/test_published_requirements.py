@@ -159,3 +159,47 @@ def test_comfyui_answers_with_and_without_its_cuda_index(
         assert CU128 not in pip.commands[-1]
     else:
         assert problems == [] and err == ""
+
+
+def test_comfyui_portable_gets_the_fix_for_its_own_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from ComfyUI_windows_portable on its ComfyUI/requirements.txt, with pip resolving a
+    torch 2.4.0 that needs libomp140: the fix is for python_embeded's pip, pinned to 2.4.1."""
+    from fakes import TORCH_241_GRAPH
+
+    graph = dict(TORCH_241_GRAPH)
+    graph["fbgemm.dll"] = ("asmjit.dll", "libomp140.x86_64.dll", *graph["fbgemm.dll"][2:])
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.0", graph=graph))
+    pip = FakePip(f"{index}/torch/torch-2.4.0-cp311-cp311-win_amd64.whl", "2.4.0")
+    monkeypatch.setattr(resolve, "run_watched", pip)
+    portable = tmp_path / "ComfyUI_windows_portable"
+    (portable / "python_embeded").mkdir(parents=True)
+    (portable / "python_embeded" / "python.exe").write_bytes(b"MZ")
+    (portable / "ComfyUI").mkdir()
+    (portable / "ComfyUI" / "requirements.txt").write_text(COMFYUI.read_text())
+    monkeypatch.chdir(portable)
+    options = ["--python", "3.12", "--cache-dir", str(tmp_path / "cache"), "--no-verify"]
+    code = main(["check", *options, "--", "-r", "ComfyUI/requirements.txt"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert "python_embeded\\python.exe -m pip install torch==2.4.1\n" in out, out
+    assert "py -3.12" not in out
+
+
+@pytest.mark.realwheel
+def test_comfyui_with_its_cuda_line_against_pypi(capsys: pytest.CaptureFixture[str]) -> None:
+    """One real run: pip resolves ComfyUI's file for CPython 3.12 against PyPI (wheels from the
+    shared cache), with the cu128 index out of reach; bounded by --resolve-timeout."""
+    from realwheels import CACHE
+
+    options = ["--python", "3.12", "--cache-dir", str(CACHE), "--resolve-timeout", "300"]
+    code = main(["check", *options, "--", "-r", str(COMFYUI), "--extra-index-url", CU128])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), out + err
+    assert err.startswith(f"torchguard: warning: the extra index {CU128} cannot be reached")
+    head = out.splitlines()[0]
+    assert "(without 1 index(es) that failed: see below)" in head, head
+    assert "import torch " in head
+    assert f"warning: the extra index {CU128} cannot be reached" in out
+    assert "checked: pip install -r " in out
