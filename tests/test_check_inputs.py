@@ -450,3 +450,51 @@ def test_findings_of_one_cause_are_one_entry_with_the_rest_folded_under_it() -> 
         "avutil-57.dll (libtorchcodec_core5.dll)"
     ) in text
     assert "4 error(s), 0 warning(s) from 2 cause(s)" in text
+
+
+def test_one_bound_covers_every_resolution_a_source_only_release_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kohya_ss's fairscale: pip fails on it, check resolves again without it; the second run
+    gets what is left of --resolve-timeout, not a fresh one, and none is left: timeout."""
+    import io
+    import tarfile
+    import time as clock
+
+    from packaging.version import Version
+
+    from torchguard._frontends import check as check_module
+    from torchguard._frontends.index_files import IndexFile
+    from torchguard._frontends.pip_reasons import PipFailure
+    from torchguard._frontends.requirement_input import RequirementInput
+
+    source = tmp_path / "native-1.0.tar.gz"
+    with tarfile.open(source, "w:gz") as archive:
+        data = b"int main() {}"
+        member = tarfile.TarInfo("native-1.0/csrc/x.cpp")
+        member.size = len(data)
+        archive.addfile(member, io.BytesIO(data))
+    now = [1000.0]
+    monkeypatch.setattr(clock, "monotonic", lambda: now[0])
+    given: list[float] = []
+
+    def pip(arguments: list[str], **options: object) -> object:
+        given.append(float(options["timeout"]))  # type: ignore[arg-type]
+        now[0] += 70  # pip worked 70 s before failing on the sdist-only release
+        failure = PipFailure(["no wheel for native"])
+        failure.sdist = (
+            "native",
+            IndexFile(
+                source.name, Version("1.0"), False, frozenset(), frozenset(), source.as_uri()
+            ),
+        )
+        raise failure
+
+    monkeypatch.setattr(check_module, "resolve", pip)
+    requirements = RequirementInput(arguments=["torch", "native"])
+    with pytest.raises(PipFailure) as raised:
+        check_module._resolve_from_sources(["torch", "native"], [], requirements, timeout=100.0)
+    assert given == [100.0, 30.0]
+    assert raised.value.kind == "timeout"
+    assert raised.value.lines[0].startswith("pip did not finish resolving within 100 s")
+    assert requirements.unchecked[0].requirement == "native"

@@ -276,9 +276,23 @@ def _resolve_from_sources(
         except InvalidRequirement:
             return None
 
+    import time
+
+    budget = float(options["timeout"])  # all of pip's runs together: one bound, not one each
+    started = time.monotonic()
     for _ in range(10):
+        left = budget - (time.monotonic() - started)
+        if left <= 0:
+            raise PipFailure(
+                [
+                    f"pip did not finish resolving within {budget:.0f} s and was stopped (each "
+                    "source-only release it met cost one more resolution)",
+                    "give it longer: --resolve-timeout SECONDS",
+                ],
+                "timeout",
+            )
         try:
-            return resolve(arguments, **options)
+            return resolve(arguments, **{**options, "timeout": left})
         except PipFailure as exc:
             if exc.sdist is None:
                 raise
