@@ -498,3 +498,29 @@ def test_one_bound_covers_every_resolution_a_source_only_release_costs(
     assert raised.value.kind == "timeout"
     assert raised.value.lines[0].startswith("pip did not finish resolving within 100 s")
     assert requirements.unchecked[0].requirement == "native"
+
+
+def test_a_second_check_starts_from_what_the_first_found_out_about_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ai-toolkit's lycoris-lora: the first check pays a pip run that fails on the sdist-only
+    release; the next one of the same input starts from its source and runs no failing pip."""
+    from torchguard._frontends import resolve
+    from torchguard._frontends.cli import main
+
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    sdist(tmp_path / "index" / "simple", "purepkg", "1.8.3", {})
+    real = resolve.run_watched
+    runs: list[bool] = []
+
+    def counted(command: object, **options: object) -> object:
+        done = real(command, **options)  # type: ignore[arg-type]
+        runs.append(done.returncode == 0)
+        return done
+
+    monkeypatch.setattr(resolve, "run_watched", counted)
+    options = ["--python", "3.11", "--index-url", index, "--cache-dir", str(tmp_path / "c")]
+    for _ in range(2):
+        assert main(["check", *options, "--no-verify", "torch==2.4.1", "purepkg==1.8.3"]) == 0
+        assert "built from source: purepkg 1.8.3" in capsys.readouterr().out
+    assert runs == [False, True]  # the second check: no pip run at all

@@ -278,6 +278,29 @@ def _resolve_from_sources(
 
     import time
 
+    from torchguard._frontends import source_memo
+
+    memo = source_memo.memo_path(
+        options.get("memo_dir"), arguments, str(options["python"]), options.get("index_urls", ())
+    )
+    built_before, unchecked_before = len(built), len(given.unchecked)
+    learnt = source_memo.recall(memo)
+    if learnt is not None:  # what the last check of this input found out, without pip's runs
+        arguments = learnt.arguments
+        built += learnt.built
+        given.unchecked += learnt.unchecked
+    original = list(arguments)
+
+    def learnt_now(planned: tuple[list[Planned], bool]) -> tuple[list[Planned], bool]:
+        if arguments != original:
+            source_memo.remember(
+                memo,
+                source_memo.Learnt(
+                    arguments, built[built_before:], given.unchecked[unchecked_before:]
+                ),
+            )
+        return planned
+
     budget = float(options["timeout"])  # all of pip's runs together: one bound, not one each
     started = time.monotonic()
     for _ in range(10):
@@ -292,7 +315,7 @@ def _resolve_from_sources(
                 "timeout",
             )
         try:
-            return resolve(arguments, **{**options, "timeout": left})
+            return learnt_now(resolve(arguments, **{**options, "timeout": left}))
         except PipFailure as exc:
             if exc.sdist is None:
                 raise
