@@ -73,7 +73,25 @@ def pip_main(argv: Sequence[str]) -> int:
         )
     except CheckError as exc:
         return _unchecked(as_json, exc.lines, exc.kind)
-    document = {"check": result.to_dict(), "forced": force, "ran_pip": False, "pip_exit": None}
+    except Exception as exc:  # torchguard's own fault: said in one line, never a traceback
+        from torchguard._internal import internal_error
+
+        print(f"torchguard: internal error: {internal_error(exc, 'pip install')}", file=sys.stderr)
+        if not force:
+            print(
+                "torchguard: not checked, nothing was installed (--force installs without "
+                "the check)",
+                file=sys.stderr,
+            )
+            return EXIT_INTERNAL
+        print("torchguard: --force: installing without the check", file=sys.stderr)
+        return _run_pip(target, arguments, as_json, {"check": None, "forced": True})
+    document: dict[str, object] = {
+        "check": result.to_dict(),
+        "forced": force,
+        "ran_pip": False,
+        "pip_exit": None,
+    }
     if not as_json:
         from torchguard._frontends.env_text import render_env
         from torchguard._report.colour import Paint, wanted
@@ -88,6 +106,13 @@ def pip_main(argv: Sequence[str]) -> int:
         return EXIT_REFUSED
     if not result.safe:
         print("torchguard: --force: installing anyway", file=sys.stderr)
+    return _run_pip(target, arguments, as_json, document)
+
+
+def _run_pip(
+    target: str, arguments: Sequence[str], as_json: bool, document: dict[str, object]
+) -> int:
+    """The same interpreter's pip, the same arguments; with ``--json`` its output on stderr."""
     command = [target, "-m", "pip", "install", *arguments]
     sys.stderr.flush()
     done = subprocess.run(command, stdout=sys.stderr if as_json else None)
