@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from torchguard._frontends import env_resolve, env_target, pip_front
+from torchguard._frontends import env_alternatives, env_resolve, env_target, pip_front
 from torchguard._frontends.check_error import CheckError
 from torchguard._frontends.env_alternatives import unpinned_family
 from torchguard._frontends.env_changes import (
@@ -298,6 +298,12 @@ class FakePip:
         raise AssertionError(f"unexpected pip call: {joined}")
 
 
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """download.pytorch.org is never asked from the fast tier: it cannot be reached."""
+    monkeypatch.setattr(env_alternatives, "_unreachable", lambda url: "no network in this test")
+
+
 @pytest.fixture
 def vision_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TargetEnv:
     target = env(tmp_path, TORCH_CPU, VISION)
@@ -377,10 +383,20 @@ def test_no_resolvable_alternative_falls_back_to_no_deps(
     pip = FakePip({"node-pack": pulled}, failing=[" -c "])
     monkeypatch.setattr(env_resolve, "run_watched", pip)
     result = check_env(["node-pack"], cache=str(tmp_path / "cache"))
-    (alternative,) = result.alternatives
+    index, alternative = result.alternatives
+    pinned = str(tmp_path / "cache" / "constraints" / "torch-2.13.0+cpu.txt")
+    assert index.arguments == (
+        "node-pack",
+        "-c",
+        pinned,
+        "--extra-index-url",
+        "https://download.pytorch.org/whl/cpu",
+    )
+    assert not index.resolved and "cannot be reached from here" in index.why
     assert alternative.arguments == ("--no-deps", "node-pack==1.0")
     assert not alternative.resolved
     assert "left unmet: node-pack asks for torch>=2.14" in alternative.why
+    assert any("pip cannot resolve it" in note for note in result.notes)
 
 
 def test_pip_failure_is_a_check_error(
@@ -513,3 +529,15 @@ def test_a_fault_of_torchguards_own_installs_nothing_unless_forced(
     assert "nothing was installed" in capsys.readouterr().err
     assert pip_front.pip_main(["install", "six", "--force"]) == pip_front.EXIT_INSTALLED
     assert ran.commands == [[sys.executable, "-m", "pip", "install", "six"]]
+
+
+def test_a_candidate_that_still_breaks_is_not_offered(
+    vision_env: TargetEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    upgrade = report(entry("torch", "2.14.1", PYPI + "torch-2.14.1-py3-none-any.whl", True))
+    # pip answers the candidate naming torchvision with the same set: torchvision stays behind
+    monkeypatch.setattr(env_resolve, "run_watched", FakePip({"torch": upgrade}))
+    result = check_env(["torch==2.14.1"], cache=str(tmp_path / "cache"))
+    assert not any(a.resolved for a in result.alternatives)
+    (note,) = [n for n in result.notes if n.startswith("tried:")]
+    assert "`pip install torch==2.14.1 torchvision` would still break: [left-behind]" in note

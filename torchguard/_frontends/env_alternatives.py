@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from torchguard._frontends.env_changes import (
     TORCH_FAMILY,
     Alternative,
     Break,
     TorchBuild,
-    metadata_breaks,
 )
 from torchguard._frontends.env_resolve import Resolution
 from torchguard._frontends.env_target import TargetEnv
-from torchguard._frontends.pip_reasons import PipFailure
 
 _TAKES_VALUE = frozenset(
     {
@@ -118,21 +116,16 @@ def unpinned_family(arguments: Sequence[str]) -> list[str]:
     return out
 
 
-def _resolves(
-    env: TargetEnv, before: TorchBuild | None, arguments: Sequence[str], timeout: float
-) -> str | None:
-    """None when pip resolves ``arguments`` here and breaks nothing; else why not."""
-    from torchguard._frontends.env_changes import wheel_build
-    from torchguard._frontends.env_resolve import resolve_in
+Attempt = Callable[[Sequence[str]], "list[Break] | str"]
+"""Judges a candidate command: the breaks it would bring (none: safe), or why pip cannot
+resolve it."""
 
-    try:
-        resolution = resolve_in(env.python, arguments, timeout=timeout)
-    except PipFailure as exc:
-        return exc.lines[1] if len(exc.lines) > 1 else exc.lines[0]
-    torch = next((i for i in resolution.items if i.key == "torch"), None)
-    after = before if torch is None else wheel_build(torch.version, torch.local_path)
-    breaks = metadata_breaks(env, resolution, after)
-    return "; ".join(b.message for b in breaks) if breaks else None
+
+def _unreachable(url: str) -> str | None:
+    from torchguard._frontends.index_probe import probe_all
+
+    problems = probe_all([(url, True)])
+    return problems[0].reason if problems else None
 
 
 def propose(
@@ -142,44 +135,64 @@ def propose(
     before: TorchBuild | None,
     resolution: Resolution,
     cache: str,
-    timeout: float,
-) -> list[Alternative]:
-    """The safer commands, the resolved ones first (empty when none is found)."""
+    attempt: Attempt,
+) -> tuple[list[Alternative], list[str]]:
+    """The safer commands, judged ones first, and what was tried and why it was not kept."""
+    import shlex
+
     codes = {b.code for b in breaks}
     items = resolution.items
     arguments = list(given)
     torch = next((i for i in items if i.key == "torch"), None)
+    label = before.version.partition("+")[2] if before is not None else ""
+    index = f"https://download.pytorch.org/whl/{label}" if _VARIANT.match(label) else None
     found: list[Alternative] = []
     tried: list[str] = []
-    if torch is not None and before is not None and not torch.requested:
-        pinned = constraints_file(cache, before.version)
-        candidate = [*arguments, "-c", pinned]
-        why = _resolves(env, before, candidate, timeout)
-        if why is None:
+
+    def judged(candidate: list[str], why: str, files: tuple[str, ...] = ()) -> bool:
+        shown = f"`pip install {' '.join(shlex.quote(a) for a in candidate)}`"
+        outcome = attempt(candidate)
+        if isinstance(outcome, str):
+            tried.append(f"{shown}: pip cannot resolve it ({outcome})")
+            return False
+        if outcome:
+            tried.append(f"{shown} would still break: [{outcome[0].code}] {outcome[0].message}")
+            return False
+        found.append(Alternative(tuple(candidate), True, why, files))
+        return True
+
+    def from_index(candidate: list[str], why: str, files: tuple[str, ...] = ()) -> None:
+        assert index is not None
+        candidate = [*candidate, "--extra-index-url", index]
+        problem = _unreachable(index)
+        if problem is None:
+            judged(candidate, why, files)
+        else:
             found.append(
                 Alternative(
                     tuple(candidate),
-                    True,
-                    f"keeps {before.line}: {pinned} pins it, so pip picks releases built for it",
-                    (pinned,),
+                    False,
+                    f"{why}; {index} cannot be reached from here ({problem}): not resolved",
+                    files,
                 )
             )
-            return found
-        tried.append(f"pinning torch=={before.version} leaves pip no solution ({why})")
+
+    if torch is not None and before is not None and not torch.requested:
+        pinned = constraints_file(cache, before.version)
+        keeps = f"keeps {before.line} ({pinned} pins it)"
         relaxed = unpinned_family(arguments)
+        candidates = [[*arguments, "-c", pinned]]
         if relaxed != arguments:
-            candidate = [*relaxed, "-c", pinned]
-            if _resolves(env, before, candidate, timeout) is None:
-                found.append(
-                    Alternative(
-                        tuple(candidate),
-                        True,
-                        f"keeps {before.line}: the torch family is named without versions and "
-                        f"{pinned} pins torch, so pip picks the releases built for it",
-                        (pinned,),
-                    )
-                )
-                return found
+            candidates.append([*relaxed, "-c", pinned])
+        for candidate in candidates:
+            if judged(candidate, f"{keeps}; pip picks the releases that fit it", (pinned,)):
+                return found, tried
+        if index is not None:
+            from_index(
+                [*relaxed, "-c", pinned],
+                f"{keeps}; its {label} build's index has the torch family built for it",
+                (pinned,),
+            )
     left = [b for b in breaks if b.code == "left-behind"]
     if torch is not None and torch.requested and left:
         keep = {i.key for i in items}
@@ -188,36 +201,19 @@ def propose(
             for dist in env.dists.values()
             if dist.key not in keep and any(b.message.startswith(f"{dist.name} ") for b in left)
         ]
-        candidate = [*arguments, *names]
-        why = _resolves(env, before, candidate, timeout)
-        if names and why is None:
-            found.append(
-                Alternative(
-                    tuple(candidate),
-                    True,
-                    f"installs {', '.join(names)} built for torch {torch.version} in the same step",
-                )
+        if names:
+            judged(
+                [*arguments, *names],
+                f"installs {', '.join(names)} built for torch {torch.version} in the same step",
             )
-        elif names:
-            tried.append(f"adding {', '.join(names)} leaves pip no solution ({why})")
-    if "gpu-build-lost" in codes and before is not None:
-        label = before.version.partition("+")[2]
-        if _VARIANT.match(label) and torch is not None:
-            index = f"https://download.pytorch.org/whl/{label}"
-            found.append(
-                Alternative(
-                    (*arguments, "--extra-index-url", index),
-                    False,
-                    f"the {label} build of torch {torch.version} comes from {index} (PyPI has "
-                    "no such build); not resolved here",
-                )
-            )
-    if not found:
-        found += _no_deps(env, resolution, tried)
-    return found
+    if "gpu-build-lost" in codes and index is not None and not found:
+        from_index(arguments, f"the {label} build of torch comes from its own index")
+    if not any(a.resolved for a in found):
+        found += _no_deps(env, resolution)
+    return found, tried
 
 
-def _no_deps(env: TargetEnv, resolution: Resolution, tried: list[str]) -> list[Alternative]:
+def _no_deps(env: TargetEnv, resolution: Resolution) -> list[Alternative]:
     from torchguard._frontends.env_changes import _requirement_broken
 
     asked = [i for i in resolution.items if i.requested and i.key not in TORCH_FAMILY]
@@ -234,7 +230,5 @@ def _no_deps(env: TargetEnv, resolution: Resolution, tried: list[str]) -> list[A
     why += ", none of their dependencies"
     if unmet:
         why += f"; left unmet: {'; '.join(unmet)}"
-    if tried:
-        why += f" ({'; '.join(tried)})"
     arguments = ("--no-deps", *(f"{i.name}=={i.version}" for i in asked))
     return [Alternative(arguments, False, why)]

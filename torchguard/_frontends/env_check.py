@@ -138,15 +138,26 @@ def check_env(
     if alternatives and result.breaks:
         from torchguard._frontends.env_alternatives import propose
 
-        result.alternatives = propose(
+        def attempt(candidate: Sequence[str]) -> list[Break] | str:
+            bar.show("judging a safer command...", force=True)
+            try:
+                again = resolve_in(target.python, candidate, timeout=timeout)
+            except PipFailure as exc:
+                return exc.lines[-1]
+            finally:
+                bar.clear()
+            return judge(target, tuple(candidate), again, wheel_cache(cache), bar).breaks
+
+        result.alternatives, tried = propose(
             target,
             result.arguments,
             result.breaks,
             result.before,
             resolution,
             wheel_cache(cache),
-            timeout,
+            attempt,
         )
+        result.notes += [f"tried: {line}" for line in tried]
     return result
 
 
@@ -295,6 +306,7 @@ def new_findings(now: Report | None, later: Report) -> list[Break]:
     for finding in later.findings:
         if finding.severity not in (ERROR, WARNING) or _key(finding) in had:
             continue
-        level = "import torch would fail" if finding.severity == ERROR else "warning"
+        subject = f"import {finding.package}" if finding.package else "import torch"
+        level = f"{subject} would fail" if finding.severity == ERROR else "warning"
         found.append(Break(str(finding.code), f"{level}: {finding.message}"))
     return found
