@@ -168,7 +168,11 @@ def test_torch_upgrade_under_a_torchvision_pin_is_refused(
         "[left-behind] torchvision 0.28.0 requires torch==2.13.0, but torch would become 2.14.1"
         in done.stdout
     )
-    assert "import torch after the install: works" in done.stdout
+    assert (
+        "import torch after the install: works (read from the wheels); import torchvision fails"
+        in done.stdout
+    )
+    assert "[missing-symbol] import torchvision would fail: " in done.stdout
     assert (
         "instead (resolved by this environment's pip): torchguard pip install torch==2.14.1 "
         "torchvision\n  installs torchvision built for torch 2.14.1" in done.stdout

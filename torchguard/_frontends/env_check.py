@@ -75,7 +75,10 @@ class EnvCheck:
             "import_torch_after": (
                 None
                 if self.report is None
-                else {"ok": self.report.ok, "findings": [f.to_dict() for f in self.findings]}
+                else {
+                    "ok": not self.report.blockers,
+                    "findings": [f.to_dict() for f in self.findings],
+                }
             ),
             "alternatives": [a.to_dict() for a in self.alternatives],
             "notes": list(self.notes),

@@ -24,8 +24,10 @@ def render_env(result: EnvCheck, paint: Paint, command: str = "pip install") -> 
         lines.append(f"torch: {result.before.line} -> {result.after.line}")
     report = result.report
     if report is not None:
-        outcome = "works" if report.ok else "fails"
-        lines.append(f"import torch after the install: {outcome} (read from the wheels)")
+        outcome = "fails" if report.blockers else "works"
+        line = f"import torch after the install: {outcome} (read from the wheels)"
+        broken = sorted({f.package for f in report.errors if f.package})
+        lines.append(line + "".join(f"; import {name} fails" for name in broken))
     if result.breaks:
         lines.append(paint("error", "would break what works today:"))
         lines += [f"  - [{b.code}] {b.message}" for b in result.breaks]
