@@ -148,7 +148,7 @@ def test_a_warm_linux_analysis_rewrites_nothing(tmp_path: Path) -> None:
     """The Linux cache rewrote its whole file on every warm diagnose() (issue 22)."""
     from test_linux_import import torch_site
 
-    from torchguard._frontends.pipeline.linux import analyze_linux
+    from torchguard._frontends.pipeline import analyze_linux
     from torchguard._platforms.linux.cache import LinuxCache
     from torchguard._platforms.linux.system import offline_linux
 
@@ -175,18 +175,19 @@ def test_a_warm_linux_analysis_lists_no_site_packages_folder(
     install is seen at once (the folder's state changes)."""
     from test_linux_import import _dist, torch_site
 
-    from torchguard._frontends.pipeline import linux as pipeline
-    from torchguard._platforms.linux import listing
+    from torchguard._frontends.pipeline import analyze_linux
+    from torchguard._platforms.linux import cached, listing
     from torchguard._platforms.linux.cache import LinuxCache
     from torchguard._platforms.linux.system import offline_linux
 
     site = torch_site(tmp_path)
     binary_dists(site, 3)
     _dist(site, "torchvision", "0.24.1", "2.9.1")
+    age(site)
     folder = tmp_path / "cache"
 
     def analyze() -> torchguard.Report:
-        return pipeline.analyze_linux(offline_linux([str(site)]), cache=LinuxCache(folder))
+        return analyze_linux(offline_linux([str(site)]), cache=LinuxCache(folder))
 
     assert analyze().warnings == ()
     listed: list[str] = []
@@ -201,8 +202,8 @@ def test_a_warm_linux_analysis_lists_no_site_packages_folder(
         return real_listdir(path)  # type: ignore[arg-type]
 
     monkeypatch.setattr(listing, "_list", spy_list)
-    monkeypatch.setattr(pipeline.os, "listdir", spy_listdir)
-    monkeypatch.setattr(pipeline, "torch_pins", lambda site: pytest.fail("read again"))
+    monkeypatch.setattr(os, "listdir", spy_listdir)
+    monkeypatch.setattr(cached, "torch_pins", lambda site: pytest.fail("read again"))
     assert analyze().warnings == ()
     assert str(site) not in listed, listed
     monkeypatch.undo()
