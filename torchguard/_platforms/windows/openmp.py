@@ -195,13 +195,17 @@ def candidate_files(
 
     digests: dict[str, str] = {}
     deferred: list[Deferred] = []
+    sites: dict[str, str] = {}
     for dist in dists:
         if dist.name == "torch":
             continue
         summary = dist.distribution.summary()
         if summary.digest is None:
             continue  # most distributions: no binary, so nothing to look up or list
-        key = f"{dist.name}|{path_key(dist.site_dir)}|{summary.digest}"
+        site = sites.get(dist.site_dir)
+        if site is None:  # a few folders for hundreds of distributions
+            site = sites[dist.site_dir] = path_key(dist.site_dir)
+        key = f"{dist.name}|{site}|{summary.digest}"
         if cache is not None:
             summarised = _summary_from_cache(cache.get_derived(_KIND, key), binaries)
             if summarised is not None:
