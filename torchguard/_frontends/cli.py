@@ -419,8 +419,9 @@ def _check_env(args: argparse.Namespace) -> int:
     if args.json:
         text = json.dumps({"check": result.to_dict()}, indent=2)
     else:
+        from torchguard._frontends.colour import wanted
         from torchguard._frontends.env_text import render_env
-        from torchguard._report.colour import Paint, wanted
+        from torchguard._report.colour import Paint
 
         text = render_env(result, Paint(wanted(sys.stdout)))
     if args.redact:

@@ -36,7 +36,7 @@ from torchguard._report.findings import ERROR, WARNING, Finding
 from torchguard._report.report import Report
 
 if TYPE_CHECKING:
-    from torchguard._linux.wheel_files import WheelLayout
+    from torchguard._platforms.linux.wheel_files import WheelLayout
 
 
 @dataclass
@@ -251,9 +251,9 @@ def _scan_both(
 ) -> tuple[Report | None, Report | None]:
     import zipfile
 
+    from torchguard._facts.internal import guarded
     from torchguard._frontends.env_overlay import build_overlay
-    from torchguard._internal import guarded
-    from torchguard._windows.system import TargetError
+    from torchguard._platforms.windows.system import TargetError
 
     def run() -> tuple[Report | None, Report | None]:
         now = _scan(list(target.folders), None)
@@ -271,8 +271,8 @@ def _scan_both(
 
 
 def _scan(folders: list[str], layout: WheelLayout | None) -> Report | None:
-    from torchguard._linux.system import offline_linux
-    from torchguard._pipeline_linux import analyze_linux, linux_cache
+    from torchguard._frontends.pipeline import analyze_linux, linux_cache
+    from torchguard._platforms.linux.system import offline_linux
 
     if not any(os.path.isfile(os.path.join(f, "torch", "__init__.py")) for f in folders):
         return None

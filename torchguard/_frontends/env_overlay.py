@@ -1,7 +1,7 @@
 """The environment as ``pip install`` would leave it, built beside it without touching it.
 
 A scratch folder stands for each install folder: the wheels pip would install are mirrored
-into it (:func:`~torchguard._linux.wheel_files.lay_out_wheels`: shared objects as sparse
+into it (:func:`~torchguard._platforms.linux.wheel_files.lay_out_wheels`: shared objects as sparse
 placeholders read from the zip), a pure-Python wheel gets only its ``METADATA`` (from pip's
 report: its pins are all the analysis reads of it), and every installed entry that no replaced
 distribution owns is a symlink to the real one. A folder that holds a replaced file, or that a
@@ -20,7 +20,7 @@ from torchguard._frontends.env_resolve import Item
 from torchguard._frontends.env_target import Installed
 
 if TYPE_CHECKING:
-    from torchguard._linux.wheel_files import WheelLayout
+    from torchguard._platforms.linux.wheel_files import WheelLayout
 
 
 @dataclass
@@ -100,7 +100,7 @@ def build_overlay(
     """The install ``folders`` as they would be, under ``scratch`` (which the caller removes).
 
     Raises ``OSError`` or ``zipfile.BadZipFile`` for a wheel that cannot be read."""
-    from torchguard._linux.wheel_files import lay_out_wheels
+    from torchguard._platforms.linux.wheel_files import lay_out_wheels
 
     mirrors = [os.path.join(scratch, f"site{number}") for number in range(len(folders))]
     for mirror in mirrors:

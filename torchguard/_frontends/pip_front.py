@@ -74,7 +74,7 @@ def pip_main(argv: Sequence[str]) -> int:
     except CheckError as exc:
         return _unchecked(as_json, exc.lines, exc.kind)
     except Exception as exc:  # torchguard's own fault: said in one line, never a traceback
-        from torchguard._internal import internal_error
+        from torchguard._facts.internal import internal_error
 
         print(f"torchguard: internal error: {internal_error(exc, 'pip install')}", file=sys.stderr)
         if not force:
@@ -93,8 +93,9 @@ def pip_main(argv: Sequence[str]) -> int:
         "pip_exit": None,
     }
     if not as_json:
+        from torchguard._frontends.colour import wanted
         from torchguard._frontends.env_text import render_env
-        from torchguard._report.colour import Paint, wanted
+        from torchguard._report.colour import Paint
 
         print(render_env(result, Paint(wanted(sys.stdout)), "torchguard pip install"))
         sys.stdout.flush()
