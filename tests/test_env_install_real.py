@@ -123,7 +123,7 @@ def test_a_harmless_set_passes_and_installs(torch_venv: Path, pip_config: Path) 
     assert set(before) < set(after)  # torch's files untouched, six added
 
 
-def test_torch_pulled_in_by_torchvision_is_refused_with_a_resolved_alternative(
+def test_torch_pulled_in_by_torchvision_is_refused_with_a_judged_alternative(
     torch_venv: Path, pip_config: Path
 ) -> None:
     before = _listing(torch_venv)
