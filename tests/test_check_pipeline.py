@@ -332,9 +332,13 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
             text=True,
             env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DEFAULT_TIMEOUT": "120"},
         )
-        time.sleep(4)  # inside pip's resolution, waiting on the index
+        # inside pip's resolution, waiting on the index: pip has connected (a fixed sleep was
+        # too short on a loaded machine, where torchguard had not started pip yet)
+        silent.settimeout(120)
+        waiting, _ = silent.accept()
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
+        waiting.close()
     finally:
         silent.close()
     assert proc.returncode == 130, stderr

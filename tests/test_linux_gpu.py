@@ -5,6 +5,8 @@ Fake system roots and built ELF files; nothing is loaded."""
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from torchguard._facts.cuda_builds import (
     format_linux_driver,
     linux_minimum_driver,
 )
-from torchguard._frontends.pipeline.linux import analyze_linux
+from torchguard._frontends.pipeline import analyze_linux
 from torchguard._platforms.linux.cache import LinuxCache
 from torchguard._platforms.linux.nvidia import nvidia_on_pci
 from torchguard._platforms.linux.system import LinuxSystem, offline_linux
@@ -250,14 +252,25 @@ def test_wsl_host_driver_is_read_once_per_file_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from torchguard._binary.pe import image
-    from torchguard._frontends.pipeline import linux as pipeline
+    from torchguard._platforms.linux import cached as pipeline
 
     root = wsl_root(tmp_path)
     host_driver(root, "nv_dispi.inf_amd64_1", (31, 0, 15, 5161))
     wsl_lib = str(root / "usr/lib/wsl/lib")
     system = system_on(tmp_path, root, ld_library_path=(wsl_lib,))
+    assert system.host_driver_store is not None
+    # the store's state is remembered only once it is RACY seconds old (an installer may
+    # still be writing it): a store changed just now is listed again by the next run
     cache = LinuxCache(tmp_path / "cache")
     assert codes(system, cache) == ["cuda-driver-too-old"]
+    listed: list[str] = []
+    real_listing = pipeline.driver_store_dlls
+    monkeypatch.setattr(pipeline, "driver_store_dlls", lambda s: listed.append(s) or real_listing(s))
+    assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-too-old"]
+    assert listed == [system.host_driver_store]
+    long_ago = time.time() - 3600
+    os.utime(system.host_driver_store, (long_ago, long_ago))
+    assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-too-old"]
 
     def no_read(source: object) -> object:
         raise AssertionError("DLL read on a warm run")
@@ -352,7 +365,7 @@ def test_a_warm_run_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def no_read(path: object) -> None:
         raise AssertionError(f"read {path} on a warm run")
 
-    monkeypatch.setattr("torchguard._frontends.pipeline.linux.read_fatbin_archs", no_read)
+    monkeypatch.setattr("torchguard._platforms.linux.cached.read_fatbin_archs", no_read)
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["gpu-arch-unsupported"]
 
 
@@ -404,7 +417,7 @@ def test_the_pci_bus_is_read_once_per_boot(tmp_path: Path, monkeypatch: pytest.M
     def no_read(root: str) -> bool:
         raise AssertionError("sysfs read on a warm run")
 
-    monkeypatch.setattr("torchguard._frontends.pipeline.linux.nvidia_on_pci", no_read)
+    monkeypatch.setattr("torchguard._platforms.linux.cached.nvidia_on_pci", no_read)
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-missing"]
     (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text("b-2\n")
     with pytest.raises(AssertionError, match="sysfs read"):

@@ -13,7 +13,7 @@ import pytest
 from linux_elf import write_so
 
 import torchguard
-from torchguard._frontends.pipeline.linux import analyze_linux
+from torchguard._frontends.pipeline import analyze_linux
 from torchguard._platforms.linux.preload import parse_plan
 from torchguard._platforms.linux.system import offline_linux
 
