@@ -47,6 +47,8 @@ class Check:
     """What pip resolved: requirement files read in, unchecked requirements left out."""
     unchecked: tuple[Unchecked, ...] = ()
     index_problems: tuple[IndexProblem, ...] = ()
+    gpu_answer: dict[str, object] | None = None
+    """With ``--gpu``: the newest build for the GPU (:mod:`.gpu_answer`)."""
 
     @property
     def wheel_names(self) -> list[str]:
@@ -66,6 +68,7 @@ class Check:
             "fix": self.fix,
             "unchecked": [u.to_dict() for u in self.unchecked],
             "index_problems": [p.to_dict() for p in self.index_problems],
+            "gpu_answer": self.gpu_answer,
         }
 
 
@@ -119,6 +122,7 @@ def check(
         tuple(gpus),
         driver_cuda,
         timeout,
+        verify_kernels=verify_fix,
     )
     if verify_fix:
         from torchguard._frontends.verify import verify_fix as verify
@@ -155,14 +159,16 @@ def _run(
     gpus: tuple[str, ...],
     cuda: tuple[int, int] | None,
     timeout: float,
+    *,
+    verify_kernels: bool = False,
 ) -> Check:
+    from torchguard._binary.cache import user_cache
     from torchguard._frontends.download import fetch
     from torchguard._frontends.install_python import install_python
+    from torchguard._frontends.pipeline import analyze
     from torchguard._frontends.requirement_input import read_requirements
-    from torchguard._model.cache import user_cache
-    from torchguard._pipeline import analyze
-    from torchguard._windows.assumptions import assumed_line, assumed_system32
-    from torchguard._windows.system import TargetError, offline_windows
+    from torchguard._platforms.windows.assumptions import assumed_line, assumed_system32
+    from torchguard._platforms.windows.system import TargetError, offline_windows
 
     given = read_requirements(requirements)
     problems, index_urls, arguments = _reachable_indexes(given, index_urls, bar)
@@ -208,6 +214,7 @@ def _run(
             fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
         )
         system.python_cmd = install_python(version, given.files)
+        python_cmd = system.python_cmd
         try:
             report = analyze(system, cache=user_cache())
         finally:
@@ -236,6 +243,22 @@ def _run(
         *problem_lines(problems),
     ]
     notes += _cpu_build_note(report, gpus, cuda, planned)
+    from torchguard._frontends.gpu_answer import answer
+
+    python = tuple(int(p) for p in version.split(".")[:2])
+    gpu = answer(gpus, cuda, (python[0], python[1]), [p.name for p in planned], python_cmd)
+    notes += gpu.lines if gpu else ()
+    gpu_answer = gpu.to_dict() if gpu else None
+    if verify_kernels and gpu is not None and gpu.pick is not None and gpu.command:
+        from torchguard._frontends.remote_kernels import verify_kernels as read_kernels
+
+        bar.show(f"reading the kernels of torch {gpu.pick.label}...", force=True)
+        verdict = read_kernels(gpu.pick, gpu.capabilities, gpu.command, cache=cache)
+        bar.clear()
+        notes.append(verdict.line)
+        if gpu_answer is not None:
+            gpu_answer["kernels_verified"] = verdict.verified
+            gpu_answer["kernels_verdict"] = verdict.line
     return Check(
         tuple(requirements),
         version,
@@ -251,6 +274,7 @@ def _run(
         arguments=tuple(arguments),
         unchecked=tuple(given.unchecked),
         index_problems=tuple(problems),
+        gpu_answer=gpu_answer,
     )
 
 
