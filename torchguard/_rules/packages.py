@@ -26,6 +26,7 @@ from torchguard._platforms.windows.loader import ARCH, CORRUPT, INIT, MISSING, S
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
+from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.hints import is_cuda_dll
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
@@ -215,7 +216,15 @@ def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHi
     wants_cuda, cuda = _cuda_of(target, release, simulation, torch.cuda)
     if wants_cuda and cuda is None:  # no known CUDA variant of that release to name
         return RepairHint(summary, (), PREVIOUS_VERSIONS_URL)
-    command = install_command(ctx.python_cmd, version, cuda, conda=ctx.conda, release=release)
+    same_release = version.partition("+")[0] == (torch.version or "").partition("+")[0]
+    command = install_command(
+        ctx.python_cmd,
+        version,
+        cuda,
+        conda=ctx.conda,
+        release=release,
+        siblings=installed_siblings(context) if same_release else (),
+    )
     return RepairHint(summary, (command,))
 
 
