@@ -12,8 +12,10 @@ from dataclasses import replace
 from torchguard._binary.elf import ElfReadError, ElfUnreadable, read_fatbin_archs
 from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
 from torchguard._binary.fatbin import FatbinArchs, FatbinError
+from torchguard._facts.bitsandbytes import cuda_tuple
 from torchguard._facts.cuda_builds import driver_version, linux_minimum_driver
 from torchguard._facts.gpus import compute_capability
+from torchguard._facts.wheel_tags import Interpreter
 from torchguard._linux.extensions import (
     extension_module,
     find_extensions,
@@ -28,6 +30,7 @@ from torchguard._linux.records import Claim, on_disk, shared_object_claims
 from torchguard._linux.records import owner as record_owner
 from torchguard._linux.requirements import TorchRequirements, torch_requirements
 from torchguard._linux.system import CacheView, LinuxSystem
+from torchguard._linux.wheel_dists import bitsandbytes_install, linux_platform, site_wheels
 from torchguard._linux.wsl import driver_store_dlls
 from torchguard._model.cache import cache_dir
 from torchguard._model.import_reach import lost_feature, module_sources, place, reach
@@ -39,6 +42,8 @@ from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
+from torchguard._rules.bitsandbytes import OVERRIDE as BNB_OVERRIDE
+from torchguard._rules.bitsandbytes import binary_findings
 from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
 from torchguard._rules.linux_gpu import (
     LinuxDriverFacts,
@@ -59,6 +64,7 @@ from torchguard._rules.linux_loads import (
     shadowed,
     unread_findings,
 )
+from torchguard._rules.wheel_tags import tag_findings
 from torchguard._vocab import Analysis, Code, Step
 
 
@@ -264,6 +270,9 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
     site = os.path.dirname(os.path.abspath(torch_dir))
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
     findings += package_mismatch(pins, version, hints)
+    if system.live:  # offline, the Python is inferred from torch's own tag
+        findings += _wheel_tags(system)
+    findings += _bitsandbytes(system, cuda)
     torch_end = len(ldso.objects)
     if replay.ok:  # each package binary that links torch, loaded into the process torch left
         for package, path in _extensions(system, files, cache):
@@ -289,6 +298,26 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
         modules=tuple(_modules(ldso.objects[first_new:torch_end])),
         timings={"total": time.perf_counter() - start},
     )
+
+
+def _wheel_tags(system: LinuxSystem) -> list[Finding]:
+    """wheel-tag-mismatch for each distribution built for another interpreter."""
+    interpreter = Interpreter(
+        system.python_version, system.free_threaded, linux_platform(system.machine)
+    )
+    python = os.path.basename(system.executable or "") or "python3"
+    return list(tag_findings(site_wheels(system.site_dirs), interpreter, python))
+
+
+def _bitsandbytes(system: LinuxSystem, cuda: str | None) -> list[Finding]:
+    """bitsandbytes-binary-missing for the bitsandbytes Python would import."""
+    wanted = cuda_tuple(cuda)
+    install = bitsandbytes_install(system.site_dirs) if wanted is not None else None
+    if install is None or wanted is None:
+        return []
+    python = os.path.basename(system.executable or "") or "python3"
+    override = system.environ.get(BNB_OVERRIDE) if system.live else None
+    return list(binary_findings(install, wanted, "linux", override, python))
 
 
 def _claimed(finding: Finding, package: str, path: str) -> Finding:

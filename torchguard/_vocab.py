@@ -49,6 +49,8 @@ class Code(_Text):
     OPENMP_CONFLICT = "openmp-conflict"
     LIBRARY_SHADOWED = "library-shadowed"
     CONFLICTING_FILES = "conflicting-files"
+    WHEEL_TAG_MISMATCH = "wheel-tag-mismatch"
+    BITSANDBYTES_BINARY_MISSING = "bitsandbytes-binary-missing"
 
 
 class Severity(_Text):

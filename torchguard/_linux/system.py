@@ -22,6 +22,7 @@ from torchguard._linux.nvidia import DEFAULT_PATH as NVIDIA_VERSION
 from torchguard._linux.nvidia import read_driver_version
 from torchguard._linux.process import read_environ, read_preload_file, read_secure, split_preload
 from torchguard._linux.searchlist import startup_library_path
+from torchguard._linux.wheel_dists import free_threaded
 from torchguard._linux.wsl import Wsl, driver_store, read_wsl
 
 if TYPE_CHECKING:  # zipfile and hashlib are imported only when a wheel is scanned
@@ -47,6 +48,8 @@ class LinuxSystem:
     environ: Mapping[str, str] = field(default_factory=dict)
     live: bool = False
     python_version: tuple[int, int] = (3, 11)
+    free_threaded: bool = False
+    """Live: the interpreter is a free-threaded build (``Py_GIL_DISABLED``)."""
     conda: bool = False
     wsl: bool = False
     sysroot: str = "/"
@@ -246,6 +249,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         environ=environ,
         live=True,
         python_version=(sys.version_info[0], sys.version_info[1]),
+        free_threaded=free_threaded(),
         conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         wsl=wsl is not None,
         gpus=nvidia_gpus("/"),

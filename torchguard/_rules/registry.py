@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 
 from torchguard._report.findings import Finding
 from torchguard._rules import (
+    bitsandbytes,
     closure,
     cpu_build,
     cuda_driver,
@@ -22,6 +23,7 @@ from torchguard._rules import (
     runtime_version,
     symbols,
     unreadable,
+    wheel_tags,
     xpu_driver,
 )
 from torchguard._rules.context import CheckContext
@@ -46,6 +48,8 @@ RULES: tuple[Rule, ...] = (
     pairing.check,
     packages.check,
     openmp.check,
+    wheel_tags.check,
+    bitsandbytes.check,
 )
 
 
