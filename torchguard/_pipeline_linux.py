@@ -24,6 +24,7 @@ from torchguard._linux.extensions import (
 )
 from torchguard._linux.files import PosixFiles
 from torchguard._linux.listing import ListingGlob
+from torchguard._linux.neighbours import find_neighbours
 from torchguard._linux.nvidia import boot_id, is_compat_dir, libcuda_version, nvidia_on_pci
 from torchguard._linux.preload import PreloadPlan, read_plan
 from torchguard._linux.records import Claim, on_disk, shared_object_claims
@@ -40,6 +41,7 @@ from torchguard._model.late_loads import late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
+from torchguard._model.neighbour_loads import replay_order
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
 from torchguard._rules.bitsandbytes import OVERRIDE as BNB_OVERRIDE
@@ -64,6 +66,7 @@ from torchguard._rules.linux_loads import (
     shadowed,
     unread_findings,
 )
+from torchguard._rules.neighbours import neighbour_findings
 from torchguard._rules.wheel_tags import tag_findings
 from torchguard._vocab import Analysis, Code, Step
 
@@ -280,6 +283,7 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
             if loaded.error is not None:
                 finding = load_error_finding(loaded.error, hints, ldso.objects, package)
                 findings.append(_claimed(finding, package, path))
+        findings += _neighbours(system, files, cache, ldso, hints)
     findings += unread_findings(_used(ldso.objects[first_new:]))
     findings.sort(key=Finding.sort_key)
     if isinstance(system.cache, CacheView):
@@ -318,6 +322,26 @@ def _bitsandbytes(system: LinuxSystem, cuda: str | None) -> list[Finding]:
     python = os.path.basename(system.executable or "") or "python3"
     override = system.environ.get(BNB_OVERRIDE) if system.live else None
     return list(binary_findings(install, wanted, "linux", override, python))
+
+
+def _neighbours(
+    system: LinuxSystem, files: PosixFiles, cache: LinuxCache, ldso: Ldso, hints: LinuxHints
+) -> list[Finding]:
+    """onnxruntime-gpu's and ctranslate2's libraries, loaded after torch and without it."""
+    found = find_neighbours(system.site_dirs)
+    if not found:
+        return []
+    late_facts = _LateFacts(files, cache)
+    alone = Ldso(files, environment(system), cache)
+    alone.start(system.executable, system.mapped, live=system.live)
+    findings: list[Finding] = []
+    for neighbour in found:
+        after = replay_order(ldso, neighbour.library, late_facts)
+        solo = replay_order(alone, neighbour.library, late_facts)
+        findings += neighbour_findings(
+            neighbour.kind, neighbour.version, neighbour.library, after, solo, hints, ldso.objects
+        )
+    return findings
 
 
 def _claimed(finding: Finding, package: str, path: str) -> Finding:

@@ -51,6 +51,7 @@ class Code(_Text):
     CONFLICTING_FILES = "conflicting-files"
     WHEEL_TAG_MISMATCH = "wheel-tag-mismatch"
     BITSANDBYTES_BINARY_MISSING = "bitsandbytes-binary-missing"
+    NEIGHBOUR_LOAD_ORDER = "neighbour-load-order"
 
 
 class Severity(_Text):

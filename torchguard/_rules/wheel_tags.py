@@ -41,21 +41,30 @@ def check(context: CheckContext) -> Iterator[Finding]:
     binary = (
         (d.name, d.version, _wheel_text(context, d))
         for d in context.dists
-        if d.distribution.summary().lists_binaries
+        if d.name == "torch" or d.distribution.summary().lists_binaries
     )
     yield from tag_findings(binary, interpreter, context.hints.python_cmd)
 
 
 def _wheel_text(context: CheckContext, dist: InstalledDist) -> str | None:
     """Its ``WHEEL`` text, remembered by its RECORD's digest (which holds WHEEL's hash), so a
-    warm run reads no ``WHEEL`` at all."""
-    cache, digest = context.cache, dist.distribution.summary().digest
-    remembered = cache.get_derived("wheel-tags", digest) if cache else None
+    warm run reads no ``WHEEL`` at all. torch's RECORD is never summarised (it is large): its
+    ``.dist-info`` folder's state stands in (one stat)."""
+    from torchguard._windows.tree import join
+
+    cache, distribution = context.cache, dist.distribution
+    if dist.name == "torch":
+        folder = join(dist.site_dir, distribution.dist_info)
+        state = context.system.tree.folder_state(folder)
+        identity = f"{folder}|{state}" if state else None
+    else:
+        identity = distribution.summary().digest
+    remembered = cache.get_derived("wheel-tags", identity) if cache else None
     if isinstance(remembered, str):
         return remembered
-    text = dist.distribution.read_text("WHEEL")
+    text = distribution.read_text("WHEEL")
     if cache is not None:  # "" for no WHEEL: nothing to judge, and nothing to read again
-        cache.put_derived("wheel-tags", digest, "\n".join(f"Tag: {t}" for t in wheel_tags(text)))
+        cache.put_derived("wheel-tags", identity, "\n".join(f"Tag: {t}" for t in wheel_tags(text)))
     return text
 
 
