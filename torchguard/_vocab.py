@@ -52,6 +52,7 @@ class Code(_Text):
     WHEEL_TAG_MISMATCH = "wheel-tag-mismatch"
     BITSANDBYTES_BINARY_MISSING = "bitsandbytes-binary-missing"
     NEIGHBOUR_LOAD_ORDER = "neighbour-load-order"
+    SMART_APP_CONTROL = "smart-app-control"
 
 
 class Severity(_Text):

@@ -21,6 +21,7 @@ from torchguard._rules import (
     path_fallback,
     path_hazards,
     runtime_version,
+    smart_app_control,
     symbols,
     unreadable,
     wheel_tags,
@@ -50,6 +51,7 @@ RULES: tuple[Rule, ...] = (
     openmp.check,
     wheel_tags.check,
     bitsandbytes.check,
+    smart_app_control.check,
 )
 
 
