@@ -53,6 +53,7 @@ class Code(_Text):
     BITSANDBYTES_BINARY_MISSING = "bitsandbytes-binary-missing"
     NEIGHBOUR_LOAD_ORDER = "neighbour-load-order"
     SMART_APP_CONTROL = "smart-app-control"
+    COMPILE_NOT_READY = "compile-not-ready"
 
 
 class Severity(_Text):

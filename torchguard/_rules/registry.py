@@ -8,6 +8,7 @@ from torchguard._report.findings import Finding
 from torchguard._rules import (
     bitsandbytes,
     closure,
+    compile_ready,
     cpu_build,
     cuda_driver,
     cudnn_zlib,
@@ -52,6 +53,7 @@ RULES: tuple[Rule, ...] = (
     wheel_tags.check,
     bitsandbytes.check,
     smart_app_control.check,
+    compile_ready.check,
 )
 
 
