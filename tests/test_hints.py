@@ -153,9 +153,7 @@ def test_the_scan_passes_the_installed_siblings_to_the_fix(tmp_path: Path) -> No
     write_tree(site, companion("torchvision", "0.19.0", {"torchvision/__init__.py": b""}, {}))
     report = torchguard.scan([str(site)], system32=[str(system32(tmp_path / "s32"))])
     fixes = [c for f in report.errors for h in f.hints for c in h.commands]
-    assert any(
-        c.endswith("-m pip install torch==2.4.1 torchvision==0.19.1") for c in fixes
-    ), fixes
+    assert any(c.endswith("-m pip install torch==2.4.1 torchvision==0.19.1") for c in fixes), fixes
 
 
 def test_a_windows_fix_takes_a_cuda_build_from_its_index_and_a_cpu_build_from_pypi() -> None:
@@ -166,4 +164,7 @@ def test_a_windows_fix_takes_a_cuda_build_from_its_index_and_a_cpu_build_from_py
     cpu = install_release(HintContext(torch_version="2.4.0+cpu"), "2.4.1")
     assert cpu == "python -m pip install torch==2.4.1"
     cuda = install_release(HintContext(torch_version="2.4.0+cu124"), "2.4.1")
-    assert cuda == "python -m pip install torch==2.4.1 --index-url https://download.pytorch.org/whl/cu124"
+    assert (
+        cuda
+        == "python -m pip install torch==2.4.1 --index-url https://download.pytorch.org/whl/cu124"
+    )

@@ -35,6 +35,7 @@ TRIPLET = "usr/lib/x86_64-linux-gnu"
 #: What a driver's libcuda.so.1 offers cudart: its entry points come through cuGetProcAddress.
 DRIVER_API = ["cuInit", "cuGetProcAddress_v2"]
 
+
 def root_with_driver(tmp: Path, version: str | None, *, libcuda: bool = True) -> Path:
     """A system root whose kernel runs NVIDIA driver ``version`` (None: no driver), with the
     driver's ``libcuda.so.1`` in the default folder when ``libcuda``."""

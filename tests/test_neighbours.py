@@ -109,7 +109,7 @@ def test_onnxruntime_built_for_cuda_11_fails_in_either_order(tmp_path: Path) -> 
     assert finding.code == Code.MISSING_DLL and not finding.is_error
     assert "does not load even after `import torch`" in finding.message
     assert "libcublasLt.so.11" in finding.message
-    assert "'onnxruntime-gpu>=1.19'" in finding.hints[0].commands[0]
+    assert "'onnxruntime-gpu>=1.19,<1.27'" in finding.hints[0].commands[0]
     assert not any("preload_dlls" in c for h in finding.hints for c in h.commands)
 
 
@@ -120,3 +120,15 @@ def test_the_first_site_folder_decides(tmp_path: Path) -> None:
     assert find_neighbours([str(first), str(second)]) == []
     (found,) = find_neighbours([str(tmp_path / "none"), str(second)])
     assert found.version == "4.8.5" and found.library.endswith("libctranslate2-a7a60d30.so.4.8.5")
+
+
+def test_names_of_other_majors_are_alternatives(tmp_path: Path) -> None:
+    """A binary keeping two majors of one library (onnxruntime-gpu 1.31's provider keeps
+    libcudart.so.12 and .so.13) tries them in turn: one found is enough."""
+    site = cublas_torch(tmp_path)
+    ctranslate2(site, "libcublas.so.11", "libcublas.so.12")
+    (finding,) = neighbour_findings(site)  # .12 found only after torch; .11 is no finding
+    assert finding.code == Code.NEIGHBOUR_LOAD_ORDER and finding.missing == "libcublas.so.12"
+    cublas = str(site / "nvidia" / "cublas" / "lib")
+    report = analyze(site, ld_library_path=(cublas,))
+    assert not [f for f in report.findings if f.package == "ctranslate2"]

@@ -1,7 +1,7 @@
 """torch's neighbours judged for real (issue 24, Linux): glibc's own loader in both import
 orders, on libraries gcc builds in the shapes onnxruntime-gpu and ctranslate2 ship, and the
-genuine ctranslate2 4.8.5 manylinux wheel (40 MB, cached under
-~/.cache/torchguard-ci/wheels/neighbours).
+genuine ctranslate2 4.8.5 (40 MB) and onnxruntime-gpu 1.31.1 (243 MB) manylinux wheels, cached
+under ~/.cache/torchguard-ci/wheels/neighbours.
 
 The stand-in for ctranslate2 really ``dlopen``s ``libcublas.so.12`` from its own code (so
 glibc searches with its RPATH, as ctranslate2's does); the stand-in for onnxruntime's provider
@@ -150,3 +150,28 @@ def test_the_real_ctranslate2_library(tmp_path: Path) -> None:
     report = analyze(site)
     found = [f for f in report.findings if f.package == "ctranslate2"]
     assert [(f.code, f.missing) for f in found] == [(Code.NEIGHBOUR_LOAD_ORDER, "libcublas.so.12")]
+
+
+ORT = "1.31.1"
+
+
+def test_the_real_onnxruntime_provider_is_built_for_cuda_13(tmp_path: Path) -> None:
+    """onnxruntime-gpu 1.31.1's CUDA provider (243 MB wheel) needs ``libcublasLt.so.13``: beside
+    a CUDA 12 torch it loads in neither order, and the pin built for CUDA 12 is named."""
+    if model().locate("libcublasLt.so.13") is not None:
+        pytest.skip("this machine has a cuBLAS 13 on its library search")
+    folder = FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    pattern = f"onnxruntime_gpu-{ORT}-cp311-cp311-manylinux*x86_64*.whl"
+    if not list(folder.glob(pattern)):
+        download(f"onnxruntime-gpu=={ORT}", folder, platform="manylinux_2_28_x86_64")
+    site = cublas_torch(tmp_path)
+    (site / f"onnxruntime_gpu-{ORT}.dist-info").mkdir()
+    with zipfile.ZipFile(next(folder.glob(pattern))) as archive:
+        for member in ("__init__.py", "capi/libonnxruntime_providers_cuda.so"):
+            archive.extract(f"onnxruntime/{member}", site)
+    report = analyze(site)
+    (finding,) = [f for f in report.findings if f.package == "onnxruntime-gpu"]
+    assert finding.code == Code.MISSING_DLL and not finding.is_error
+    assert finding.missing is not None and finding.missing.endswith(".so.13")
+    assert "'onnxruntime-gpu>=1.19,<1.27'" in finding.hints[0].commands[0]

@@ -11,7 +11,9 @@ Pins, from the projects' own release notes and READMEs:
   CUDA 12 and cuDNN 9 (faster-whisper's README: "ctranslate2==3.24.0" for CUDA 11,
   "ctranslate2==4.4.0" for cuDNN 8 on CUDA 12). The Linux 4.8.5 wheel ``dlopen``s
   ``libcublas.so.12`` and ships no cuDNN (read from the real wheel).
-- onnxruntime-gpu: PyPI's wheels are built for CUDA 12 from 1.19.0 (CUDA 11.8 before);
+- onnxruntime-gpu: its provider's ``DT_NEEDED`` entries, read from every PyPI Linux x86-64 wheel
+  (2026-12): ``libcublas.so.11`` up to 1.18.1, ``libcublas.so.12`` and ``libcudnn.so.9`` from
+  1.19.0 to 1.26.0, ``libcublas.so.13`` from 1.27.0 (1.31.1: no cuDNN in ``DT_NEEDED``).
   ``onnxruntime.preload_dlls()`` (1.21.0+) loads the CUDA and cuDNN libraries of the NVIDIA
   wheels before the provider.
 """
@@ -48,7 +50,11 @@ KINDS: tuple[Kind, ...] = (
         "onnxruntime",
         ("onnxruntime/capi/libonnxruntime_providers_cuda.so",),
         "its CUDAExecutionProvider",
-        ((11, "onnxruntime-gpu<1.19"), (12, "onnxruntime-gpu>=1.19")),
+        (
+            (11, "onnxruntime-gpu<1.19"),
+            (12, "onnxruntime-gpu>=1.19,<1.27"),
+            (13, "onnxruntime-gpu>=1.27"),
+        ),
     ),
 )
 

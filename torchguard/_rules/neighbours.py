@@ -54,7 +54,14 @@ def neighbour_findings(
             )
         ]
     findings: list[Finding] = []
-    nowhere = [late for late in after_torch.late if late.path is None]
+    # names of one library with other majors (libcudart.so.12, .so.13) are alternatives the
+    # binary tries in turn: one found is enough
+    found_stems = {_stem(late.name) for late in after_torch.late if late.path is not None}
+    nowhere = [
+        late
+        for late in after_torch.late
+        if late.path is None and _stem(late.name) not in found_stems
+    ]
     for late in nowhere:
         findings.append(
             Finding(
@@ -73,11 +80,11 @@ def neighbour_findings(
                 rank=RANK,
             )
         )
-    alone_found = {late.name for late in alone.late if late.path is not None}
+    alone_found = {_stem(late.name) for late in alone.late if late.path is not None}
     by_torch = [
         late
         for late in after_torch.late
-        if late.path is not None and late.via == "loaded" and late.name not in alone_found
+        if late.path is not None and late.via == "loaded" and _stem(late.name) not in alone_found
     ]
     if alone.error is None and not by_torch:
         return findings
@@ -175,6 +182,11 @@ def _wheel(name: str, hints: LinuxHints) -> tuple[RepairHint, ...]:
     return (
         RepairHint(f"or install NVIDIA's wheel that ships {name}", (hints.pip("install", wheel),)),
     )
+
+
+def _stem(name: str) -> str:
+    """``libcudart.so.12`` -> ``libcudart.so``."""
+    return name.split(".so", 1)[0] + ".so"
 
 
 def _major(name: str) -> int | None:
