@@ -19,10 +19,10 @@ from torchguard._facts.bitsandbytes import (
     releases_with,
     shipped,
 )
-from torchguard._linux.wheel_dists import bitsandbytes_install
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.wheel_dists import bitsandbytes_install
 from torchguard._report.findings import Finding
 from torchguard._rules.bitsandbytes import binary_findings
-from torchguard._vocab import Code
 
 EXACT_SOURCE = "def get_cuda_bnb_library_path(cuda_specs): ...\n"
 FALLBACK_SOURCE = f"def {FALLBACK_MARK}(prefix, is_hip): ...\n"

@@ -11,11 +11,11 @@ import pytest
 from fakes import FakeTorch, companion, system32, write_tree
 from realwheels import CACHE, download
 
-from torchguard._model.cache import user_cache
-from torchguard._pipeline import analyze
+from torchguard._binary.cache import user_cache
+from torchguard._facts.vocab import Code
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.system import offline_windows
 from torchguard._report.findings import Finding
-from torchguard._vocab import Code
-from torchguard._windows.system import offline_windows
 
 
 def triton(tcc: bool) -> dict[str, bytes]:

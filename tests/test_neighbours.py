@@ -10,9 +10,9 @@ from pathlib import Path
 from linux_elf import write_so
 from test_linux_import import analyze, torch_site
 
-from torchguard._linux.neighbours import find_neighbours
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.neighbours import find_neighbours
 from torchguard._report.findings import Finding
-from torchguard._vocab import Code
 
 
 def cublas_torch(root: Path) -> Path:

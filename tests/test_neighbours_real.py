@@ -23,9 +23,9 @@ from test_linux_import import analyze
 from test_neighbours import cublas_torch
 
 from torchguard._binary.elf.strings import DlopenFacts, read_dlopen_facts
-from torchguard._linux.neighbours import find_neighbours
-from torchguard._model.neighbour_loads import Order, replay_order
-from torchguard._vocab import Code
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.neighbour_loads import Order, replay_order
+from torchguard._platforms.linux.neighbours import find_neighbours
 
 pytestmark = [
     pytest.mark.realwheel,

@@ -22,9 +22,9 @@ from realwheels import CACHE, download
 
 import torchguard
 from torchguard._facts.bitsandbytes import Install, chosen, cuda_tuple, shipped
+from torchguard._facts.vocab import Code
 from torchguard._facts.wheel_tags import Interpreter, misfit, wheel_tags
 from torchguard._rules.bitsandbytes import binary_findings
-from torchguard._vocab import Code
 
 pytestmark = pytest.mark.realwheel
 

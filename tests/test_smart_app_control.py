@@ -12,12 +12,12 @@ from fakes import FakeTorch, system32
 from pe_builder import build_pe
 from realwheels import CACHE, download
 
+from torchguard._binary.cache import user_cache
 from torchguard._binary.pe.signature import HEAD, signature_size
-from torchguard._model.cache import user_cache
-from torchguard._pipeline import analyze
+from torchguard._facts.vocab import Code
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.system import offline_windows
 from torchguard._report.report import Report
-from torchguard._vocab import Code
-from torchguard._windows.system import offline_windows
 
 
 def signed(data: bytes, size: int = 0x2000) -> bytes:

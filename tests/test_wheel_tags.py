@@ -10,10 +10,10 @@ from fakes import FakeTorch, companion, write_tree
 from pe_builder import build_pe
 
 import torchguard
+from torchguard._facts.vocab import Code
 from torchguard._facts.wheel_tags import Interpreter, misfit, platform_tag, wheel_tags
-from torchguard._linux.wheel_dists import site_wheels
+from torchguard._platforms.linux.wheel_dists import site_wheels
 from torchguard._rules.wheel_tags import tag_findings
-from torchguard._vocab import Code
 
 WIN311 = Interpreter((3, 11), False, "win_amd64")
 WIN313T = Interpreter((3, 13), True, "win_amd64")

@@ -3,7 +3,7 @@
 Each entry says where the package keeps the library it loads (site-relative globs, the first
 match wins) and what it is. What that library then needs is read from the binary itself (its
 ``DT_NEEDED`` entries, and the exact ``lib*.so.N`` names in its ``.rodata`` that it ``dlopen``s
-later, as :mod:`torchguard._model.late_loads` reads cuDNN's), never from this table.
+later, as :mod:`torchguard._platforms.linux.late_loads` reads cuDNN's), never from this table.
 
 Pins, from the projects' own release notes and READMEs:
 

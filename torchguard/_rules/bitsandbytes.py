@@ -20,8 +20,8 @@ from torchguard._facts.bitsandbytes import (
     releases_with,
     shipped,
 )
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._vocab import Code
 
 if TYPE_CHECKING:
     from torchguard._rules.context import CheckContext
@@ -31,7 +31,7 @@ RANK = 130
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
-    from torchguard._windows.tree import join
+    from torchguard._platforms.windows.tree import join
 
     cuda = cuda_tuple(context.torch.cuda)
     tree = context.system.tree

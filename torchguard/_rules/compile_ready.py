@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
-from torchguard._vocab import Code
 
 RANK = 150
 TRITON = ("triton-windows", "triton")
@@ -27,7 +27,7 @@ URL = "https://github.com/woct0rdho/triton-windows#readme"
 
 
 def check(context: CheckContext) -> Iterator[Finding]:
-    from torchguard._windows.tree import join
+    from torchguard._platforms.windows.tree import join
 
     system = context.system
     python = system.interpreter

@@ -25,10 +25,10 @@ from torchguard._facts.cuda_builds import (
     newest_runnable,
     release_of,
 )
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.tree import join
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
-from torchguard._vocab import Code
-from torchguard._windows.tree import join
 
 DRIVERS_URL = "https://www.nvidia.com/drivers"
 

@@ -17,8 +17,8 @@ from torchguard._facts.cuda_builds import (
     release_of,
     variant_tag,
 )
+from torchguard._platforms.windows.locate import split_local
 from torchguard._report.findings import RepairHint
-from torchguard._windows.locate import split_local
 
 VC_RUNTIME = frozenset(
     {

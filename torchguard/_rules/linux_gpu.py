@@ -34,10 +34,10 @@ from torchguard._facts.cuda_builds import (
 )
 from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_loads import LinuxHints
-from torchguard._vocab import Code
 
 DRIVERS_URL = "https://www.nvidia.com/drivers"
 WSL_LIB_DIR = "/usr/lib/wsl/lib"

@@ -15,9 +15,9 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from torchguard._linux.requirements import TorchRequirements, canonical
-from torchguard._model.late_loads import Late
-from torchguard._model.ldso import (
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.late_loads import Late
+from torchguard._platforms.linux.ldso import (
     CORRUPT,
     MISSING,
     SYMBOL,
@@ -27,9 +27,9 @@ from torchguard._model.ldso import (
     LoadError,
     SharedObject,
 )
-from torchguard._model.linux_simulate import LinuxImport
+from torchguard._platforms.linux.requirements import TorchRequirements, canonical
+from torchguard._platforms.linux.simulate import LinuxImport
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._vocab import Code
 
 _RUNTIME_VERSION = re.compile(r"^(GLIBCXX|CXXABI|GLIBC|GCC)_[0-9.]+$")
 _NVIDIA_MINOR = re.compile(r"_(\d+)_(\d+)$")

@@ -1,5 +1,5 @@
 """Findings for torch's native neighbours (onnxruntime-gpu, ctranslate2) on Linux, from the
-replay of their library in two import orders (:mod:`torchguard._model.neighbour_loads`).
+replay of their library in two import orders (:mod:`torchguard._platforms.linux.neighbour_loads`).
 
 - ``neighbour-load-order`` (warning): the library, or a CUDA library it loads later by name,
   is found only because torch loaded that soname first; loaded alone (torch not imported yet,
@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from torchguard._facts.neighbours import Kind, pin_for
-from torchguard._model.ldso import SharedObject
-from torchguard._model.neighbour_loads import Order
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.ldso import SharedObject
+from torchguard._platforms.linux.neighbour_loads import Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_loads import LinuxHints, load_error_finding, nvidia_wheel
-from torchguard._vocab import Code
 
 RANK = 140
 _MAJOR = re.compile(r"\.so\.(\d+)")

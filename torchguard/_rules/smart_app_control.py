@@ -15,9 +15,9 @@ import ntpath
 from collections.abc import Iterator
 
 from torchguard._binary.pe.signature import HEAD, signature_size
+from torchguard._facts.vocab import Code, Step
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
-from torchguard._vocab import Code, Step
 
 ENFORCING = 1
 NAMED = 5

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from torchguard._facts.vocab import Code, Machine
 from torchguard._facts.wheel_tags import Interpreter, misfit, platform_tag, wheel_tags
 from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._vocab import Code, Machine
 
 if TYPE_CHECKING:
+    from torchguard._platforms.windows.dists import InstalledDist
     from torchguard._rules.context import CheckContext
-    from torchguard._windows.dists import InstalledDist
 
 #: Ranked after torch's own load failures, which a wrong-Python torch also gets.
 RANK = 45
@@ -50,7 +50,7 @@ def _wheel_text(context: CheckContext, dist: InstalledDist) -> str | None:
     """Its ``WHEEL`` text, remembered by its RECORD's digest (which holds WHEEL's hash), so a
     warm run reads no ``WHEEL`` at all. torch's RECORD is never summarised (it is large): its
     ``.dist-info`` folder's state stands in (one stat)."""
-    from torchguard._windows.tree import join
+    from torchguard._platforms.windows.tree import join
 
     cache, distribution = context.cache, dist.distribution
     if dist.name == "torch":
