@@ -132,3 +132,40 @@ def test_linux_site_wheels_of_a_free_threaded_python(tmp_path: Path) -> None:
     assert (
         "torch 2.6.0" in found[0].message and "python3.13 -m pip" in found[0].hints[1].commands[0]
     )
+
+
+def test_a_warm_linux_run_reads_no_wheel_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchguard._frontends.pipeline import linux as pipeline
+    from torchguard._platforms.linux.cache import LinuxCache
+    from torchguard._platforms.linux.files import PosixFiles
+    from torchguard._platforms.linux.system import LinuxSystem
+
+    site = tmp_path / "site-packages"
+    info = site / "torch-2.6.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "WHEEL").write_text("Tag: cp313-cp313-manylinux_2_28_x86_64\n")
+    system = LinuxSystem(
+        site_dirs=(str(site),),
+        torch_package_dir=None,
+        live=True,
+        python_version=(3, 13),
+        free_threaded=True,
+        executable="/usr/bin/python3.13t",
+    )
+    cache = LinuxCache(tmp_path / "cache")
+    cold = pipeline._wheel_tags(system, PosixFiles(), cache)
+    assert [f.code for f in cold] == [Code.WHEEL_TAG_MISMATCH]
+    assert "python3.13t -m pip" in cold[0].hints[0].commands[0]
+
+    def unread(folder: str) -> list[tuple[str, str, str | None]]:
+        raise AssertionError(f"{folder} read again")
+
+    monkeypatch.setattr(pipeline, "folder_wheels", unread)
+    assert pipeline._wheel_tags(system, PosixFiles(), cache) == cold
+    fixed = site / "torch-2.6.0.dist-info"
+    (fixed / "WHEEL").write_text("Tag: cp313-cp313t-manylinux_2_28_x86_64\n")
+    (site / "six-1.0.dist-info").mkdir()  # an install changes the folder: read again
+    monkeypatch.undo()
+    assert pipeline._wheel_tags(system, PosixFiles(), cache) == []

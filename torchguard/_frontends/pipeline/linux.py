@@ -48,8 +48,9 @@ from torchguard._platforms.linux.simulate import LinuxImport, simulate_torch_lin
 from torchguard._platforms.linux.system import CacheView, LinuxSystem
 from torchguard._platforms.linux.wheel_dists import (
     bitsandbytes_install,
+    folder_wheels,
     linux_platform,
-    site_wheels,
+    site_folders,
 )
 from torchguard._platforms.linux.wsl import driver_store_dlls
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
@@ -284,7 +285,7 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
     findings += package_mismatch(pins, version, hints)
     if system.live:  # offline, the Python is inferred from torch's own tag
-        findings += _wheel_tags(system)
+        findings += _wheel_tags(system, files, cache)
     findings += _bitsandbytes(system, cuda)
     torch_end = len(ldso.objects)
     if replay.ok:  # each package binary that links torch, loaded into the process torch left
@@ -314,13 +315,27 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
     )
 
 
-def _wheel_tags(system: LinuxSystem) -> list[Finding]:
-    """wheel-tag-mismatch for each distribution built for another interpreter."""
+def _wheel_tags(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[Finding]:
+    """wheel-tag-mismatch for each distribution built for another interpreter; each site
+    folder's WHEEL texts are kept by the folder's state (an install changes it), so a warm
+    run reads none."""
     interpreter = Interpreter(
         system.python_version, system.free_threaded, linux_platform(system.machine)
     )
+    rows: list[tuple[str, str, str | None]] = []
+    for folder in site_folders(system.site_dirs):
+        state = files.dir_state(folder)
+        key = f"{folder}|{state}"
+        known = cache.wheel_tags(key) if state else None
+        if known is None:
+            read = folder_wheels(folder)
+            if state:
+                cache.store_wheel_tags(key, [(n, v, t or "") for n, v, t in read])
+            rows += read
+        else:
+            rows += known
     python = os.path.basename(system.executable or "") or "python3"
-    return list(tag_findings(site_wheels(system.site_dirs), interpreter, python))
+    return list(tag_findings(rows, interpreter, python))
 
 
 def _bitsandbytes(system: LinuxSystem, cuda: str | None) -> list[Finding]:

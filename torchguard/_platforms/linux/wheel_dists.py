@@ -25,27 +25,38 @@ def linux_platform(machine: int) -> str:
     return "linux_" + _CPU.get(machine, "x86_64")
 
 
-def site_wheels(site_dirs: Iterable[str]) -> Iterator[tuple[str, str, str | None]]:
-    """(name, version, WHEEL text or None) of each ``*.dist-info`` in the site folders
-    (``site-packages``, ``dist-packages``); each folder once."""
+def site_folders(site_dirs: Iterable[str]) -> Iterator[str]:
+    """The real ``site-packages``/``dist-packages`` folders among ``site_dirs``, each once."""
     seen: set[str] = set()
     for site in site_dirs:
         real = os.path.realpath(site or ".")
-        if real in seen or os.path.basename(real) not in ("site-packages", "dist-packages"):
-            continue
-        seen.add(real)
+        if real not in seen and os.path.basename(real) in ("site-packages", "dist-packages"):
+            seen.add(real)
+            yield real
+
+
+def site_wheels(site_dirs: Iterable[str]) -> Iterator[tuple[str, str, str | None]]:
+    """(name, version, WHEEL text or None) of each ``*.dist-info`` in the site folders."""
+    for folder in site_folders(site_dirs):
+        yield from folder_wheels(folder)
+
+
+def folder_wheels(folder: str) -> list[tuple[str, str, str | None]]:
+    """(name, version, WHEEL text or None) of each ``*.dist-info`` in one folder."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".dist-info"))
+    except OSError:
+        return []
+    rows: list[tuple[str, str, str | None]] = []
+    for info in names:
+        name, _, version = info[: -len(".dist-info")].partition("-")
         try:
-            names = sorted(n for n in os.listdir(real) if n.endswith(".dist-info"))
-        except OSError:
-            continue
-        for folder in names:
-            name, _, version = folder[: -len(".dist-info")].partition("-")
-            try:
-                with open(os.path.join(real, folder, "WHEEL"), encoding="utf-8") as handle:
-                    text: str | None = handle.read(4096)
-            except (OSError, UnicodeDecodeError):
-                text = None
-            yield name.replace("_", "-").lower(), version, text
+            with open(os.path.join(folder, info, "WHEEL"), encoding="utf-8") as handle:
+                text: str | None = handle.read(4096)
+        except (OSError, UnicodeDecodeError):
+            text = None
+        rows.append((name.replace("_", "-").lower(), version, text))
+    return rows
 
 
 def bitsandbytes_install(site_dirs: Iterable[str]) -> Install | None:
