@@ -129,6 +129,24 @@ def test_torch_240_fix_pins_the_fixed_release_with_its_siblings_and_variant() ->
     ]
 
 
+def test_an_upgrade_of_torch_takes_its_installed_siblings_along() -> None:
+    """libomp140 under another torch than 2.4.0, or Intel MKL missing: a newer torch, and the
+    torchvision/torchaudio installed beside it upgraded in the same command."""
+    ctx = HintContext(
+        python_cmd="python", torch_version="2.5.1+cu124", siblings=("torchvision", "torchaudio")
+    )
+    upgrade = (
+        "python -m pip install --upgrade torch torchvision torchaudio "
+        "--index-url https://download.pytorch.org/whl/cu124"
+    )
+    assert commands(for_missing("libomp140.x86_64.dll", ctx, torch_owned=False)) == [upgrade]
+    assert commands(for_missing("mkl_core.2.dll", ctx, torch_owned=False)) == [upgrade]
+    alone = HintContext(python_cmd="python", torch_version="2.5.1")
+    assert commands(for_missing("mkl_core.2.dll", alone, torch_owned=False)) == [
+        "python -m pip install --upgrade torch"
+    ]
+
+
 def test_linux_reinstall_keeps_the_build_variant_and_its_index() -> None:
     from torchguard._rules.linux_loads import LinuxHints, _reinstall
 
