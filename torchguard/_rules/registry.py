@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable
 
 from torchguard._report.findings import Finding
 from torchguard._rules import (
+    bitsandbytes,
     closure,
+    compile_ready,
     cpu_build,
     cuda_driver,
     cudnn_zlib,
@@ -20,8 +22,10 @@ from torchguard._rules import (
     path_fallback,
     path_hazards,
     runtime_version,
+    smart_app_control,
     symbols,
     unreadable,
+    wheel_tags,
     xpu_driver,
 )
 from torchguard._rules.context import CheckContext
@@ -46,6 +50,10 @@ RULES: tuple[Rule, ...] = (
     pairing.check,
     packages.check,
     openmp.check,
+    wheel_tags.check,
+    bitsandbytes.check,
+    smart_app_control.check,
+    compile_ready.check,
 )
 
 
