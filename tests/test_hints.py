@@ -130,14 +130,14 @@ def test_torch_240_fix_pins_the_fixed_release_with_its_siblings_and_variant() ->
 
 
 def test_linux_reinstall_keeps_the_build_variant_and_its_index() -> None:
-    from torchguard._rules.linux_loads import LinuxHints, _reinstall
+    from torchguard._rules.linux_hints import LinuxHints, reinstall
 
-    (cpu,) = commands(_reinstall(LinuxHints(torch_version="2.4.1+cpu"), None))
+    (cpu,) = commands(reinstall(LinuxHints(torch_version="2.4.1+cpu"), None))
     assert cpu == (
         "python -m pip install --force-reinstall torch==2.4.1+cpu "
         "--index-url https://download.pytorch.org/whl/cpu"
     )
-    (plain,) = commands(_reinstall(LinuxHints(torch_version="2.4.1"), None))
+    (plain,) = commands(reinstall(LinuxHints(torch_version="2.4.1"), None))
     assert plain == "python -m pip install --force-reinstall torch==2.4.1"
 
 

@@ -40,25 +40,15 @@ from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
 from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
-from torchguard._rules.linux_gpu import (
-    LinuxDriverFacts,
-    driver_findings,
-    gpu_arch_findings,
-    parse_cuda,
-)
-from torchguard._rules.linux_loads import (
-    LinuxHints,
-    conflicting_files,
-    cpu_build_on_gpu,
-    driver_library_findings,
-    ignored_preload_findings,
-    import_findings,
-    late_load_findings,
-    load_error_finding,
-    package_mismatch,
-    shadowed,
-    unread_findings,
-)
+from torchguard._rules.linux_driver import driver_findings
+from torchguard._rules.linux_driver_facts import LinuxDriverFacts, parse_cuda
+from torchguard._rules.linux_gpu_arch import gpu_arch_findings
+from torchguard._rules.linux_hints import LinuxHints
+from torchguard._rules.linux_late import driver_library_findings, late_load_findings
+from torchguard._rules.linux_missing import import_findings, load_error_finding
+from torchguard._rules.linux_packages import cpu_build_on_gpu, package_mismatch
+from torchguard._rules.linux_shadowed import conflicting_files, shadowed
+from torchguard._rules.linux_unread import ignored_preload_findings, unread_findings
 from torchguard._vocab import Analysis, Code, Step
 
 
