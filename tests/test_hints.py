@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._rules.hints import HintContext, for_corrupt, for_missing
+from torchguard._rules.hints import HintContext, for_corrupt
+from torchguard._rules.hints_missing import for_missing
 
 
 def commands(hints: tuple) -> list[str]:  # type: ignore[type-arg]
