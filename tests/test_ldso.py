@@ -415,7 +415,8 @@ def test_a_doubtful_failure_is_a_warning_and_unread_objects_are_named(tmp_path: 
     from torchguard._model.ldso import IgnoredPreload, LoadError
     from torchguard._rules.linux_hints import LinuxHints
     from torchguard._rules.linux_missing import load_error_finding
-    from torchguard._rules.linux_unread import ignored_preload_findings, unread_findings
+    from torchguard._rules.linux_preload import ignored_preload_findings
+    from torchguard._rules.linux_unread import unread_findings
 
     proof = LoadError(SYMBOL, "/x/libu.so", "f")
     doubt = LoadError(SYMBOL, "/x/libu.so", "f", doubt="libd.so could not be read")

@@ -31,6 +31,7 @@ from torchguard._report.report import (
 )
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
+from torchguard._rules.registry import WINDOWS
 from torchguard._rules.unseen_dirs import doubt_unseen
 from torchguard._vocab import Analysis, Code
 from torchguard._windows.dists import InstalledDist, find_dists
@@ -119,7 +120,7 @@ def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None 
         stale_runtimes=stale,
         preloads=preloads,
     )
-    findings = doubt_unseen(run_rules(context), system.tree, system.unseen_dirs)
+    findings = doubt_unseen(run_rules(context, WINDOWS), system.tree, system.unseen_dirs)
     if cache is not None:
         cache.save()
     clock.lap("check")

@@ -33,22 +33,17 @@ from torchguard._model.cache import cache_dir
 from torchguard._model.import_reach import lost_feature, module_sources, place, reach
 from torchguard._model.late_driver import DRIVER, driver_lacks, driver_load
 from torchguard._model.late_exact import exact_loads
-from torchguard._model.late_loads import late_loads
+from torchguard._model.late_loads import Late, late_loads
 from torchguard._model.ldso import Environment, Ldso, SharedObject
 from torchguard._model.linux_cache import LinuxCache
 from torchguard._model.linux_simulate import LinuxImport, simulate_torch_linux
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
-from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
-from torchguard._rules.linux_driver import driver_findings
+from torchguard._rules.kernels import extension_losses
+from torchguard._rules.linux_context import ExtensionLoad, LinuxContext
 from torchguard._rules.linux_driver_facts import LinuxDriverFacts, parse_cuda
-from torchguard._rules.linux_gpu_arch import gpu_arch_findings
 from torchguard._rules.linux_hints import LinuxHints
-from torchguard._rules.linux_late import driver_library_findings, late_load_findings
-from torchguard._rules.linux_missing import import_findings, load_error_finding
-from torchguard._rules.linux_packages import cpu_build_on_gpu, package_mismatch
-from torchguard._rules.linux_shadowed import conflicting_files, shadowed
-from torchguard._rules.linux_unread import ignored_preload_findings, unread_findings
+from torchguard._rules.registry import LINUX, run_rules
 from torchguard._vocab import Analysis, Code, Step
 
 
@@ -227,42 +222,55 @@ def _analyze(system: LinuxSystem, cache: LinuxCache, files: PosixFiles) -> Repor
         ld_library_path=tuple(system.ld_library_path),
         requirements=_requirements(torch_dir, cache, _scratch(system)),
     )
-    findings = list(import_findings(replay, hints, ldso.objects))
-    findings += ignored_preload_findings(ldso.ignored_preloads)
-    findings += conflicting_files(_conflicts(torch_dir, cache, _scratch(system)), hints)
-    findings += cpu_build_on_gpu(version, cuda, system.gpus, hints, _driver_shown(system))
-    findings += _gpu_findings(system, torch_dir, version, cuda, hints, ldso, files, cache)
+    conflicts = _conflicts(torch_dir, cache, _scratch(system))
+    driver, torch_archs, extension_archs = _gpu_facts(system, torch_dir, cuda, ldso, files, cache)
+    site = os.path.dirname(os.path.abspath(torch_dir))
+    loaded = ldso.objects[first_new:]
+    pinned: dict[str, str] = {}
+    late: list[Late] = []
+    driver_late, lacks = None, []
     if replay.ok:
         pinned = pinned_copies(system.site_dirs, plan.cuda_major, search)
-        site = os.path.dirname(os.path.abspath(torch_dir))
-        findings += shadowed(
-            ldso.objects[first_new:],
-            pinned,
-            _same_file,
-            owner=lambda path: record_owner(site, path),
-            hints=hints,
-        )
         late_facts = _LateFacts(files, cache)
-        loads = late_loads(ldso, ldso.objects, late_facts)
-        loads += exact_loads(ldso, ldso.objects, late_facts, cuda)
-        findings += late_load_findings(loads, pinned, _same_file, hints)
-        driver = driver_load(ldso)
-        if driver is not None:
-            findings += driver_library_findings(
-                driver, driver_lacks(ldso, driver, late_facts), hints
-            )
-    site = os.path.dirname(os.path.abspath(torch_dir))
+        late = late_loads(ldso, ldso.objects, late_facts)
+        late += exact_loads(ldso, ldso.objects, late_facts, cuda)
+        driver_late = driver_load(ldso)
+        if driver_late is not None:
+            lacks = driver_lacks(ldso, driver_late, late_facts)
     pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
-    findings += package_mismatch(pins, version, hints)
     torch_end = len(ldso.objects)
+    extension_loads: list[ExtensionLoad] = []
     if replay.ok:  # each package binary that links torch, loaded into the process torch left
         for package, path in _extensions(system, files, cache):
-            loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
-            if loaded.error is not None:
-                finding = load_error_finding(loaded.error, hints, ldso.objects, package)
-                findings.append(_claimed(finding, package, path))
-    findings += unread_findings(_used(ldso.objects[first_new:]))
-    findings.sort(key=Finding.sort_key)
+            opened = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
+            if opened.error is not None:
+                extension_loads.append(ExtensionLoad(package, path, opened.error))
+    context = LinuxContext(
+        replay,
+        hints,
+        version,
+        cuda,
+        objects=ldso.objects,
+        ignored_preloads=ldso.ignored_preloads,
+        conflicts=conflicts,
+        gpus=system.gpus,
+        driver_shown=_driver_shown(system),
+        driver=driver,
+        torch_archs=torch_archs,
+        extension_archs=extension_archs,
+        loaded=loaded,
+        pinned=pinned,
+        same_file=_same_file,
+        owner=lambda path: record_owner(site, path),
+        late=late,
+        driver_load=driver_late,
+        driver_lacks=lacks,
+        pins=pins,
+        extension_loads=extension_loads,
+        claim=_claimed,
+        used=_used(ldso.objects[first_new:]),
+    )
+    findings = run_rules(context, LINUX)
     if isinstance(system.cache, CacheView):
         cache.store_lookups(system.cache.key, system.cache.memo)
     cache.save()
@@ -319,20 +327,18 @@ def _driver_shown(system: LinuxSystem) -> str | None:
     return None
 
 
-def _gpu_findings(
+def _gpu_facts(
     system: LinuxSystem,
     torch_dir: str,
-    version: str,
     cuda: str | None,
-    hints: LinuxHints,
     ldso: Ldso,
     files: PosixFiles,
     cache: LinuxCache,
-) -> list[Finding]:
-    """The driver and GPU warnings of a CUDA build: read only what they need."""
+) -> tuple[LinuxDriverFacts | None, FatbinArchs | None, dict[str, FatbinArchs]]:
+    """The driver and the kernels a CUDA build's warnings judge: read only what they need."""
     wanted = parse_cuda(cuda)
     if wanted is None:
-        return []
+        return None, None, {}
     driver = _driver_numbers(system.driver)
     source = system.driver_source
     host = None
@@ -362,17 +368,16 @@ def _gpu_findings(
         libcuda_compat=bool(libcuda) and is_compat_dir(libcuda or ""),
         gpus=system.gpus,
     )
-    found = list(driver_findings(version, cuda, facts, hints))
-    if any(compute_capability(g) is not None for g in system.gpus):
-        archs = _torch_archs(torch_dir, files, cache)
-        found += gpu_arch_findings(version, cuda, system.gpus, archs, driver, hints)
-        found += _extension_kernels(system, files, cache)
-    return found
+    if not any(compute_capability(g) is not None for g in system.gpus):
+        return facts, None, {}
+    return facts, _torch_archs(torch_dir, files, cache), _extension_kernels(system, files, cache)
 
 
-def _extension_kernels(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[Finding]:
+def _extension_kernels(
+    system: LinuxSystem, files: PosixFiles, cache: LinuxCache
+) -> dict[str, FatbinArchs]:
     """Extensions that carry their own kernels (xformers, flash-attn, torchvision ...): the
-    union of each package's binaries' ``.nv_fatbin`` against each named GPU."""
+    union of each package's binaries' ``.nv_fatbin`` (judged against each named GPU)."""
     by_package: dict[str, tuple[set[int], set[int]]] = {}
     for package, path in _extensions(system, files, cache):
         if extension_losses(package) is None:
@@ -382,15 +387,10 @@ def _extension_kernels(system: LinuxSystem, files: PosixFiles, cache: LinuxCache
             sass, ptx = by_package.setdefault(package, (set(), set()))
             sass.update(archs.sass)
             ptx.update(archs.ptx)
-    found: list[Finding] = []
-    gpus = nvidia_gpus(system.gpus)
-    for package, (sass, ptx) in by_package.items():
-        union = FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
-        loses = extension_losses(package) or ""
-        for name, capability in gpus.items():
-            if not union.runs_on(capability):
-                found.append(extension_finding(package, package, loses, name, capability, union))
-    return found
+    return {
+        package: FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
+        for package, (sass, ptx) in by_package.items()
+    }
 
 
 def _driver_store_dlls(store: str, cache: LinuxCache) -> tuple[tuple[str, ...], ...]:

@@ -11,11 +11,13 @@ from torchguard._report.findings import ERROR, WARNING, Finding
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints_missing import for_missing
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 
 RANK = {ARCH: 10, CORRUPT: 20, MISSING: 30}
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     seen: set[tuple[str, str]] = set()
     for load in context.guarded.loads:

@@ -27,6 +27,7 @@ from torchguard._facts.cuda_builds import (
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 from torchguard._windows.tree import join
 
@@ -78,6 +79,7 @@ def _described_driver(context: CheckContext) -> InstalledDriver | None:
     return None
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     cuda = parse_cuda(context.torch.cuda)
     if cuda is None:

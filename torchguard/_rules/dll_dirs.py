@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from torchguard._model.loader import MISSING
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 from torchguard._windows.tree import path_key
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     unguarded = context.unguarded.outcome()
     if unguarded.ok:

@@ -19,12 +19,14 @@ from torchguard._model.cache import host_key
 from torchguard._report.findings import Finding
 from torchguard._rules.context import CheckContext
 from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.tree import HostFile, join
 
 _BINARY_SUFFIXES = (".pyd", ".dll")
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     gpus = nvidia_gpus(
         adapter.name for adapter in context.system.display_adapters if adapter.is_nvidia

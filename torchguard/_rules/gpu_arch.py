@@ -35,6 +35,7 @@ from torchguard._rules.context import CheckContext
 from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
 from torchguard._rules.kernels import arch_names, no_kernels_message
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 from torchguard._windows.member_fatbin import member_archs
 from torchguard._windows.tree import ZIP_ERRORS, HostFile, WinTree, ZipMember
@@ -43,6 +44,7 @@ from torchguard._windows.tree import ZIP_ERRORS, HostFile, WinTree, ZipMember
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     cuda = parse_cuda(context.torch.cuda)
     if cuda is None:

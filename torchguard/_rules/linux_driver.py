@@ -23,6 +23,7 @@ from torchguard._facts.cuda_builds import (
     release_of,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_driver_facts import (
     DRIVERS_URL,
     WSL_CUDA_URL,
@@ -32,6 +33,7 @@ from torchguard._rules.linux_driver_facts import (
 )
 from torchguard._rules.linux_driver_mismatch import driver_mismatch
 from torchguard._rules.linux_hints import LinuxHints
+from torchguard._rules.registry import LINUX, rule
 from torchguard._vocab import Code
 
 #: CUDA major -> the oldest Windows driver that runs its toolkits through minor-version
@@ -219,3 +221,11 @@ def _driver_hints(
             )
         )
     return tuple(found)
+
+
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    if context.driver is not None:
+        yield from driver_findings(
+            context.torch_version, context.cuda, context.driver, context.hints
+        )

@@ -23,8 +23,10 @@ from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.kernels import no_kernels_message
+from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_driver_facts import parse_cuda
 from torchguard._rules.linux_hints import LinuxHints
+from torchguard._rules.registry import LINUX, rule
 from torchguard._vocab import Code
 
 
@@ -119,3 +121,16 @@ def _first_fit(
         if fitting:
             return row, max(fitting)
     return None
+
+
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    if context.driver is not None:
+        yield from gpu_arch_findings(
+            context.torch_version,
+            context.cuda,
+            context.gpus,
+            context.torch_archs,
+            context.driver.driver,
+            context.hints,
+        )

@@ -12,7 +12,9 @@ from torchguard._model.ldso import (
     LateLoad,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, base_name, drop_hints, nvidia_wheel, reinstall
+from torchguard._rules.registry import LINUX, rule
 from torchguard._vocab import Code
 
 MAX_SHOWN = 4
@@ -223,3 +225,17 @@ def driver_library_findings(
         hints=drop_hints(hints, load.path, load.via),
         rank=58,
     )
+
+
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    if context.replay.ok:
+        yield from late_load_findings(
+            context.late, context.pinned, context.same_file, context.hints
+        )
+
+
+@rule(LINUX)
+def check_driver_library(context: LinuxContext) -> Iterator[Finding]:
+    if context.replay.ok and context.driver_load is not None:
+        yield from driver_library_findings(context.driver_load, context.driver_lacks, context.hints)

@@ -23,7 +23,9 @@ from torchguard._model.ldso import (
 )
 from torchguard._model.linux_simulate import LinuxImport
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
+from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, base_name, nvidia_wheel, reinstall
+from torchguard._rules.registry import LINUX, rule
 from torchguard._vocab import Code
 
 _RUNTIME_VERSION = re.compile(r"^(GLIBCXX|CXXABI|GLIBC|GCC)_[0-9.]+$")
@@ -247,3 +249,8 @@ def _symbol_hints(
 def _at_least(version: str, major: int, minor: int) -> bool:
     parts = re.match(r"(\d+)\.(\d+)", version)
     return parts is not None and (int(parts.group(1)), int(parts.group(2))) >= (major, minor)
+
+
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    yield from import_findings(context.replay, context.hints, context.objects)

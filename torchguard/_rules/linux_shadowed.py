@@ -1,5 +1,5 @@
-"""``library-shadowed`` and ``conflicting-files`` on Linux: a loaded copy that is not the one
-torch's packages ship, and a file two distributions claim. Warnings: the copy binds."""
+"""``library-shadowed`` on Linux: a loaded copy that is not the one torch's packages ship. A
+warning while everything binds: it loads, but it is another build."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from torchguard._model.ldso import (
     SharedObject,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.linux_hints import LinuxHints, base_name, drop_commands
+from torchguard._rules.linux_context import LinuxContext
+from torchguard._rules.linux_hints import LinuxHints, drop_commands
+from torchguard._rules.registry import LINUX, rule
 from torchguard._vocab import Code
 
 
@@ -76,39 +78,13 @@ def _leftover_hint(
     )
 
 
-def conflicting_files(
-    conflicts: Mapping[str, tuple[tuple[str, ...], str | None]], hints: LinuxHints
-) -> Iterator[Finding]:
-    """``conflicting-files`` warnings: path -> (the distributions claiming it, whose bytes).
-
-    A warning: the replay of the load judges whether the copy on disk binds; this says why
-    the copy is what it is and what a later uninstall would do."""
-    for path, (dists, owner) in sorted(conflicts.items()):
-        name = base_name(path)
-        whose = f"the file on disk is {owner}'s" if owner else "either may have written it"
-        projects = [d.split(" ")[0] for d in dists]
-        suffix = f"-cu{hints.cuda_major}" if hints.cuda_major else None
-        keep = [p for p in projects if suffix and p.endswith(suffix)]
-        drop = [p for p in projects if p not in keep]
-        commands = tuple(hints.pip("uninstall", "-y", p) for p in drop if keep)
-        commands += tuple(hints.pip("install", "--force-reinstall", p) for p in keep)
-        yield Finding(
-            code=Code.CONFLICTING_FILES,
-            severity=WARNING,
-            message=(
-                f"{' and '.join(dists)} both install {name} ({path}); {whose}, and "
-                "uninstalling either removes it"
-            ),
-            dll=name,
-            missing=name,
-            path=path,
-            hints=(
-                RepairHint(
-                    "Keep only the distribution for torch's CUDA major"
-                    + (f" (CUDA {hints.cuda_major})" if hints.cuda_major else "")
-                    + ", then reinstall it so that its file is the one on disk",
-                    commands,
-                ),
-            ),
-            rank=55,
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    if context.replay.ok:
+        yield from shadowed(
+            context.loaded,
+            context.pinned,
+            context.same_file,
+            owner=context.owner,
+            hints=context.hints,
         )

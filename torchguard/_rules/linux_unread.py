@@ -1,16 +1,17 @@
-"""What ld.so may load anyway: objects torchguard could not read (``unreadable-dll``) and
-preload entries ld.so skips with a message (``missing-dll``). Warnings: nothing is proven."""
+"""``unreadable-dll`` on Linux: objects torchguard could not read. ld.so may map them fine, so
+this is a warning: nothing is proven, and nothing below them was checked."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
 from torchguard._model.ldso import (
-    IgnoredPreload,
     SharedObject,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import base_name
+from torchguard._rules.registry import LINUX, rule
 from torchguard._vocab import Code
 
 
@@ -44,26 +45,6 @@ def unread_findings(objects: Sequence[SharedObject]) -> Iterator[Finding]:
         )
 
 
-def ignored_preload_findings(ignored: Sequence[IgnoredPreload]) -> Iterator[Finding]:
-    """A preload entry ld.so cannot load: it prints an error and goes on without it, so
-    ``import torch`` is unaffected; every process started with it prints that line."""
-    for item in ignored:
-        setting = "LD_PRELOAD" if item.source == "LD_PRELOAD" else f"the file {item.source}"
-        yield Finding(
-            code=Code.MISSING_DLL,
-            severity=WARNING,
-            message=(
-                f"{setting} names {item.entry}, which ld.so cannot preload ({item.reason}); "
-                f'every process prints "{item.message()}" and runs without it'
-            ),
-            dll=item.entry.rsplit("/", 1)[-1],
-            missing=item.entry,
-            path=item.entry if "/" in item.entry else None,
-            hints=(
-                RepairHint(
-                    f"drop {item.entry} from {setting} (or install what it names)",
-                    ("unset LD_PRELOAD",) if item.source == "LD_PRELOAD" else (),
-                ),
-            ),
-            rank=75,
-        )
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    yield from unread_findings(context.used)

@@ -24,6 +24,7 @@ from torchguard._model.openmp import NAMES, SIBLING_COPY, STARTED, Conflict, Ope
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import install_release
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 
 ABORT = (
@@ -37,6 +38,7 @@ MASKED = (
 SWITCH = "TORCHGUARD_OPENMP=keep"
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     state = context.openmp
     grouped: dict[tuple[str | None, str], list[Conflict]] = {}

@@ -26,6 +26,7 @@ from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import is_cuda_dll
+from torchguard._rules.registry import WINDOWS, rule
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
 
@@ -44,6 +45,7 @@ _SEVERITY = {CORE: ERROR, OPTIONAL: WARNING}
 RANK_OFFSET = 100
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     for simulation in context.packages:
         yield from _package(context, simulation)

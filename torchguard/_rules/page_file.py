@@ -18,6 +18,7 @@ from torchguard._model.cache import host_key
 from torchguard._model.loader import APISET, KNOWNDLL, LOADED, SYSTEM32
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 from torchguard._windows.tree import HostFile
 
@@ -30,6 +31,7 @@ PAGE_FILE_URL = (
 _SKIP = {SYSTEM32, KNOWNDLL, APISET, LOADED}  # shared with every process, or already mapped
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     commit = context.system.commit
     if commit is None:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from torchguard._model.ecosystem import CORE
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 from torchguard._windows.dists import InstalledDist
 from torchguard._windows.locate import split_local
@@ -30,6 +31,7 @@ PAIRED = {
 }
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     torch_version = context.torch.version
     for dist in context.dists:

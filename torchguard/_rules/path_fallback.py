@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from torchguard._model.loader import CURRENT_DIR, PATH_FALLBACK, WINDOWS_DIR
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code, Step
 
 _WHERE = {
@@ -25,6 +26,7 @@ _WHERE = {
 }
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     for root, resolutions in context.guarded.fallbacks.items():
         for resolution in resolutions:

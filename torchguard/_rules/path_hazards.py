@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from torchguard._model.loader import glob_unsafe
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     lib_dir = context.torch.lib_dir
     if not glob_unsafe(lib_dir):

@@ -37,6 +37,7 @@ from torchguard._model.vcruntime import toolset as built_with
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code, Step
 from torchguard._windows.tree import same_path
 
@@ -51,6 +52,7 @@ class _StartUp(Enum):
 PYTHON_LOADED = _StartUp.PYTHON_LOADED
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     proven: set[str] = set()
     for load in context.guarded.loads:

@@ -1,5 +1,5 @@
-"""Linux warnings from metadata: a package built for another torch (``package-mismatch``) and
-a CPU-only torch on a machine with an NVIDIA driver (``cpu-build-on-gpu``)."""
+"""``package-mismatch`` on Linux: torch's neighbours (torchvision, torchaudio, extensions) whose
+metadata names another torch. A warning: ``import torch`` works."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import re
 from collections.abc import Iterator, Sequence
 
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints
+from torchguard._rules.registry import LINUX, rule
 from torchguard._vocab import Code
 
 _BUILD_TORCH = re.compile(r"torch(\d+)\.(\d+)")
@@ -67,33 +69,6 @@ def package_mismatch(
         )
 
 
-def cpu_build_on_gpu(
-    torch_version: str,
-    cuda: str | None,
-    gpus: Sequence[str],
-    hints: LinuxHints,
-    driver: str | None = None,
-) -> Iterator[Finding]:
-    """``cpu-build-on-gpu``: a CPU-only torch where the NVIDIA driver lists a GPU, or where a
-    driver is there at all (``driver`` names it; under WSL2 the host's ``libcuda.so.1``). A
-    warning: torch imports, ``torch.cuda.is_available()`` is False."""
-    if cuda is not None or not (gpus or driver):
-        return
-    base = torch_version.split("+")[0]
-    shown = ", ".join(gpus) if gpus else driver
-    yield Finding(
-        code=Code.CPU_BUILD_ON_GPU,
-        severity=WARNING,
-        message=(
-            f"torch {torch_version} is a CPU-only build, and this machine has "
-            f"{shown}: torch imports, but CUDA is unavailable"
-        ),
-        hints=(
-            RepairHint(
-                "Install a CUDA build of torch (the PyPI wheel for Linux is one)",
-                (hints.pip("install", "--force-reinstall", f"torch=={base}"),),
-                "https://pytorch.org/get-started/locally/",
-            ),
-        ),
-        rank=65,
-    )
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    yield from package_mismatch(context.pins, context.torch_version, context.hints)
