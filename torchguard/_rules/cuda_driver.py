@@ -27,11 +27,10 @@ from torchguard._facts.cuda_builds import (
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.links import DRIVERS_URL
 from torchguard._rules.registry import WINDOWS, rule
 from torchguard._vocab import Code
 from torchguard._windows.tree import join
-
-DRIVERS_URL = "https://www.nvidia.com/drivers"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from torchguard._binary.pe.machine import ARM64, X64, X86, label
 from torchguard._report.findings import RepairHint
+from torchguard._rules.links import INSTALL_TORCH_URL
 from torchguard._windows.locate import split_local
 
 VC_RUNTIME = frozenset(
@@ -189,7 +190,7 @@ def for_arch(name: str, ctx: HintContext, machine: str) -> tuple[RepairHint, ...
                     f"{ctx.python_cmd} -m pip install --force-reinstall torch --index-url "
                     f"{ARM64_INDEX}",
                 ),
-                "https://pytorch.org/get-started/locally/",
+                INSTALL_TORCH_URL,
             ),
             RepairHint(
                 "or use an x64 Python, which Windows on ARM runs emulated, with PyPI's x64 torch",
@@ -215,6 +216,6 @@ def for_not_found(ctx: HintContext) -> tuple[RepairHint, ...]:
         RepairHint(
             "install torch into the environment of the Python that runs your program",
             (f"{ctx.python_cmd} -m pip install torch",),
-            "https://pytorch.org/get-started/locally/",
+            INSTALL_TORCH_URL,
         ),
     )

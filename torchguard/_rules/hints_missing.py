@@ -21,6 +21,7 @@ from torchguard._rules.hints import (
     reinstall_torch,
     vc_redist,
 )
+from torchguard._rules.links import DRIVERS_URL
 
 _PYTHON_DLL = re.compile(r"^python(\d)(\d+)(t?)\.dll$")
 
@@ -74,7 +75,7 @@ def _nvidia_driver(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
             "nvcuda.dll is installed by the NVIDIA display driver; install the driver, "
             "or use a CPU build of torch",
             (cpu_build,),
-            "https://www.nvidia.com/drivers",
+            DRIVERS_URL,
         ),
     )
 

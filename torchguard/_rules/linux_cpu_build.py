@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.links import INSTALL_TORCH_URL
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints
 from torchguard._rules.registry import LINUX, rule
@@ -36,7 +37,7 @@ def cpu_build_on_gpu(
             RepairHint(
                 "Install a CUDA build of torch (the PyPI wheel for Linux is one)",
                 (hints.pip("install", "--force-reinstall", f"torch=={base}"),),
-                "https://pytorch.org/get-started/locally/",
+                INSTALL_TORCH_URL,
             ),
         ),
         rank=65,

@@ -23,9 +23,9 @@ from torchguard._facts.cuda_builds import (
     release_of,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.links import DRIVERS_URL
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_driver_facts import (
-    DRIVERS_URL,
     WSL_CUDA_URL,
     WSL_LIB_DIR,
     LinuxDriverFacts,
@@ -157,7 +157,6 @@ def _libcuda_unreachable(name: str, facts: LinuxDriverFacts) -> Finding:
                 "container: start it with the NVIDIA Container Toolkit, e.g. docker run "
                 "--gpus all), then rebuild the cache",
                 ("sudo ldconfig",),
-                DRIVERS_URL,
             ),
         ),
     )

@@ -15,7 +15,6 @@ from torchguard._facts.cuda_builds import (
     LinuxDriver,
 )
 
-DRIVERS_URL = "https://www.nvidia.com/drivers"
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
 WSL_CUDA_URL = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
 

@@ -4,7 +4,8 @@ loaded kernel module (CUDA error 803, or 804 for forward compatibility on a cons
 from __future__ import annotations
 
 from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.linux_driver_facts import DRIVERS_URL, LinuxDriverFacts
+from torchguard._rules.links import DRIVERS_URL
+from torchguard._rules.linux_driver_facts import LinuxDriverFacts
 from torchguard._vocab import Code
 
 COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/"

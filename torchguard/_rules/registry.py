@@ -102,9 +102,7 @@ def rules(platform: str) -> tuple[Rule, ...]:
     found: list[Rule] = []
     for module in MODULES[platform]:
         importlib.import_module(f"torchguard._rules.{module}")
-        found += [
-            r for r in _REGISTERED.values() if r.module == module and platform in r.platforms
-        ]
+        found += [r for r in _REGISTERED.values() if r.module == module and platform in r.platforms]
     return tuple(found)
 
 
