@@ -31,7 +31,7 @@ from linux_realloader import torch_site  # noqa: E402
 RUNS = 15
 WARM = """
 import statistics, sys, time
-from torchguard._api import _live_linux_report
+from torchguard._frontends.api import _live_linux_report
 _live_linux_report()  # fill the cache
 times = []
 for _ in range({runs}):

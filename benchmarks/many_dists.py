@@ -92,10 +92,10 @@ def conda_timings(torch: str, prefix: Path) -> tuple[float, float]:
     """Seconds of the warm analysis of torch outside conda and in the conda environment."""
     import dataclasses
 
-    from torchguard._model.cache import user_cache
-    from torchguard._pipeline import analyze
-    from torchguard._windows.system import offline_windows
-    from torchguard._windows.tree import AssumedFile, join
+    from torchguard._binary.cache import user_cache
+    from torchguard._frontends.pipeline import analyze
+    from torchguard._platforms.windows.system import offline_windows
+    from torchguard._platforms.windows.tree import AssumedFile, join
 
     runtime = [("the VC++ runtime", ["msvcp140.dll", "vcruntime140.dll", "vcruntime140_1.dll"])]
 

@@ -121,8 +121,8 @@ def windows_warm(site: Path, runtime: Path) -> Callable[[], float]:
 
 
 def linux_warm(site: Path) -> Callable[[], float]:
-    from torchguard._linux.system import live_linux
-    from torchguard._pipeline_linux import analyze_linux, linux_cache
+    from torchguard._frontends.pipeline.linux import analyze_linux, linux_cache
+    from torchguard._platforms.linux.system import live_linux
 
     def once() -> float:
         sys.path.insert(0, str(site))

@@ -38,7 +38,7 @@ def _no_forced_colour(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_ensure() -> Iterator[None]:
-    from torchguard import _api
+    from torchguard._frontends import api as _api
 
     _api._reset_for_tests()
     yield
@@ -48,7 +48,7 @@ def _fresh_ensure() -> Iterator[None]:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the binaries really read from now on (not taken from the cache)."""
-    from torchguard._model import binaries as _binaries
+    from torchguard._platforms.windows import binaries as _binaries
 
     seen: list[str] = []
     real = _binaries._read

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from torchguard import _api
-from torchguard._windows import live as _live
-from torchguard._windows.system import offline_windows
+from torchguard._frontends import api as _api
+from torchguard._platforms.windows import live as _live
+from torchguard._platforms.windows.system import offline_windows
 
 
 class PlantedFault(TypeError):

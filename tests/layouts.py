@@ -4,9 +4,9 @@ A :class:`Layout` says where python.exe, its DLLs, site-packages and the wheels'
 (python.org install, venv, ``pip install --user``, ``pip install --target``, a conda
 environment, a portable ``python_embeded`` folder). :func:`build` mounts python.org's own
 embeddable CPython folder, the wheels (read in place) and a folder standing in for System32 at
-those places in a :class:`~torchguard._windows.tree.WinTree` and describes the interpreter
+those places in a :class:`~torchguard._platforms.windows.tree.WinTree` and describes the interpreter
 exactly as the running process would see itself (``sys.prefix``, ``sys.base_exec_prefix``,
-the user base, ``sys.path``), so :func:`torchguard._pipeline.analyze` replays what ``ensure()``
+the user base, ``sys.path``), so :func:`torchguard._frontends.pipeline.analyze` replays what ``ensure()``
 would do on that machine.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchguard._windows.system import Interpreter, System, bundled_names
-from torchguard._windows.tree import AssumedFile, MemoryFile, WinTree, join
-from torchguard._windows.wheel import mount_wheel
+from torchguard._platforms.windows.system import Interpreter, System, bundled_names
+from torchguard._platforms.windows.tree import AssumedFile, MemoryFile, WinTree, join
+from torchguard._platforms.windows.wheel import mount_wheel
 
 USER = "C:\\Users\\ana"
 USERBASE = f"{USER}\\AppData\\Roaming\\Python"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import torchguard
-from torchguard._windows import live as _live
+from torchguard._platforms.windows import live as _live
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="non-Windows behaviour")

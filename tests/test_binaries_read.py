@@ -19,8 +19,8 @@ from torchguard._binary.pe import symbols as _symbols
 from torchguard._binary.pe.errors import PEReadError
 from torchguard._binary.pe.image import PEImage, read_image, read_image_stream
 from torchguard._binary.pe.symbols import NotKept
-from torchguard._model import binaries as _binaries
-from torchguard._windows.tree import WinTree, ZipMember
+from torchguard._platforms.windows import binaries as _binaries
+from torchguard._platforms.windows.tree import WinTree, ZipMember
 
 PATH = "C:\\site\\torch\\lib\\c10.dll"
 MEMBER = "torch/lib/c10.dll"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from torchguard._binary.pe.symbols import Exports, Symbol, SymbolTables
-from torchguard._model.bindings import TRUSTED, Trusted, judge
+from torchguard._platforms.windows.bindings import TRUSTED, Trusted, judge
 
 
 def tables(

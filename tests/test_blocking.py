@@ -14,13 +14,13 @@ import pytest
 from fakes import CONSTEXPR_MUTEX, FakeTorch, system32
 
 import torchguard
-from torchguard import _api
+from torchguard._facts.vocab import Code
+from torchguard._frontends import api as _api
 from torchguard._frontends.pytest_plugin import verdict
 from torchguard._report.errors import MissingDllError, TorchDllError
 from torchguard._report.findings import ERROR, WARNING, Finding
 from torchguard._report.markdown import render_markdown
 from torchguard._report.report import ImportOutcome, Report, TorchSummary
-from torchguard._vocab import Code
 
 TORCH = TorchSummary("2.4.1+cpu", "C:\\site\\torch")
 MISSING = Finding(Code.MISSING_DLL, ERROR, "libx.dll is missing", "c10.dll", "libx.dll")
@@ -60,7 +60,7 @@ def test_without_a_prediction_the_errors_about_torch_block() -> None:
 def _ensure(monkeypatch: pytest.MonkeyPatch, prepared: Report) -> Report:
     monkeypatch.setattr(_api, "_live_report", lambda: prepared)
     monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr("torchguard._windows.register.register", lambda paths: None)
+    monkeypatch.setattr("torchguard._platforms.windows.register.register", lambda paths: None)
     return _api.ensure()
 
 

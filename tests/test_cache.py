@@ -11,7 +11,7 @@ import pytest
 from fakes import FakeTorch
 
 import torchguard
-from torchguard._model.cache import FOLDER, SCHEMA, scope_file
+from torchguard._binary.cache import FOLDER, SCHEMA, scope_file
 
 
 def _cache() -> Path:
@@ -154,7 +154,7 @@ def test_a_warm_scan_does_not_even_import_pefile(
 
 def _planted_lie(site: Path, scope: str) -> dict[str, object]:
     """A cache document that calls every DLL of ``site`` corrupt, as a buggy release might."""
-    from torchguard._model.cache import host_key
+    from torchguard._binary.cache import host_key
 
     entries = {
         f"pe|{host_key(str(dll))}": [20_000, {"error": "planted: not a valid PE image"}]
@@ -166,7 +166,7 @@ def _planted_lie(site: Path, scope: str) -> dict[str, object]:
 def test_a_cache_written_by_another_version_is_ignored_and_replaced(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
-    from torchguard._model.cache import writer
+    from torchguard._binary.cache import writer
 
     site = fake_torch.write(tmp_path / "site")
     assert torchguard.scan([site], system32=[runtime_dir]).ok
@@ -218,7 +218,7 @@ def test_a_symlinked_cache_file_never_touches_its_target(
 def test_a_huge_cache_file_is_not_parsed(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, reads: list[str]
 ) -> None:
-    from torchguard._model.cache import MAX_BYTES
+    from torchguard._binary.cache import MAX_BYTES
 
     site = fake_torch.write(tmp_path / "site")
     assert torchguard.scan([site], system32=[runtime_dir]).ok
@@ -254,7 +254,7 @@ def test_many_processes_at_once_lose_nothing(
     ]
     outputs = [process.communicate(timeout=120)[0].split() for process in processes]
     assert outputs == [["True"]] * 6
-    from torchguard._model.cache import cold_file
+    from torchguard._binary.cache import cold_file
 
     every = [*_files(), *(cold_file(p) for p in _files() if cold_file(p).exists())]
     documents = [json.loads(path.read_text()) for path in every]
@@ -265,7 +265,7 @@ def test_many_processes_at_once_lose_nothing(
 def test_a_killed_processs_lock_is_broken_and_a_busy_one_skips_the_save(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:
-    from torchguard._model.cache import LOCK_NAME, LOCK_STALE
+    from torchguard._binary.cache import LOCK_NAME, LOCK_STALE
 
     cache = Path(os.environ["TORCHGUARD_CACHE_DIR"])
     cache.mkdir(parents=True, exist_ok=True)
@@ -284,7 +284,7 @@ _SAVE_AGAINST_AN_UNBREAKABLE_LOCK = """
 import os, sys, time
 from pathlib import Path
 from torchguard._binary.pe.image import PEFacts
-from torchguard._model import cache as _cache
+from torchguard._binary import cache as _cache
 
 directory, how = Path(sys.argv[1]), sys.argv[2]
 lock = directory / _cache.LOCK_NAME
@@ -316,7 +316,7 @@ def test_a_lock_that_cannot_be_broken_gives_up_in_bounded_time(tmp_path: Path, h
     import subprocess
     import sys
 
-    from torchguard._model.cache import LOCK_WAIT
+    from torchguard._binary.cache import LOCK_WAIT
 
     directory = tmp_path / "cache"
     directory.mkdir()
@@ -336,8 +336,8 @@ def test_a_full_cache_drops_the_least_recently_used(
 ) -> None:
     """Eviction kept the most recently *inserted* entries: a DLL read on every run but first
     cached long ago was dropped before a one-off (issue 13.9)."""
+    from torchguard._binary import cache as _cache
     from torchguard._binary.pe.image import PEFacts
-    from torchguard._model import cache as _cache
 
     monkeypatch.setattr(_cache, "MAX_ENTRIES", 4)
     facts = PEFacts(0x8664, True, ("KERNEL32.dll",), (), (14, 42))
@@ -359,8 +359,8 @@ def test_a_full_cache_drops_the_least_recently_used(
 def test_a_warm_run_writes_nothing_while_what_it_used_is_safe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from torchguard._binary import cache as _cache
     from torchguard._binary.pe.image import PEFacts
-    from torchguard._model import cache as _cache
 
     monkeypatch.setattr(_cache, "MAX_ENTRIES", 8)
     facts = PEFacts(0x8664, True, (), (), (14, 42))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._model import cache as _cache
-from torchguard._model.cache import FOLDER, FactsCache, cold_file, scope_file
+from torchguard._binary import cache as _cache
+from torchguard._binary.cache import FOLDER, FactsCache, cold_file, scope_file
 
 
 def _fill(directory: Path, scope: str, names: str, value: object = 1) -> None:

@@ -15,8 +15,8 @@ from pe_builder import build_pe
 from test_records import age, extension
 
 import torchguard
-from torchguard._model import cache as _cache
-from torchguard._model.cache import FactsCache, cold_file, scope_file
+from torchguard._binary import cache as _cache
+from torchguard._binary.cache import FactsCache, cold_file, scope_file
 
 CALLS = ("stat", "lstat", "scandir", "listdir")
 
@@ -148,9 +148,9 @@ def test_a_warm_linux_analysis_rewrites_nothing(tmp_path: Path) -> None:
     """The Linux cache rewrote its whole file on every warm diagnose() (issue 22)."""
     from test_linux_import import torch_site
 
-    from torchguard._linux.system import offline_linux
-    from torchguard._model.linux_cache import LinuxCache
-    from torchguard._pipeline_linux import analyze_linux
+    from torchguard._frontends.pipeline.linux import analyze_linux
+    from torchguard._platforms.linux.cache import LinuxCache
+    from torchguard._platforms.linux.system import offline_linux
 
     site = torch_site(tmp_path)
     binary_dists(site, 3)

@@ -318,10 +318,10 @@ def test_a_python_without_pip_is_one_error_line() -> None:
 def test_a_fix_that_leaves_only_a_siblings_error_does_not_say_torch_still_fails() -> None:
     """After the fix torch imports and torchvision does not: the note says so, not that torch
     "still fails" (the one answer to "does import torch fail?" is Report.blocking)."""
+    from torchguard._facts.vocab import Code
     from torchguard._frontends.verify import verify_fix
     from torchguard._report.findings import ERROR, Finding, RepairHint
     from torchguard._report.report import ImportOutcome, Report, TorchSummary
-    from torchguard._vocab import Code
 
     fix = RepairHint("upgrade torch", ('py -3.11 -m pip install --upgrade "torch>=2.4.1"',))
     broken = Report(findings=(Finding(Code.MISSING_DLL, ERROR, "libomp missing", hints=(fix,)),))

@@ -166,10 +166,10 @@ def test_a_real_file_gets_an_answer_with_the_unchecked_named_and_the_index_said(
 def test_a_fix_whose_index_cannot_be_reached_is_never_called_verified() -> None:
     """As with download.pytorch.org out of reach: pip would answer from PyPI, and "verified"
     would be about a build the fix does not install."""
+    from torchguard._facts.vocab import Code
     from torchguard._frontends.verify import verify_fix
     from torchguard._report.findings import ERROR, Finding, RepairHint
     from torchguard._report.report import ImportOutcome, Report, TorchSummary
-    from torchguard._vocab import Code
 
     command = "py -3.11 -m pip install torch==2.4.1 --index-url http://127.0.0.1:9/whl/cpu"
     broken = Report(
@@ -317,12 +317,12 @@ def test_pure_python_source_compiles_nothing() -> None:
 
 def test_findings_of_one_cause_are_one_entry_with_the_rest_folded_under_it() -> None:
     """ai-toolkit's torchcodec: each libtorchcodec_coreN.dll misses its FFmpeg DLLs, one fix."""
+    from torchguard._facts.vocab import Code
     from torchguard._frontends.check import Check
     from torchguard._frontends.check_text import render_check
     from torchguard._report.colour import PLAIN
     from torchguard._report.findings import ERROR, Finding, RepairHint
     from torchguard._report.report import ImportOutcome, Report, TorchSummary
-    from torchguard._vocab import Code
 
     fix = RepairHint("install FFmpeg", ("winget install ffmpeg",))
 

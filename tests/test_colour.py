@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from fakes import FakeTorch
 
-from torchguard._report.colour import Paint, strip, wanted
+from torchguard._frontends.colour import wanted
+from torchguard._report.colour import Paint, strip
 
 pty = pytest.importorskip("pty")
 

@@ -11,8 +11,8 @@ from fakes import KERNEL, FakeTorch, companion, write_tree
 from pe_builder import I386, build_pe
 
 import torchguard
-from torchguard import _api
-from torchguard._model.loader import WINERROR
+from torchguard._frontends import api as _api
+from torchguard._platforms.windows.loader import WINERROR
 from torchguard._report.report import Report
 from torchguard._rules.packages import FAILURE_FINDINGS
 
@@ -259,7 +259,7 @@ def test_a_sibling_error_does_not_make_ensure_raise(
     assert not report.ok
     monkeypatch.setattr(_api, "_live_report", lambda: report)
     monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr("torchguard._windows.register.register", lambda paths: None)
+    monkeypatch.setattr("torchguard._platforms.windows.register.register", lambda paths: None)
     assert _api.ensure() is report
 
 
@@ -277,8 +277,8 @@ def test_a_new_failure_kind_flows_through_by_its_winerror(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What a later kind (the loader's missing-symbol WinError 127) gets without new code here."""
-    from torchguard._model import loader as _loader
-    from torchguard._model.loader import Failure, LoaderModel, LoadResult
+    from torchguard._platforms.windows import loader as _loader
+    from torchguard._platforms.windows.loader import Failure, LoaderModel, LoadResult
     from torchguard._report.findings import ERROR, Finding
 
     monkeypatch.setitem(_loader.WINERROR, "symbol", 127)
@@ -345,8 +345,8 @@ def test_a_sibling_is_one_more_entry_of_the_loaders_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The planner follows the table: order, gates and roles come from the entry alone."""
-    from torchguard._model import siblings
-    from torchguard._vocab import Loader, Role
+    from torchguard._facts.vocab import Loader, Role
+    from torchguard._platforms.windows import siblings
 
     entry = siblings.KnownSibling(
         "toyvision",

@@ -29,7 +29,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_readme_reference_is_the_bundled_reference_code_by_code() -> None:
     readme, bundled = parse(readme_section()), references()
-    source = "torchguard/_data/finding_codes.md (`python tests/test_explain.py` copies README's)"
+    source = "torchguard/_report/finding_codes.md (`python tests/test_explain.py` copies README's)"
     missing = [code for code in bundled if code not in readme]
     extra = [code for code in readme if code not in bundled]
     assert not missing, f"README lacks the sections of {missing}; copy them from {source}"
@@ -53,7 +53,7 @@ def test_every_subsection_heading_is_a_code_heading() -> None:
 
 def test_every_code_the_package_emits_is_documented() -> None:
     """Findings take a ``Code`` (mypy enforces it): the enum and the reference are one set."""
-    from torchguard._vocab import Code
+    from torchguard._facts.vocab import Code
 
     emitted = {str(code) for code in Code}
     assert emitted == set(references()), emitted ^ set(references())
@@ -112,6 +112,6 @@ def test_unknown_code_exits_2_with_the_list() -> None:
 
 if __name__ == "__main__":
     # After a merge that edited the README's reference: make it the bundled reference again.
-    target = ROOT / "torchguard" / "_data" / "finding_codes.md"
+    target = ROOT / "torchguard" / "_report" / "finding_codes.md"
     target.write_text(readme_section().strip() + "\n", "utf-8")
     print(f"wrote {target}")

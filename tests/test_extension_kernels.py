@@ -84,8 +84,8 @@ def test_linux_extension_kernels_are_read_and_cached(
     from test_linux_gpu import root_with_driver, system_on, with_kernels
     from test_linux_import import torch_site
 
-    from torchguard._model.linux_cache import LinuxCache
-    from torchguard._pipeline_linux import analyze_linux
+    from torchguard._frontends.pipeline.linux import analyze_linux
+    from torchguard._platforms.linux.cache import LinuxCache
 
     site = torch_site(tmp_path)
     with_kernels(site, *(entry(2, a, b"k" * 16) for a in (80, 86, 90, 100, 120)))
@@ -110,7 +110,7 @@ def test_linux_extension_kernels_are_read_and_cached(
     def no_read(path: object) -> None:
         raise AssertionError(f"read {path} on a warm run")
 
-    monkeypatch.setattr("torchguard._pipeline_linux.read_fatbin_archs", no_read)
+    monkeypatch.setattr("torchguard._frontends.pipeline.linux.read_fatbin_archs", no_read)
     again = analyze_linux(system, cache=LinuxCache(tmp_path / "cache")).findings
     assert [f.message for f in again] == [finding.message]
     h100 = replace(system, gpus=("NVIDIA H100 PCIe",))

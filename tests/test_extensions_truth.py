@@ -238,7 +238,7 @@ def test_a_warm_scan_reads_no_source_or_metadata_of_a_failing_extension_again(
 ) -> None:
     """What xformers' own files say is kept under its RECORD's identity; a reinstall (a new
     RECORD) reads them again."""
-    from torchguard._windows.tree import WinTree
+    from torchguard._platforms.windows.tree import WinTree
 
     read: list[str] = []
     real = WinTree.read_text
@@ -340,7 +340,7 @@ def test_a_package_without_readable_sources_is_doubt_not_proof(tmp_path: Path) -
 def test_a_warm_scan_keeps_the_place_of_a_guarded_extension(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchguard._model import extensions
+    from torchguard._platforms.windows import extensions
 
     cold = scan(tmp_path, FakeTorch(version="2.6.0+cpu"), xformers_029())
     monkeypatch.setattr(extensions, "reach", lambda *a: pytest.fail("sources read again"))

@@ -16,11 +16,12 @@ from fakes import FakeTorch, system32
 from faults import PlantedFault, boom, fake_windows
 
 import torchguard
-from torchguard import _interpreter, _pipeline
+from torchguard._binary import cache as _cache
+from torchguard._facts import interpreter as _interpreter
+from torchguard._facts.internal import BUG_REPORT
 from torchguard._frontends import cli as _cli
-from torchguard._internal import BUG_REPORT
-from torchguard._model import cache as _cache
-from torchguard._model import loader as _loader
+from torchguard._frontends import pipeline as _pipeline
+from torchguard._platforms.windows import loader as _loader
 from torchguard._rules import registry as _registry
 
 

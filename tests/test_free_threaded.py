@@ -11,7 +11,7 @@ from fakes import KERNEL, TORCH_241_GRAPH, FakeTorch
 from pe_builder import build_pe
 
 import torchguard
-from torchguard._windows.python_dlls import python_dlls, tag_free_threaded
+from torchguard._platforms.windows.python_dlls import python_dlls, tag_free_threaded
 
 
 def free_threaded_torch() -> FakeTorch:

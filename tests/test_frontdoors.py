@@ -22,7 +22,7 @@ WAIT = 60  # seconds: a hang fails the test instead of the suite
 #: Like the real live_windows(), the fake one looks torch up with find_spec first (no torch
 #: found: an empty site-packages, so torch-not-found), which is what woke the watcher.
 LOOKS_UP = """
-from torchguard._interpreter import torch_package_dir
+from torchguard._facts.interpreter import torch_package_dir
 (root / 'empty-site').mkdir(exist_ok=True)
 live.live_windows = lambda: offline_windows(
     [str(site) if torch_package_dir() else str(root / 'empty-site')], system32_dirs=s32)
@@ -102,7 +102,7 @@ def test_asking_whether_torch_exists_runs_no_guard(tmp_path: Path, mode: str) ->
     code = fake_windows(tmp_path, runtime=False) + PROBE
     result = both(code, tmp_path, TORCHGUARD=mode)
     assert result.returncode == 0 and result.stderr == "", result.stderr
-    assert "torchguard._api" in result.stdout  # the fake imports it; it must not run
+    assert "torchguard._frontends.api" in result.stdout  # the fake imports it; it must not run
     assert "SourceFileLoader True torch True" in result.stdout
     imported = program(
         code + "try:\n    import torch\nexcept torchguard.MissingDllError as e:\n"
@@ -140,7 +140,7 @@ def test_diagnose_and_doctor_under_the_hook_see_the_real_diagnosis(tmp_path: Pat
         fake_windows(tmp_path, runtime=False)
         + LOOKS_UP
         + (
-            "import torchguard._windows.register as reg\n"
+            "import torchguard._platforms.windows.register as reg\n"
             "reg.register = lambda dirs: print('REGISTERED', list(dirs))\n"
             "r = torchguard.diagnose()\nprint('diagnose', [str(f.code) for f in r.blockers][:1])\n"
             "from torchguard._frontends.cli import main\nprint('doctor exit', main(['doctor']))\n"
@@ -194,7 +194,7 @@ def _slow_analysis(monkeypatch: pytest.MonkeyPatch, outcome: object) -> list[int
     """Replace the analysis by a slow one giving ``outcome``; the list counts its runs."""
     import time
 
-    from torchguard import _api
+    from torchguard._frontends import api as _api
 
     runs: list[int] = []
 
@@ -244,7 +244,7 @@ def test_ensure_called_from_inside_its_own_analysis_never_waits(
     import threading
 
     import torchguard
-    from torchguard import _api
+    from torchguard._frontends import api as _api
     from torchguard._report.report import Report
 
     inner: list[Report] = []

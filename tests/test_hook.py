@@ -21,8 +21,8 @@ import sys, types
 sys.path.insert(0, {tests!r})
 from fakes import FakeTorch, system32
 from pathlib import Path
-import torchguard, torchguard._api as api, torchguard._windows.live as live
-from torchguard._windows.system import offline_windows
+import torchguard, torchguard._frontends.api as api, torchguard._platforms.windows.live as live
+from torchguard._platforms.windows.system import offline_windows
 root = Path({tmp!r})
 site = FakeTorch().write(root / 'fake-site')
 s32 = [str(system32(root / 's32'))] if {runtime!r} else []
@@ -172,7 +172,7 @@ def test_missing_torch_keeps_pythons_own_error(tmp_path: Path) -> None:
     code = (
         "try:\n    import torch\n"
         "except ModuleNotFoundError as exc:\n    print(type(exc).__name__, exc.name)\n"
-        "import sys\nprint('torchguard._api' in sys.modules)\n"
+        "import sys\nprint('torchguard._frontends.api' in sys.modules)\n"
     )
     result = run(code, tmp_path, with_torch=False, TORCHGUARD_REPORT=str(target))
     assert result.stdout.split() == ["ModuleNotFoundError", "torch", "False"], result.stderr
@@ -348,12 +348,12 @@ def test_run_guard_fails_open_when_torchguard_itself_cannot_be_imported(
 ) -> None:
     """``run_guard`` imported ``_api`` before its fail-open ``try``: a broken install made
     ``import torch`` raise torchguard's ImportError (issue 13.9)."""
-    import torchguard
+    import torchguard._frontends
     from torchguard import _hook
 
     monkeypatch.setattr(_hook, "_ran", False)
-    monkeypatch.delattr(torchguard, "_api", raising=False)
-    monkeypatch.setitem(sys.modules, "torchguard._api", None)  # importing it raises
+    monkeypatch.delattr(torchguard._frontends, "api", raising=False)
+    monkeypatch.setitem(sys.modules, "torchguard._frontends.api", None)  # importing it raises
     monkeypatch.delenv("TORCHGUARD", raising=False)
     _hook.run_guard()  # returns: import torch continues
     assert "internal error ignored, import torch continues" in capsys.readouterr().err

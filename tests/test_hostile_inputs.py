@@ -71,7 +71,7 @@ def test_a_deflate_bomb_as_metadata_is_not_read(tmp_path: Path) -> None:
     """RECORD, METADATA and version.py are read whole: only within the member's budget."""
     import zipfile
 
-    from torchguard._windows.tree import OversizedMember, WinTree, ZipMember
+    from torchguard._platforms.windows.tree import OversizedMember, WinTree, ZipMember
 
     archive = tmp_path / "x.whl"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as handle:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchguard._model.import_reach import (
+from torchguard._facts.import_reach import (
     CAUGHT,
     CONDITIONAL,
     IN_FUNCTION,

@@ -2,7 +2,7 @@
 
 Each module's imports (module level and inside functions alike) are read with ``ast``; a module
 may import its own package and any lower floor, never a higher one. A second platform adds
-rooms on the same floors (``_binary/elf``, a Linux machine beside ``_windows``).
+rooms on the same floors (``_binary/elf``; ``_platforms/linux`` beside ``_platforms/windows``).
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "torchguard"
 
-# Lowest floor first. A module's floor is that of its first dotted component under torchguard.
+# Lowest floor first. A module's room is its first dotted component under torchguard (for
+# ``_platforms``, its first two: each platform is a room); a room's floor is its package's.
 FLOORS: tuple[frozenset[str], ...] = (
-    frozenset({"_vocab", "_version", "_internal", "_interpreter"}),
-    frozenset({"_binary"}),  # binary formats: what a file says
-    frozenset({"_facts"}),  # platform-neutral data: GPUs, CUDA, drivers, torch releases
-    frozenset({"_windows", "_linux"}),  # the machine described: trees, distributions, process
+    frozenset({"_facts", "_version"}),  # vocabulary, neutral data: GPUs, CUDA, torch releases
+    frozenset({"_binary"}),  # binary formats: what a file says, and the one facts cache
     frozenset({"_report"}),  # findings, the Report, exceptions and renderers
-    frozenset({"_model"}),  # the loader model and its facts
+    frozenset({"_platforms"}),  # each platform: its machine described and its loader model
     frozenset({"_rules"}),  # checks and repair knowledge
-    frozenset({"_pipeline", "_pipeline_linux", "_api", "_hook", "_boot"}),
-    frozenset({"_frontends", "__init__", "__main__"}),
+    frozenset({"_frontends", "_hook", "_boot", "__init__", "__main__"}),  # the pipeline, doors
 )
 
 OS_APIS = {"ctypes", "winreg", "msvcrt", "_winapi"}
@@ -42,12 +40,14 @@ def _dotted(path: Path) -> str:
 
 def _room(dotted: str) -> str:
     parts = dotted.split(".")
+    if len(parts) > 2 and parts[1] == "_platforms":
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
 def _floor(room: str) -> int:
     for index, rooms in enumerate(FLOORS):
-        if room in rooms:
+        if room.split(".")[0] in rooms:
             return index
     raise AssertionError(f"torchguard.{room} is on no floor: add it to FLOORS")
 
@@ -114,12 +114,13 @@ def test_binary_formats_import_only_the_vocabulary() -> None:
     for path in (PACKAGE / "_binary").rglob("*.py"):
         for name in _imports(path):
             if name.startswith("torchguard."):
-                room = _room(name)
-                assert room in {"_binary", "_vocab"}, f"{_dotted(path)} imports {name}"
+                assert name.startswith(("torchguard._binary", "torchguard._facts.vocab")) or (
+                    path.name == "cache.py" and name == "torchguard._version"
+                ), f"{_dotted(path)} imports {name}"
 
 
-PLATFORM_ROOMS = frozenset({"_windows", "_linux"})
-NEUTRAL_ROOMS = frozenset({"_vocab", "_version", "_internal", "_interpreter", "_binary", "_facts"})
+PLATFORM_ROOMS = frozenset({"_platforms.windows", "_platforms.linux"})
+NEUTRAL_ROOMS = frozenset({"_version", "_facts", "_binary", "_report", "_platforms"})
 
 
 def _platform_arrows(here: str, names: list[str]) -> list[str]:
@@ -143,18 +144,18 @@ def test_platform_rooms_import_neither_each_other_nor_from_neutral_rooms(path: P
 
 def test_a_planted_platform_arrow_is_caught() -> None:
     """The check can fail: the import the GPU facts' move removed is reported again."""
-    planted = ["torchguard._windows.gpus", "torchguard._facts.gpus"]
-    assert _platform_arrows("_linux", planted) == ["torchguard._windows.gpus"]
-    assert _platform_arrows("_facts", planted) == ["torchguard._windows.gpus"]
-    assert _platform_arrows("_windows", planted) == []
+    planted = ["torchguard._platforms.windows.gpus", "torchguard._facts.gpus"]
+    assert _platform_arrows("_platforms.linux", planted) == ["torchguard._platforms.windows.gpus"]
+    assert _platform_arrows("_facts", planted) == ["torchguard._platforms.windows.gpus"]
+    assert _platform_arrows("_platforms.windows", planted) == []
     assert _platform_arrows("_rules", planted) == []
 
 
 def test_only_the_live_module_touches_the_windows_api() -> None:
-    live = PACKAGE / "_windows" / "live.py"
+    live = PACKAGE / "_platforms" / "windows" / "live.py"
     # Linux: glibc's ld.so is asked for its search list, only in a process that overwrote
     # its start-up environment (issue 21)
-    loader = PACKAGE / "_linux" / "searchlist.py"
+    loader = PACKAGE / "_platforms" / "linux" / "searchlist.py"
     for path in _modules():
         roots = {name.split(".")[0] for name in _imports(path)}
         if path == loader:
@@ -174,7 +175,7 @@ def test_only_the_live_module_touches_the_windows_api() -> None:
 
 
 def test_rules_never_touch_files() -> None:
-    """Rules take data; the tree (``_windows.tree``) and the model read files for them."""
+    """Rules take data; the tree (``_platforms.windows.tree``) and the model read files for them."""
     for path in (PACKAGE / "_rules").rglob("*.py"):
         roots = {name.split(".")[0] for name in _imports(path)}
         assert not roots & FILE_APIS, f"{_dotted(path)} imports {sorted(roots & FILE_APIS)}"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ldcache_builder import X86_64, build_cache
 
-from torchguard._linux.ldcache import (
+from torchguard._platforms.linux.ldcache import (
     LdCacheError,
     cache_flags,
     parse_ld_cache,
@@ -250,7 +250,7 @@ def test_resolve_agrees_with_the_real_loader() -> None:
 
 def test_a_cache_past_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
     """A file of MAX_BYTES is never read whole: a real cache is a few hundred KiB."""
-    from torchguard._linux.ldcache import MAX_BYTES
+    from torchguard._platforms.linux.ldcache import MAX_BYTES
 
     huge = tmp_path / "ld.so.cache"
     with open(huge, "wb") as handle:
@@ -265,7 +265,7 @@ def test_a_cache_path_that_is_no_regular_file_is_no_cache(tmp_path: Path) -> Non
     import os
     import threading
 
-    from torchguard._linux.system import read_cache
+    from torchguard._platforms.linux.system import read_cache
 
     (tmp_path / "etc").mkdir()
     fifo = tmp_path / "etc" / "ld.so.cache"
@@ -287,7 +287,7 @@ def test_a_cache_path_that_is_no_regular_file_is_no_cache(tmp_path: Path) -> Non
 def test_the_live_cache_view_matches_hwcaps_entries_to_the_cpu(tmp_path: Path) -> None:
     """The model's view of ld.so.cache picks the best hwcaps entry the CPU supports, and asks
     for the CPU only when a name has such entries."""
-    from torchguard._linux.system import read_cache
+    from torchguard._platforms.linux.system import read_cache
 
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc" / "ld.so.cache").write_bytes(build_cache(ENTRIES))

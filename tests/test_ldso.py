@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from linux_elf import EM_AARCH64, write_so
 
-from torchguard._linux.files import PosixFiles
-from torchguard._model.ldso import CORRUPT, MISSING, SYMBOL, VERSION, Environment, Ldso
+from torchguard._platforms.linux.files import PosixFiles
+from torchguard._platforms.linux.ldso import CORRUPT, MISSING, SYMBOL, VERSION, Environment, Ldso
 
 
 def model(**env: object) -> Ldso:
@@ -197,7 +197,7 @@ def test_provider_without_versions_only_warns(tmp_path: Path) -> None:
 
 
 def test_glibcs_own_checks_name_the_failure_in_glibcs_words(tmp_path: Path) -> None:
-    from torchguard._linux.verify import SIGBUS, verify
+    from torchguard._platforms.linux.verify import SIGBUS, verify
 
     good = write_so(tmp_path, "libd.so").read_bytes()
     assert verify(good, len(good)) == verify(good, len(good)).__class__()  # maps fine
@@ -263,7 +263,7 @@ def test_a_dependency_glibc_refuses_is_still_a_proof(tmp_path: Path) -> None:
 
 
 def test_dynamic_string_tokens_follow_glibcs_is_dst() -> None:
-    from torchguard._model.ldso import expand
+    from torchguard._platforms.linux.ldso import expand
 
     def run(entry: str, secure: bool = False) -> str | None:
         return expand(entry, "/o", secure, "lib/x86_64-linux-gnu", lambda: "haswell")
@@ -333,7 +333,7 @@ def test_secure_mode_preloads_only_set_user_id_names_from_trusted_directories(
 
 
 def test_split_preload_and_the_preload_file(tmp_path: Path) -> None:
-    from torchguard._linux.process import read_preload_file, split_preload
+    from torchguard._platforms.linux.process import read_preload_file, split_preload
 
     assert split_preload(" /a.so:b.so  c.so::") == ("/a.so", "b.so", "c.so")
     assert split_preload(None) == ()
@@ -346,7 +346,7 @@ def test_split_preload_and_the_preload_file(tmp_path: Path) -> None:
 
 
 def test_cpu_levels_and_platform_as_glibc_classifies_them() -> None:
-    from torchguard._linux.hwcaps import hwcaps_names, parse_cpuinfo, subdirs
+    from torchguard._platforms.linux.hwcaps import hwcaps_names, parse_cpuinfo, subdirs
 
     v2 = "cx16 lahf_lm popcnt pni sse4_1 sse4_2 ssse3"
     v3 = v2 + " avx avx2 bmi1 bmi2 f16c fma abm movbe xsave"
@@ -378,7 +378,7 @@ def test_cpu_levels_and_platform_as_glibc_classifies_them() -> None:
 
 
 def test_a_hwcaps_subdirectory_the_cpu_supports_is_tried_first(tmp_path: Path) -> None:
-    from torchguard._linux.hwcaps import Cpu
+    from torchguard._platforms.linux.hwcaps import Cpu
 
     write_so(tmp_path / "lib", "libd.so")
     write_so(tmp_path / "lib" / "glibc-hwcaps" / "x86-64-v3", "libd.so")
@@ -412,7 +412,7 @@ def test_a_symbol_only_an_earlier_object_of_unknown_scope_defines_is_a_doubt(
 
 
 def test_a_doubtful_failure_is_a_warning_and_unread_objects_are_named(tmp_path: Path) -> None:
-    from torchguard._model.ldso import IgnoredPreload, LoadError
+    from torchguard._platforms.linux.ldso import IgnoredPreload, LoadError
     from torchguard._rules.linux_hints import LinuxHints
     from torchguard._rules.linux_missing import load_error_finding
     from torchguard._rules.linux_preload import ignored_preload_findings
@@ -440,7 +440,7 @@ def test_segments_past_the_end_are_a_sigbus_only_beyond_the_last_page() -> None:
     partly present last page reads as zeros)."""
     import struct
 
-    from torchguard._linux.verify import SIGBUS, verify
+    from torchguard._platforms.linux.verify import SIGBUS, verify
 
     def image(filesz: int, machine: int = 62) -> bytes:
         ident = b"\x7fELF\x02\x01\x01" + bytes(9)
@@ -467,8 +467,8 @@ def test_which_folders_have_hwcaps_subfolders_is_kept_by_folder_state(
 ) -> None:
     """Warm, each search folder costs one stat, not one per possible subfolder; adding a
     subfolder changes the folder's mtime and is seen."""
-    from torchguard._linux.hwcaps import Cpu
-    from torchguard._model.linux_cache import LinuxCache
+    from torchguard._platforms.linux.cache import LinuxCache
+    from torchguard._platforms.linux.hwcaps import Cpu
 
     write_so(tmp_path / "lib", "libd.so")
     write_so(tmp_path, "libu.so", needed=["libd.so"], runpath="$ORIGIN/lib")

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._linux.files import PosixFiles
-from torchguard._linux.hwcaps import glibc_version
-from torchguard._linux.maps import read_maps
-from torchguard._linux.system import LinuxSystem, live_linux
-from torchguard._model.ldso import CORRUPT, SYMBOL, VERSION, DlopenResult, Ldso
-from torchguard._pipeline_linux import environment
+from torchguard._frontends.pipeline.linux import environment
+from torchguard._platforms.linux.files import PosixFiles
+from torchguard._platforms.linux.hwcaps import glibc_version
+from torchguard._platforms.linux.ldso import CORRUPT, SYMBOL, VERSION, DlopenResult, Ldso
+from torchguard._platforms.linux.maps import read_maps
+from torchguard._platforms.linux.system import LinuxSystem, live_linux
 
 GCC = shutil.which("gcc")
 
@@ -325,10 +325,10 @@ _EARLIER = """
 import ctypes, json, os, sys
 sys.path.insert(0, {root!r})
 ctypes.CDLL({provider!r}, mode={mode})
-from torchguard._linux.files import PosixFiles
-from torchguard._linux.system import live_linux
-from torchguard._model.ldso import Ldso
-from torchguard._pipeline_linux import environment
+from torchguard._platforms.linux.files import PosixFiles
+from torchguard._platforms.linux.system import live_linux
+from torchguard._platforms.linux.ldso import Ldso
+from torchguard._frontends.pipeline.linux import environment
 system = live_linux(None)
 ldso = Ldso(PosixFiles(), environment(system))
 ldso.start(system.executable, system.mapped)

@@ -21,11 +21,11 @@ from torchguard._facts.cuda_builds import (
     format_linux_driver,
     linux_minimum_driver,
 )
-from torchguard._linux.nvidia import nvidia_on_pci
-from torchguard._linux.system import LinuxSystem, offline_linux
-from torchguard._linux.wsl import driver_store_dlls
-from torchguard._model.linux_cache import LinuxCache
-from torchguard._pipeline_linux import analyze_linux
+from torchguard._frontends.pipeline.linux import analyze_linux
+from torchguard._platforms.linux.cache import LinuxCache
+from torchguard._platforms.linux.nvidia import nvidia_on_pci
+from torchguard._platforms.linux.system import LinuxSystem, offline_linux
+from torchguard._platforms.linux.wsl import driver_store_dlls
 
 NVRM = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {}  Sat Aug 19 01:15:15 UTC 2023\n"
 WSL_KERNEL = "Linux version 5.15.153.1-microsoft-standard-WSL2 (root@65c757a075e2) #1 SMP\n"
@@ -248,8 +248,8 @@ def test_wsl_host_driver_unreadable_or_unversioned_is_not_judged(tmp_path: Path)
 def test_wsl_host_driver_is_read_once_per_file_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchguard import _pipeline_linux as pipeline
     from torchguard._binary.pe import image
+    from torchguard._frontends.pipeline import linux as pipeline
 
     root = wsl_root(tmp_path)
     host_driver(root, "nv_dispi.inf_amd64_1", (31, 0, 15, 5161))
@@ -315,7 +315,7 @@ def test_a_warm_run_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def no_read(path: object) -> None:
         raise AssertionError(f"read {path} on a warm run")
 
-    monkeypatch.setattr("torchguard._pipeline_linux.read_fatbin_archs", no_read)
+    monkeypatch.setattr("torchguard._frontends.pipeline.linux.read_fatbin_archs", no_read)
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["gpu-arch-unsupported"]
 
 
@@ -367,7 +367,7 @@ def test_the_pci_bus_is_read_once_per_boot(tmp_path: Path, monkeypatch: pytest.M
     def no_read(root: str) -> bool:
         raise AssertionError("sysfs read on a warm run")
 
-    monkeypatch.setattr("torchguard._pipeline_linux.nvidia_on_pci", no_read)
+    monkeypatch.setattr("torchguard._frontends.pipeline.linux.nvidia_on_pci", no_read)
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-missing"]
     (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text("b-2\n")
     with pytest.raises(AssertionError, match="sysfs read"):

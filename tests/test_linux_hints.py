@@ -8,8 +8,12 @@ from pathlib import Path
 
 from test_linux_import import analyze, nvjitlink, torch_site
 
-from torchguard._linux.requirements import TorchRequirements, parse_pins, torch_requirements
-from torchguard._model.linux_cache import LinuxCache
+from torchguard._platforms.linux.cache import LinuxCache
+from torchguard._platforms.linux.requirements import (
+    TorchRequirements,
+    parse_pins,
+    torch_requirements,
+)
 from torchguard._rules.linux_hints import LinuxHints, nvidia_wheel
 
 TORCH_291 = """Metadata-Version: 2.1

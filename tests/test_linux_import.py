@@ -13,9 +13,9 @@ import pytest
 from linux_elf import write_so
 
 import torchguard
-from torchguard._linux.preload import parse_plan
-from torchguard._linux.system import offline_linux
-from torchguard._pipeline_linux import analyze_linux
+from torchguard._frontends.pipeline.linux import analyze_linux
+from torchguard._platforms.linux.preload import parse_plan
+from torchguard._platforms.linux.system import offline_linux
 
 NVJIT = "libnvJitLink.so.12"
 
@@ -404,7 +404,7 @@ def test_a_cpu_build_where_the_driver_lists_a_gpu_is_a_warning(tmp_path: Path) -
     proc = tmp_path / "root" / "proc" / "driver" / "nvidia" / "gpus" / "0000:01:00.0"
     proc.mkdir(parents=True)
     (proc / "information").write_text("Model: \t\t NVIDIA GeForce RTX 4090\nIRQ: 16\n")
-    from torchguard._linux.system import nvidia_gpus
+    from torchguard._platforms.linux.system import nvidia_gpus
 
     gpus = nvidia_gpus(str(tmp_path / "root"))
     assert gpus == ("NVIDIA GeForce RTX 4090",)
@@ -553,7 +553,7 @@ def test_an_unreadable_torch_library_is_a_warning_not_a_blocked_import(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from torchguard._binary.elf import ElfUnreadable
-    from torchguard._linux.files import PosixFiles
+    from torchguard._platforms.linux.files import PosixFiles
 
     site = torch_site(tmp_path)
     facts = PosixFiles.facts

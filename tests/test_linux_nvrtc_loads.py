@@ -15,7 +15,7 @@ from pathlib import Path
 from linux_elf import write_so
 from test_linux_import import analyze, torch_site
 
-from torchguard._model.late_exact import torch_nvrtc_name
+from torchguard._platforms.linux.late_exact import torch_nvrtc_name
 
 BUILTINS = "libnvrtc-builtins.so.12.8"
 NVRTC = "libnvrtc.so.12"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._linux.maps import MappedFile, parse_maps, read_maps
-from torchguard._linux.nvidia import parse_driver_version, read_driver_version
-from torchguard._linux.wsl import LIB_DIR, detect_wsl, read_wsl
+from torchguard._platforms.linux.maps import MappedFile, parse_maps, read_maps
+from torchguard._platforms.linux.nvidia import parse_driver_version, read_driver_version
+from torchguard._platforms.linux.wsl import LIB_DIR, detect_wsl, read_wsl
 
 MAPS = """\
 55d0c1a00000-55d0c1a2a000 r--p 00000000 fe:00 26723                      /opt/conda/bin/python3.11
@@ -145,7 +145,7 @@ def test_wsl_from_a_sysroot(tmp_path: Path) -> None:
 
 
 def test_environ_takes_the_first_entry_of_a_name() -> None:
-    from torchguard._linux.process import parse_environ
+    from torchguard._platforms.linux.process import parse_environ
 
     raw = (
         b"LD_LIBRARY_PATH=/usr/local/cuda/lib64:/opt\0HOME=/root\0LD_LIBRARY_PATH=/late\0junk\0=x\0"
@@ -156,7 +156,7 @@ def test_environ_takes_the_first_entry_of_a_name() -> None:
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="no procfs here")
 def test_this_process_environ_and_auxv() -> None:
-    from torchguard._linux.process import read_environ, read_secure
+    from torchguard._platforms.linux.process import read_environ, read_secure
 
     environ = read_environ()
     assert environ is not None and environ.get("PATH") == os.environ.get("PATH")
@@ -166,7 +166,7 @@ def test_this_process_environ_and_auxv() -> None:
 def test_auxv_secure_bit(tmp_path: Path) -> None:
     import struct
 
-    from torchguard._linux.process import AT_SECURE, parse_auxv, read_secure
+    from torchguard._platforms.linux.process import AT_SECURE, parse_auxv, read_secure
 
     raw = struct.pack("<6Q", 6, 4096, AT_SECURE, 1, 0, 0)
     assert parse_auxv(raw, wide=True, little=True)[AT_SECURE] == 1
@@ -182,7 +182,7 @@ def test_auxv_secure_bit(tmp_path: Path) -> None:
 def test_live_linux_starts_from_mapped_code_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """A locale file or gconv cache is mapped as data: read as ELF on every warm run it fails
     again each time, and it is no loaded object ld.so could reuse."""
-    from torchguard._linux import system
+    from torchguard._platforms.linux import system
 
     files = parse_maps(MAPS)
     monkeypatch.setattr(system, "read_maps", lambda: files)

@@ -12,8 +12,8 @@ import pytest
 from test_linux_import import _wheel, torch_site
 
 import torchguard
-from torchguard._linux import wheel_files
-from torchguard._linux.wheel_files import lay_out_wheels
+from torchguard._platforms.linux import wheel_files
+from torchguard._platforms.linux.wheel_files import lay_out_wheels
 
 TORCH_WHEEL = "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
 NVIDIA_WHEEL = "nvidia_libs-12.8-py3-none-manylinux2014_x86_64.whl"
@@ -71,7 +71,7 @@ def test_a_rescan_of_the_same_wheels_reads_no_member(
     monkeypatch.setenv("TORCHGUARD_CACHE_DIR", str(cache))
     targets = wheels(tmp_path)
     first = torchguard.scan(targets)
-    from torchguard._model.cache import scope_file
+    from torchguard._binary.cache import scope_file
 
     path = scope_file(cache, "linux-wheels")  # wheels share one file: their scratch is new
     keys = set(json.loads(path.read_text())["entries"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from linux_elf import write_so
 
-from torchguard._linux.listing import ListingGlob
+from torchguard._platforms.linux.listing import ListingGlob
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pe_builder import I386, build_pe
 
-from torchguard._model.binaries import Binaries
-from torchguard._model.loader import (
+from torchguard._platforms.windows.binaries import Binaries
+from torchguard._platforms.windows.loader import (
     APISET,
     APP_DIR,
     ARCH,
@@ -22,7 +22,7 @@ from torchguard._model.loader import (
     LoaderModel,
     preload_order,
 )
-from torchguard._windows.tree import AssumedFile, MemoryFile, WinTree
+from torchguard._platforms.windows.tree import AssumedFile, MemoryFile, WinTree
 
 LIB = "C:\\site\\torch\\lib"
 APP = "C:\\Python"
@@ -183,7 +183,7 @@ def test_unlistable_host_folder_is_asked_per_file(
     """Microsoft Store Python's folder may deny listing while its files stay readable."""
     import os
 
-    from torchguard._windows.tree import HostFile
+    from torchguard._platforms.windows.tree import HostFile
 
     folder = tmp_path / "app"
     folder.mkdir()

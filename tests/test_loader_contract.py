@@ -10,9 +10,16 @@ from __future__ import annotations
 from pe_builder import I386, build_pe
 from test_loader import APP, LIB, SYS, USER, make
 
-from torchguard._model.loader import ARCH, CORRUPT, KNOWNDLL, LOADED, MISSING, glob_unsafe
-from torchguard._model.loader import preload_order as order
-from torchguard._windows.tree import MemoryFile
+from torchguard._platforms.windows.loader import (
+    ARCH,
+    CORRUPT,
+    KNOWNDLL,
+    LOADED,
+    MISSING,
+    glob_unsafe,
+)
+from torchguard._platforms.windows.loader import preload_order as order
+from torchguard._platforms.windows.tree import MemoryFile
 
 
 def test_a_known_dll_resolves_to_its_system32_file() -> None:

@@ -24,7 +24,7 @@ from test_symbols import LIB, model
 
 import torchguard
 from torchguard._binary.pe.symbols import read_symbols
-from torchguard._model.loader import SYMBOL
+from torchguard._platforms.windows.loader import SYMBOL
 
 
 def top(*symbols: str | int) -> bytes:

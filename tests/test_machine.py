@@ -11,8 +11,8 @@ from pe_builder import AMD64, ARM64, I386, build_pe
 
 import torchguard
 from torchguard._binary.pe.machine import file_machine, image_machine, interpreter_machine
+from torchguard._platforms.windows import live as _live
 from torchguard._rules.hints import ARM64_INDEX, HintContext, for_arch
-from torchguard._windows import live as _live
 
 MACHINES = {"win_amd64": AMD64, "win32": I386, "win_arm64": ARM64}
 

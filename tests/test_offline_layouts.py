@@ -2,7 +2,7 @@
 
 Each layout (python.org install, venv, conda environment, portable ``python_embeded``) is
 written on disk below a folder standing for ``C:\\`` (as WSL's ``/mnt/c``), with PE files built
-in memory. The live model is the :class:`~torchguard._windows.system.System` ``ensure()``
+in memory. The live model is the :class:`~torchguard._platforms.windows.system.System` ``ensure()``
 builds of itself there (every path its own, the interpreter as the process sees it); the
 offline scan gets only the site-packages path, or a wheel and ``--python-dir``, and must
 infer the rest: where python.exe's folder is, that conda's ``Library\\bin`` exists.
@@ -21,9 +21,9 @@ from layouts import LAYOUTS, Places, host_of, live_model, write_layout
 from pe_builder import DEFAULT_SYMBOL, build_pe
 
 import torchguard
-from torchguard._model.cache import user_cache
-from torchguard._pipeline import analyze
-from torchguard._windows import environment
+from torchguard._binary.cache import user_cache
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows import environment
 
 PYTHON = "3.11"
 REGISTERED = b"__KMP_REGISTERED_LIB_"

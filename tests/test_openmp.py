@@ -11,15 +11,15 @@ from fakes import CONSTEXPR_MUTEX, KERNEL, MSVCP140_EXPORTS, FakeTorch, companio
 from pe_builder import DEFAULT_SYMBOL, build_pe
 
 import torchguard
+from torchguard._binary.cache import user_cache
 from torchguard._binary.pe.image import read_image
 from torchguard._binary.pe.openmp import SIBLING_HOOK, openmp_marks
 from torchguard._binary.pe.symbols import read_symbols
-from torchguard._model.cache import user_cache
-from torchguard._pipeline import analyze
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.dists import InstalledDist
+from torchguard._platforms.windows.system import System, offline_windows
+from torchguard._platforms.windows.tree import join
 from torchguard._report.report import Report
-from torchguard._windows.dists import InstalledDist
-from torchguard._windows.system import System, offline_windows
-from torchguard._windows.tree import join
 
 KMP_EXPORTS = (DEFAULT_SYMBOL, "__kmpc_fork_call", "omp_get_max_threads")
 REGISTERED = b"__KMP_REGISTERED_LIB_"
@@ -322,8 +322,8 @@ def test_ensure_preloads_the_sibling_before_torch(
 ) -> None:
     import sys
 
-    from torchguard import _api
-    from torchguard._windows import live, register
+    from torchguard._frontends import api as _api
+    from torchguard._platforms.windows import live, register
 
     root = site(tmp_path, fake_torch, mkl(kmp()))
     loaded: list[str] = []
@@ -531,8 +531,8 @@ def test_a_warm_run_lists_and_hashes_no_distribution(
 ) -> None:
     """A distribution without binaries has no summary to cache: it is skipped before its RECORD
     is hashed, rather than hashed, missed in the cache and listed again on every warm run."""
-    from torchguard._model import openmp as model
-    from torchguard._windows import dists as records
+    from torchguard._platforms.windows import dists as records
+    from torchguard._platforms.windows import openmp as model
 
     pure = companion("pure", "1.0", {"pure/__init__.py": b"x = 1\n"}, {})
     root = site(tmp_path, fake_torch, mkl(kmp()), pure)
@@ -563,7 +563,7 @@ def test_a_runtime_unreadable_for_a_moment_is_read_on_the_next_run(
     """A read that failed now (a virus scanner holding the file) is never cached: the
     distribution's summary is not kept without that runtime, so the next run reads it."""
     from torchguard._binary.pe.errors import FileUnreadable
-    from torchguard._model import binaries as _binaries
+    from torchguard._platforms.windows import binaries as _binaries
 
     root = site(tmp_path, fake_torch, mkl(kmp()))
     real = _binaries._read
@@ -596,11 +596,11 @@ def test_a_second_environment_with_the_same_distribution_gets_its_own_paths(
     runtimes are the first one's files (seen live, and under Wine, as a wrong package name)."""
     from fakes import write_tree
 
-    from torchguard._model.binaries import Binaries
-    from torchguard._model.cache import user_cache
-    from torchguard._model.openmp import _briefs, candidate_files
-    from torchguard._windows.dists import find_dists
-    from torchguard._windows.tree import WinTree
+    from torchguard._binary.cache import user_cache
+    from torchguard._platforms.windows.binaries import Binaries
+    from torchguard._platforms.windows.dists import find_dists
+    from torchguard._platforms.windows.openmp import _briefs, candidate_files
+    from torchguard._platforms.windows.tree import WinTree
 
     llvm = build_pe(
         list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL], strings=[REGISTERED]

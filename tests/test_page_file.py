@@ -11,12 +11,12 @@ from fakes import FakeTorch, system32
 from pe_builder import build_pe
 from pe_sections import READ_ONLY_DATA, WRITABLE_DATA, with_section
 
+from torchguard._binary.cache import user_cache
 from torchguard._binary.pe.commit import dll_commit
 from torchguard._binary.pe.sections import HEAD_BYTES, section_table
-from torchguard._model.cache import user_cache
-from torchguard._pipeline import analyze
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.system import offline_windows
 from torchguard._report.report import Report
-from torchguard._windows.system import offline_windows
 
 MIB = 1 << 20
 
@@ -126,7 +126,7 @@ def test_real_binaries_cuda_11_and_12() -> None:
 def test_a_warm_estimate_reads_no_dll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     extra = {"torch/lib/cudnn_cnn_infer64_8.dll": fat_dll(900 * MIB, WRITABLE_DATA)}
     first = run(tmp_path, (16 << 30, 600 * MIB), extra)
-    from torchguard._windows.tree import WinTree
+    from torchguard._platforms.windows.tree import WinTree
 
     def fail(tree: object, path: str, size: int) -> None:
         raise AssertionError(f"read {path} again")

@@ -16,13 +16,13 @@ import pytest
 from fakes import FakeTorch, system32
 from pe_builder import build_pe
 
-from torchguard import _api
 from torchguard._binary.pe.image import PEFacts
-from torchguard._model.loader import LoaderModel, legacy_order
-from torchguard._pipeline import analyze
+from torchguard._frontends import api as _api
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.loader import LoaderModel, legacy_order
+from torchguard._platforms.windows.system import offline_windows
+from torchguard._platforms.windows.tree import WinTree
 from torchguard._report.report import ImportOutcome, Report
-from torchguard._windows.system import offline_windows
-from torchguard._windows.tree import WinTree
 
 OMP = "libiomp5md.dll"
 
@@ -104,7 +104,7 @@ def test_ensure_does_not_raise_when_the_retry_loads(
     report = _analyse(tmp_path, mount="D:\\tools\\bin", path_dirs=("D:\\tools\\bin",))
     monkeypatch.setattr(_api, "_live_report", lambda: report)
     monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr("torchguard._windows.register.register", lambda paths: None)
+    monkeypatch.setattr("torchguard._platforms.windows.register.register", lambda paths: None)
     assert _api.ensure() is report
 
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from torchguard._model.plan import plan_directories
-from torchguard._windows.dists import find_dists
-from torchguard._windows.locate import companions, locate_torch
-from torchguard._windows.system import Interpreter
-from torchguard._windows.tree import AssumedFile, MemoryFile, WinTree
+from torchguard._platforms.windows.dists import find_dists
+from torchguard._platforms.windows.locate import companions, locate_torch
+from torchguard._platforms.windows.plan import plan_directories
+from torchguard._platforms.windows.system import Interpreter
+from torchguard._platforms.windows.tree import AssumedFile, MemoryFile, WinTree
 
 VENV = "C:\\proj\\.venv"
 BASE = "C:\\Python311"
@@ -100,14 +100,14 @@ def test_cuda_path_fallback_only_without_cudart() -> None:
     ],
 )
 def test_extension_tags(name: str, tag: str | None, version: tuple[int, int] | None) -> None:
-    from torchguard._windows.locate import extension_tag, tag_version
+    from torchguard._platforms.windows.locate import extension_tag, tag_version
 
     assert extension_tag(name) == tag
     assert (tag_version(tag) if tag else None) == version
 
 
 def test_split_local() -> None:
-    from torchguard._windows.locate import split_local
+    from torchguard._platforms.windows.locate import split_local
 
     assert split_local("2.4.1+cu121") == ("2.4.1", "cu121")
     assert split_local("2.4.1") == ("2.4.1", None)

@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from torchguard._windows.assumptions import assumed_line
+from torchguard._platforms.windows.assumptions import assumed_line
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")

@@ -17,9 +17,9 @@ from realwheels import siblings, unpack_sibling, vc_runtime_dir, wheel
 
 import torchguard
 from torchguard._frontends.cli import main
-from torchguard._model.binaries import Binaries
-from torchguard._model.ecosystem import CORE, OPTIONAL, QUIET, discover
-from torchguard._windows.system import offline_windows
+from torchguard._platforms.windows.binaries import Binaries
+from torchguard._platforms.windows.ecosystem import CORE, OPTIONAL, QUIET, discover
+from torchguard._platforms.windows.system import offline_windows
 
 pytestmark = pytest.mark.realwheel
 
@@ -32,7 +32,7 @@ def vc_runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_model_matches_what_the_wheels_hold() -> None:
     system = offline_windows([str(p) for p in [wheel("torch", "2.4.1"), *siblings("2.4.1")]])
     try:
-        from torchguard._windows.dists import find_dists
+        from torchguard._platforms.windows.dists import find_dists
 
         dists = find_dists(system.tree, system.interpreter.site_dirs)
         plans = {p.name: p for p in discover(dists, Binaries(system.tree).facts)}

@@ -15,10 +15,10 @@ from fakes import KERNEL, FakeTorch, companion, system32, write_tree, write_whee
 from pe_builder import DEFAULT_SYMBOL, build_pe
 
 import torchguard
-from torchguard._model.cache import FOLDER
-from torchguard._model.records import KIND
+from torchguard._binary.cache import FOLDER
+from torchguard._platforms.windows.records import KIND
+from torchguard._platforms.windows.tree import WinTree
 from torchguard._report.report import Report
-from torchguard._windows.tree import WinTree
 
 TORCH = ("c10.dll", "torch_cpu.dll")
 PURE = 30
@@ -286,9 +286,9 @@ def conda_env(tmp_path: Path, fake_torch: FakeTorch) -> tuple[Path, Path]:
 def conda_scan(root: Path, prefix: Path, runtime_dir: Path, *, cached: bool = True) -> Report:
     import dataclasses
 
-    from torchguard._model.cache import user_cache
-    from torchguard._pipeline import analyze
-    from torchguard._windows.system import offline_windows
+    from torchguard._binary.cache import user_cache
+    from torchguard._frontends.pipeline import analyze
+    from torchguard._platforms.windows.system import offline_windows
 
     found = offline_windows([str(root)], system32_dirs=[str(runtime_dir)], python_dir=str(prefix))
     found.interpreter = dataclasses.replace(found.interpreter, is_conda=True)  # type: ignore[misc]
@@ -301,7 +301,7 @@ def conda_scan(root: Path, prefix: Path, runtime_dir: Path, *, cached: bool = Tr
 @pytest.fixture
 def stats(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the files in a Library\\bin whose identity (size, time, id) is taken."""
-    from torchguard._model import binaries
+    from torchguard._platforms.windows import binaries
 
     seen: list[str] = []
     real = binaries.host_key

@@ -9,9 +9,9 @@ from pathlib import Path
 from fakes import CONSTEXPR_MUTEX, MSVCP140_EXPORTS, FakeTorch, companion, system32, write_tree
 from pe_builder import build_pe
 
-from torchguard._pipeline import analyze
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.system import offline_windows
 from torchguard._report.report import ImportOutcome, Report
-from torchguard._windows.system import offline_windows
 
 OMP = "libiomp5md.dll"
 OLD = (14, 34, 31938, 0)  # msvc-runtime 14.34's msvcp140.dll

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from linux_elf import write_so
 
-from torchguard._linux.files import PosixFiles
-from torchguard._linux.hwcaps import glibc_version
-from torchguard._linux.process import intact
-from torchguard._linux.searchlist import library_path_of
-from torchguard._linux.system import offline_linux
-from torchguard._model.ldso import Ldso
-from torchguard._pipeline_linux import environment
+from torchguard._frontends.pipeline.linux import environment
+from torchguard._platforms.linux.files import PosixFiles
+from torchguard._platforms.linux.hwcaps import glibc_version
+from torchguard._platforms.linux.ldso import Ldso
+from torchguard._platforms.linux.process import intact
+from torchguard._platforms.linux.searchlist import library_path_of
+from torchguard._platforms.linux.system import offline_linux
 
 GCC = shutil.which("gcc")
 LINUX = sys.platform.startswith("linux") and glibc_version() is not None
@@ -98,7 +98,7 @@ def test_a_title_or_padding_is_no_environment(raw: bytes) -> None:
 def test_a_renamed_process_environ_is_not_read_as_empty(tmp_path: Path, how: str) -> None:
     """Before: the padding parsed as an environment with no LD_LIBRARY_PATH at all."""
     code = (
-        "from torchguard._linux.process import read_environ\n"
+        "from torchguard._platforms.linux.process import read_environ\n"
         "before = read_environ() is not None\n"
         f"clobber({how!r})\n"
         "import json; print(json.dumps([before, read_environ()]))\n"
@@ -131,7 +131,7 @@ def test_lds_search_list_survives_the_rename(tmp_path: Path, how: str) -> None:
     code = (
         f"clobber({how!r})\n"
         "import sys, os\n"
-        "from torchguard._linux.system import live_linux\n"
+        "from torchguard._platforms.linux.system import live_linux\n"
         "system = live_linux(None)\n"
         "import json; print(json.dumps([list(system.ld_library_path), system.library_path_doubt]))\n"
     )
@@ -146,11 +146,11 @@ def test_lds_search_list_survives_the_rename(tmp_path: Path, how: str) -> None:
 
 JUDGE = """
 import json, os
-from torchguard._linux.files import PosixFiles
-from torchguard._linux.system import live_linux
-import torchguard._linux.system as system_module
-from torchguard._model.ldso import Ldso
-from torchguard._pipeline_linux import environment
+from torchguard._platforms.linux.files import PosixFiles
+from torchguard._platforms.linux.system import live_linux
+import torchguard._platforms.linux.system as system_module
+from torchguard._platforms.linux.ldso import Ldso
+from torchguard._frontends.pipeline.linux import environment
 
 clobber({how!r})
 if {blind!r}:  # ld.so cannot be asked, and the program changed its os.environ since
@@ -216,7 +216,7 @@ def _torch_needing(site: Path, soname: str) -> None:
 
 ENSURE = """
 import json, os, torchguard
-import torchguard._linux.system as system_module
+import torchguard._platforms.linux.system as system_module
 clobber({how!r})
 if {blind!r}:
     system_module.startup_library_path = lambda executable: None

@@ -11,11 +11,11 @@ from pe_builder import build_pe
 import torchguard
 from torchguard._binary.pe.image import read_image
 from torchguard._binary.pe.mutex import CONSTANT, NONE, RUNTIME, UNKNOWN
-from torchguard._pipeline import analyze
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.system import offline_windows
 from torchguard._report.errors import error_for
 from torchguard._report.findings import ERROR, WARNING
 from torchguard._report.report import ImportOutcome
-from torchguard._windows.system import offline_windows
 
 OLD = (14, 32, 31326, 0)
 OLD_34 = (14, 34, 31931, 0)  # msvc-runtime 14.34.31931's msvcp140.dll

@@ -267,7 +267,7 @@ def test_brackets_in_the_path_make_torch_preload_nothing(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """glob reads C:\\X\\[Goods]\\... as a pattern: no preloads, so _C is what fails."""
-    from torchguard._windows import system as _system
+    from torchguard._platforms.windows import system as _system
 
     monkeypatch.setattr(_system, "OFFLINE_PREFIX", "C:\\X\\[Goods]\\Python")
     site = fake_torch.write(tmp_path / "site")

@@ -16,10 +16,10 @@ from torchguard._binary.demangle import qualified_name, readable
 from torchguard._binary.pe.errors import PEReadError
 from torchguard._binary.pe.image import read_image
 from torchguard._binary.pe.symbols import read_symbols
-from torchguard._model.binaries import Binaries
-from torchguard._model.loader import MISSING, SYMBOL, LoaderModel
-from torchguard._model.simulate import simulate_import
-from torchguard._windows.tree import AssumedFile, MemoryFile, WinTree
+from torchguard._platforms.windows.binaries import Binaries
+from torchguard._platforms.windows.loader import MISSING, SYMBOL, LoaderModel
+from torchguard._platforms.windows.simulate import simulate_import
+from torchguard._platforms.windows.tree import AssumedFile, MemoryFile, WinTree
 
 LIB = "C:\\site\\torch\\lib"
 APP = "C:\\Python"

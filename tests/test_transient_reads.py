@@ -19,7 +19,7 @@ from faults import fake_windows
 
 import torchguard
 from torchguard._binary.pe.errors import FileUnreadable, PEReadError
-from torchguard._model import binaries as _binaries
+from torchguard._platforms.windows import binaries as _binaries
 
 
 def sharing_violation(path: str) -> OSError:
@@ -99,7 +99,7 @@ def test_a_wheel_that_cannot_be_read_now_is_not_damaged(
 
 
 def test_damage_and_environment_stay_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchguard._windows.tree import HostFile, WinTree
+    from torchguard._platforms.windows.tree import HostFile, WinTree
 
     path = tmp_path / "c10.dll"
     path.write_bytes(b"MZ" + bytes(10))

@@ -7,7 +7,7 @@ import ntpath
 import random
 from pathlib import Path
 
-from torchguard._windows.tree import HostFile, normpath, path_key, split
+from torchguard._platforms.windows.tree import HostFile, normpath, path_key, split
 
 COMPONENTS = ("a", "B", ".", "..", "", ".x", "x.", "..y", "a b", "C:", ":", "É")
 PREFIXES = (
@@ -57,7 +57,7 @@ def test_canonical_names_are_packagings() -> None:
     """Every analysis names every distribution, without importing packaging: the same rule."""
     from packaging.utils import canonicalize_name
 
-    from torchguard._windows.dists import canonical_name
+    from torchguard._platforms.windows.dists import canonical_name
 
     draw = random.Random(3)
     for _ in range(5000):
@@ -68,7 +68,7 @@ def test_canonical_names_are_packagings() -> None:
 def test_one_name_is_found_as_the_whole_listing_finds_it(tmp_path: Path) -> None:
     """A lookup that builds no listing answers what the listing answers: the last mount with
     a file of that name wins, a folder of that name is no file, a file held in memory wins."""
-    from torchguard._windows.tree import MemoryFile, WinTree
+    from torchguard._platforms.windows.tree import MemoryFile, WinTree
 
     first, second = tmp_path / "a", tmp_path / "b"
     for folder, files, dirs in (

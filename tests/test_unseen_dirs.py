@@ -14,11 +14,11 @@ from fakes import TORCH_241_GRAPH, FakeTorch
 from pe_builder import build_pe
 
 from torchguard._boot import observe_dll_directories
+from torchguard._frontends.pipeline import analyze
 from torchguard._hook import watcher_source
-from torchguard._pipeline import analyze
+from torchguard._platforms.windows.system import offline_windows
+from torchguard._platforms.windows.user_dirs import maybe_registered, registered
 from torchguard._report.findings import ERROR, WARNING
-from torchguard._windows.system import offline_windows
-from torchguard._windows.user_dirs import maybe_registered, registered
 
 
 class Handle:

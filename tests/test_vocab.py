@@ -9,9 +9,9 @@ import pe_builder
 import pytest
 
 from torchguard import _boot, _hook
-from torchguard._model import loader as _loader
+from torchguard._facts.vocab import Code, FailureKind, Machine, Mode, Severity, Step
+from torchguard._platforms.windows import loader as _loader
 from torchguard._report.findings import Finding
-from torchguard._vocab import Code, FailureKind, Machine, Mode, Severity, Step
 
 
 @pytest.mark.parametrize("member", [Code.MISSING_DLL, Severity.WARNING, Step.DLL_LOAD_DIR])
@@ -54,8 +54,8 @@ def test_hook_modes_are_one_set() -> None:
 
 
 def test_report_words_are_the_documented_strings() -> None:
+    from torchguard._facts.vocab import Analysis, PackageStatus
     from torchguard._report.report import ModuleRecord, PackageOutcome, Report
-    from torchguard._vocab import Analysis, PackageStatus
 
     assert [s.value for s in PackageStatus] == ["ok", "warns", "fails", "blocked"]
     assert [a.value for a in Analysis] == ["live", "offline", "non-windows"]

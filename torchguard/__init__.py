@@ -17,9 +17,9 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the ho
 if TYPE_CHECKING:
     from typing import Any
 
-    from torchguard._api import diagnose, ensure, scan
+    from torchguard._facts.internal import InternalError
+    from torchguard._frontends.api import diagnose, ensure, scan
     from torchguard._hook import HookHandle, install_hook
-    from torchguard._internal import InternalError
     from torchguard._report.errors import (
         ArchitectureMismatchError,
         CorruptDllError,
@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 
 
 _EXPORTS = {
-    "ensure": "torchguard._api",
-    "diagnose": "torchguard._api",
-    "scan": "torchguard._api",
+    "ensure": "torchguard._frontends.api",
+    "diagnose": "torchguard._frontends.api",
+    "scan": "torchguard._frontends.api",
     "install_hook": "torchguard._hook",
     "HookHandle": "torchguard._hook",
     "TorchDllError": "torchguard._report.errors",
@@ -46,7 +46,7 @@ _EXPORTS = {
     "ArchitectureMismatchError": "torchguard._report.errors",
     "TorchNotFoundError": "torchguard._report.errors",
     "RuntimeTooOldError": "torchguard._report.errors",
-    "InternalError": "torchguard._internal",
+    "InternalError": "torchguard._facts.internal",
     "Finding": "torchguard._report.findings",
     "RepairHint": "torchguard._report.findings",
     "Report": "torchguard._report.report",

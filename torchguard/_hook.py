@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from torchguard._boot import TorchImportWatcher, installed_watcher
-from torchguard._vocab import Code, Mode
+from torchguard._facts.vocab import Code, Mode
 
 __all__ = ["HookHandle", "install_hook", "installed_watcher", "pth_line", "run_guard"]
 
@@ -76,7 +76,7 @@ def run_guard() -> None:
         current = mode()
         if current == Mode.OFF:
             return
-        from torchguard import _api
+        from torchguard._frontends import api as _api
         from torchguard._report.errors import TorchDllError
     except Exception as exc:
         _ignored(exc)
@@ -102,7 +102,7 @@ def run_guard() -> None:
 def _ignored(exc: BaseException) -> None:
     """Say that an internal error was ignored; describing it must not fail in turn."""
     try:
-        from torchguard._internal import describe
+        from torchguard._facts.internal import describe
 
         text = describe(exc)
     except Exception:

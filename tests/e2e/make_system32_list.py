@@ -1,6 +1,6 @@
 """Generate torchguard's bundled lists of Windows 10/11 x64 system DLLs.
 
-``torchguard/_data/system32_x64.txt`` — DLL names every clean Windows 10/11 x64 has in System32.
+``torchguard/_platforms/windows/data/system32_x64.txt`` — DLL names every clean Windows 10/11 x64 has in System32.
 There is no Windows machine here, so the list starts from the ``drive_c/windows/system32`` of a
 Wine prefix (made by ``wineboot -i`` through :func:`wine.provision`): every ``*.dll`` that is an
 x64 PE image with an export directory. Then everything a clean Windows does *not* ship is removed,
@@ -10,7 +10,7 @@ Wine's own modules, third-party and driver-provided DLLs, modules Windows x64 ha
 SysWOW64 or no longer ships, and the Media Feature Pack (absent from the N editions). API sets
 (``api-ms-win-*``, ``ext-ms-*``) are left out: torchguard handles them by prefix.
 
-``torchguard/_data/known_dlls_x64.txt`` — the KnownDLLs of Windows 10/11 x64, from
+``torchguard/_platforms/windows/data/known_dlls_x64.txt`` — the KnownDLLs of Windows 10/11 x64, from
 :data:`KNOWN_DLLS` below (Wine's registry has no KnownDLLs key, so nothing is read from it).
 
 Usage::
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 REPO: Final = Path(__file__).resolve().parents[2]
-DATA: Final = REPO / "torchguard" / "_data"
+DATA: Final = REPO / "torchguard" / "_platforms" / "windows" / "data"
 SYSTEM32_FILE: Final = DATA / "system32_x64.txt"
 KNOWN_DLLS_FILE: Final = DATA / "known_dlls_x64.txt"
 

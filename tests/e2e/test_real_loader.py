@@ -440,10 +440,10 @@ _PYTHON_DIR = "python311"
 LIVE = """
 import json, ntpath, os, platform, sys
 import torchguard
-from torchguard._windows import live as _live
-from torchguard._windows import register as _register
+from torchguard._platforms.windows import live as _live
+from torchguard._platforms.windows import register as _register
 from torchguard._binary.pe.machine import file_machine
-from torchguard._interpreter import torch_package_dir
+from torchguard._facts.interpreter import torch_package_dir
 image = _live.process_image()
 loaded = _live.loaded_modules()
 report = torchguard.ensure()
@@ -501,7 +501,7 @@ def test_hook_fails_open_on_a_planted_fault_in_real_windows(wine_env: WineEnv) -
 
 
 LIVE_GPU_FACTS = """
-from torchguard._windows.live import commit_status, display_adapters
+from torchguard._platforms.windows.live import commit_status, display_adapters
 limit, available = commit_status()
 print("COMMIT", limit, available)
 print("ADAPTERS", len(display_adapters()))
@@ -521,7 +521,7 @@ def test_commit_status_and_display_adapters_read_live(wine_env: WineEnv) -> None
 
 WARM_LIVE = """
 import json, time, torchguard
-from torchguard._model import binaries as _binaries
+from torchguard._platforms.windows import binaries as _binaries
 torchguard.diagnose()  # cold: reads every binary, symbol tables included, fills the cache
 reads = []
 real = _binaries._read

@@ -24,8 +24,8 @@ PURE = 40
 #: (all of them, and those of the step that remembers RECORD summaries).
 WARM = """
 import json, torchguard
-from torchguard import _pipeline
-from torchguard._windows import tree as _tree
+from torchguard._frontends import pipeline as _pipeline
+from torchguard._platforms.windows import tree as _tree
 torchguard.diagnose()
 reads, remembered, inside = [], [], []
 real_read, real_remember = _tree.WinTree.read_text, _pipeline.remember_records

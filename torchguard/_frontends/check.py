@@ -156,13 +156,13 @@ def _run(
     cuda: tuple[int, int] | None,
     timeout: float,
 ) -> Check:
+    from torchguard._binary.cache import user_cache
     from torchguard._frontends.download import fetch
     from torchguard._frontends.install_python import install_python
+    from torchguard._frontends.pipeline import analyze
     from torchguard._frontends.requirement_input import read_requirements
-    from torchguard._model.cache import user_cache
-    from torchguard._pipeline import analyze
-    from torchguard._windows.assumptions import assumed_line, assumed_system32
-    from torchguard._windows.system import TargetError, offline_windows
+    from torchguard._platforms.windows.assumptions import assumed_line, assumed_system32
+    from torchguard._platforms.windows.system import TargetError, offline_windows
 
     given = read_requirements(requirements)
     problems, index_urls, arguments = _reachable_indexes(given, index_urls, bar)

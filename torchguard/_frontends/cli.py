@@ -196,7 +196,7 @@ def _emit(
         if args.markdown:
             text = render_markdown(report, notes=notes, folded=folded).rstrip("\n")
         else:
-            from torchguard._report.colour import wanted
+            from torchguard._frontends.colour import wanted
 
             text = "\n".join([report.render_text(colour=wanted(sys.stdout)), *notes])
         text = redact(text) if args.redact else text
@@ -210,7 +210,7 @@ def _emit(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from torchguard._internal import InternalError, internal_error
+    from torchguard._facts.internal import InternalError, internal_error
 
     try:
         return _main(argv)
@@ -270,8 +270,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from torchguard._api import scan
-    from torchguard._windows.assumptions import assumed_line
+    from torchguard._frontends.api import scan
+    from torchguard._platforms.windows.assumptions import assumed_line
 
     try:
         report = scan(
@@ -301,7 +301,7 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from torchguard._api import diagnose
+    from torchguard._frontends.api import diagnose
 
     report = diagnose()
     if report.mode != "non-windows":
@@ -316,7 +316,7 @@ def _doctor_elsewhere(report: Report) -> tuple[Report, list[str]]:
     import dataclasses
     import platform
 
-    from torchguard._vocab import Code
+    from torchguard._facts.vocab import Code
 
     here = {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
     kept = tuple(f for f in report.findings if f.code != Code.TORCH_NOT_FOUND)
@@ -362,7 +362,8 @@ def _check(args: argparse.Namespace) -> int:
     folded = [("wheels pip would install", result.wheel_names)]
     if not (args.json or args.markdown):
         from torchguard._frontends.check_text import render_check
-        from torchguard._report.colour import Paint, wanted
+        from torchguard._frontends.colour import wanted
+        from torchguard._report.colour import Paint
         from torchguard._report.markdown import redact
 
         text = render_check(result, Paint(wanted(sys.stdout)))

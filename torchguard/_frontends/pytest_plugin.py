@@ -60,8 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _judge(config: pytest.Config) -> Report:
     targets: list[str] = config.getoption("torchguard_scan")
     if targets:
-        from torchguard._api import scan
-        from torchguard._windows.assumptions import assumed_line
+        from torchguard._frontends.api import scan
+        from torchguard._platforms.windows.assumptions import assumed_line
 
         system32: list[str] = config.getoption("torchguard_system32")
         clean = bool(config.getoption("torchguard_clean_windows"))
@@ -71,7 +71,7 @@ def _judge(config: pytest.Config) -> Report:
             raise pytest.UsageError(f"--torchguard-scan: {exc}") from None
         config.stash[_ASSUMED] = assumed_line(clean, system32)
         return report
-    from torchguard._api import ensure
+    from torchguard._frontends.api import ensure
     from torchguard._report.errors import TorchDllError
 
     try:
@@ -99,7 +99,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _fault(config: pytest.Config, exc: Exception) -> None:
     """Remember a fault of torchguard's own for the header; the session continues."""
-    from torchguard._internal import describe
+    from torchguard._facts.internal import describe
     from torchguard._version import __version__
 
     if _REPORT in config.stash:
@@ -153,7 +153,7 @@ def pytest_collection(session: pytest.Session) -> None:
     try:
         text = report.render_text(colour=colour)
     except Exception as exc:  # the verdict stands; only its rendering failed
-        from torchguard._internal import describe
+        from torchguard._facts.internal import describe
 
         text = f"{report.blockers[0].message}\n(torchguard could not render more: {describe(exc)})"
     if reporter is not None:

@@ -3,16 +3,13 @@
 ``NO_COLOR`` (set and not empty, https://no-color.org) turns colour off and wins over
 ``FORCE_COLOR`` (set and not empty), which turns it on even when the output is piped, as in
 CPython's own rule. Otherwise colour is used when the stream is a terminal and ``TERM`` is not
-``dumb``; on Windows only if the console accepts ANSI sequences.
+``dumb``; on Windows only if the console accepts ANSI sequences. Whether a stream wants colour
+is asked by the front doors (``_frontends.colour``): it may ask the Windows console.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-from collections.abc import Mapping
-from typing import IO
 
 RESET = "\x1b[0m"
 _STYLES = {
@@ -24,27 +21,6 @@ _STYLES = {
     "dim": "\x1b[2m",
 }
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def wanted(stream: IO[str], environ: Mapping[str, str] | None = None) -> bool:
-    """Whether text written to ``stream`` should be coloured."""
-    env = os.environ if environ is None else environ
-    if env.get("NO_COLOR"):
-        return False
-    if env.get("FORCE_COLOR"):
-        return True
-    isatty = getattr(stream, "isatty", None)
-    try:
-        tty = bool(isatty and isatty())
-    except ValueError:  # a closed stream
-        return False
-    if not tty or env.get("TERM") == "dumb":
-        return False
-    if sys.platform == "win32":
-        from torchguard._windows.live import enable_ansi
-
-        return enable_ansi(stream)
-    return True
 
 
 class Paint:

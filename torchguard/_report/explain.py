@@ -1,8 +1,8 @@
 """The finding-code reference: one markdown file read by ``torchguard explain`` and the README.
 
-``_data/finding_codes.md`` is the single source: an introduction, then one ``### `code```
-subsection per code (`` (warning)`` after the heading marks a warning). The README's "Finding
-codes" section is the same text (a test keeps them equal), so adding a code is adding one
+``finding_codes.md`` (beside this module) is the single source: an introduction, then one ``###
+`code``` subsection per code (`` (warning)`` after the heading marks a warning). The README's
+"Finding codes" section is the same text (a test keeps them equal), so adding a code is adding one
 subsection to that file and pasting it into the README.
 """
 
@@ -37,7 +37,7 @@ class CodeReference:
 
 def reference_text() -> str:
     """The whole reference as stored (also the README's "Finding codes" section)."""
-    path = resources.files("torchguard").joinpath("_data").joinpath("finding_codes.md")
+    path = resources.files("torchguard._report").joinpath("finding_codes.md")
     return path.read_text("utf-8")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchguard._vocab import Code, Severity
+from torchguard._facts.vocab import Code, Severity
 
 ERROR = Severity.ERROR
 WARNING = Severity.WARNING

@@ -6,9 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchguard._facts.vocab import Analysis, PackageStatus, Step
 from torchguard._report.colour import PLAIN, Paint
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
-from torchguard._vocab import Analysis, PackageStatus, Step
 
 SCHEMA_VERSION = 1
 

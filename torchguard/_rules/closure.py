@@ -6,13 +6,13 @@ import ntpath
 from collections.abc import Iterator
 
 from torchguard._binary.pe.image import machine_name
-from torchguard._model.loader import ARCH, CORRUPT, MISSING, Failure
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.loader import ARCH, CORRUPT, MISSING, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints_missing import for_missing
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
 
 RANK = {ARCH: 10, CORRUPT: 20, MISSING: 30}
 

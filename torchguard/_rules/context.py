@@ -8,19 +8,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from torchguard._binary.cache import FactsCache
 from torchguard._binary.pe.image import PEFacts
-from torchguard._model.cache import FactsCache
-from torchguard._model.ecosystem import PackageSimulation
-from torchguard._model.openmp import OpenMPState
-from torchguard._model.simulate import ImportSimulation
-from torchguard._model.vcruntime import StaleCopy
+from torchguard._platforms.windows.conda import conda_owners
+from torchguard._platforms.windows.dists import InstalledDist, moved_path
+from torchguard._platforms.windows.ecosystem import PackageSimulation
+from torchguard._platforms.windows.locate import TorchInstall
+from torchguard._platforms.windows.openmp import OpenMPState
+from torchguard._platforms.windows.simulate import ImportSimulation
+from torchguard._platforms.windows.system import System
+from torchguard._platforms.windows.tree import PathKey, is_within, join, path_key
+from torchguard._platforms.windows.vcruntime import StaleCopy
 from torchguard._report.report import DllDirectory, PreloadRecord
 from torchguard._rules.hints import HintContext
-from torchguard._windows.conda import conda_owners
-from torchguard._windows.dists import InstalledDist, moved_path
-from torchguard._windows.locate import TorchInstall
-from torchguard._windows.system import System
-from torchguard._windows.tree import PathKey, is_within, join, path_key
 
 
 @dataclass

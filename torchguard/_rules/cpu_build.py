@@ -22,12 +22,12 @@ from torchguard._facts.cuda_builds import (
 )
 from torchguard._facts.gpus import Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import find_driver, format_driver
 from torchguard._rules.links import DRIVERS_URL
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")

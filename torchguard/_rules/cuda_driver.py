@@ -25,12 +25,12 @@ from torchguard._facts.cuda_builds import (
     newest_runnable,
     release_of,
 )
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.tree import join
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.links import DRIVERS_URL
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
-from torchguard._windows.tree import join
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.tree import join
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import reinstall_torch
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
-from torchguard._windows.tree import join
 
 ZLIB = "zlibwapi.dll"
 DISPATCHERS = ("cudnn64_8.dll", "cudnn64_9.dll")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._model.loader import MISSING
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.loader import MISSING
+from torchguard._platforms.windows.tree import path_key
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
-from torchguard._windows.tree import path_key
 
 
 @rule(WINDOWS)

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchguard._binary.cache import host_key
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
-from torchguard._model.cache import host_key
+from torchguard._platforms.windows.dists import InstalledDist
+from torchguard._platforms.windows.tree import HostFile, join
 from torchguard._report.findings import Finding
 from torchguard._rules.context import CheckContext
 from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._windows.dists import InstalledDist
-from torchguard._windows.tree import HostFile, join
 
 _BINARY_SUFFIXES = (".pyd", ".dll")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchguard._binary.cache import host_key, member_key
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
 from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
@@ -29,16 +30,15 @@ from torchguard._facts.gpus import (
     cuda_can_build,
 )
 from torchguard._facts.torch_archs import BuildArchs, build_archs, carries_kernels
-from torchguard._model.cache import host_key, member_key
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.member_fatbin import member_archs
+from torchguard._platforms.windows.tree import ZIP_ERRORS, HostFile, WinTree, ZipMember
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
 from torchguard._rules.kernels import arch_names, no_kernels_message
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
-from torchguard._windows.member_fatbin import member_archs
-from torchguard._windows.tree import ZIP_ERRORS, HostFile, WinTree, ZipMember
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")

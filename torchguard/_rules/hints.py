@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass
 
 from torchguard._binary.pe.machine import ARM64, X64, X86, label
+from torchguard._platforms.windows.locate import split_local
 from torchguard._report.findings import RepairHint
 from torchguard._rules.links import INSTALL_TORCH_URL
-from torchguard._windows.locate import split_local
 
 VC_RUNTIME = frozenset(
     {

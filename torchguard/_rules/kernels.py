@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from torchguard._binary.fatbin import FatbinArchs
 from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._vocab import Code
 
 #: Canonical distribution name -> what stops working without kernels for the GPU.
 EXTENSION_LOSSES: dict[str, str] = {

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, base_name
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 
 def conflicting_files(

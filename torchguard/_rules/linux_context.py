@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torchguard._binary.fatbin import FatbinArchs
-from torchguard._model.late_loads import Late
-from torchguard._model.ldso import IgnoredPreload, LateLoad, LoadError, SharedObject
-from torchguard._model.linux_simulate import LinuxImport
+from torchguard._platforms.linux.late_loads import Late
+from torchguard._platforms.linux.ldso import IgnoredPreload, LateLoad, LoadError, SharedObject
+from torchguard._platforms.linux.simulate import LinuxImport
 from torchguard._report.findings import Finding
 from torchguard._rules.linux_driver_facts import LinuxDriverFacts
 from torchguard._rules.linux_hints import LinuxHints

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.links import INSTALL_TORCH_URL
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 
 def cpu_build_on_gpu(

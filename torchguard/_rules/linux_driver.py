@@ -22,6 +22,7 @@ from torchguard._facts.cuda_builds import (
     minimum_driver,
     release_of,
 )
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.links import DRIVERS_URL
 from torchguard._rules.linux_context import LinuxContext
@@ -34,7 +35,6 @@ from torchguard._rules.linux_driver_facts import (
 from torchguard._rules.linux_driver_mismatch import driver_mismatch
 from torchguard._rules.linux_hints import LinuxHints
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 #: CUDA major -> the oldest Windows driver that runs its toolkits through minor-version
 #: compatibility (gpu-facts.md section 5, Table 2: 11.x from 452.39 on Windows; 12.x from

@@ -3,10 +3,10 @@ loaded kernel module (CUDA error 803, or 804 for forward compatibility on a cons
 
 from __future__ import annotations
 
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.links import DRIVERS_URL
 from torchguard._rules.linux_driver_facts import LinuxDriverFacts
-from torchguard._vocab import Code
 
 COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/"
 #: GPUs NVIDIA's forward compatibility does not support (it is for data-centre GPUs).

@@ -21,13 +21,13 @@ from torchguard._facts.cuda_builds import (
 )
 from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_driver_facts import parse_cuda
 from torchguard._rules.linux_hints import LinuxHints
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 
 def gpu_arch_findings(

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from torchguard._linux.requirements import TorchRequirements, canonical
+from torchguard._platforms.linux.requirements import TorchRequirements, canonical
 from torchguard._report.findings import RepairHint
 
 #: soname prefix -> the NVIDIA wheel (without the -cuNN suffix) that ships it.

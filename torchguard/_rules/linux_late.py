@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from torchguard._model.late_loads import Late
-from torchguard._model.ldso import (
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.late_loads import Late
+from torchguard._platforms.linux.ldso import (
     LateLoad,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, base_name, drop_hints, nvidia_wheel, reinstall
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 MAX_SHOWN = 4
 

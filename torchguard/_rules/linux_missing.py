@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from torchguard._model.ldso import (
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.ldso import (
     CORRUPT,
     MISSING,
     SYMBOL,
@@ -21,12 +22,11 @@ from torchguard._model.ldso import (
     LoadError,
     SharedObject,
 )
-from torchguard._model.linux_simulate import LinuxImport
+from torchguard._platforms.linux.simulate import LinuxImport
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, base_name, nvidia_wheel, reinstall
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 _RUNTIME_VERSION = re.compile(r"^(GLIBCXX|CXXABI|GLIBC|GCC)_[0-9.]+$")
 _NVIDIA_MINOR = re.compile(r"_(\d+)_(\d+)$")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 _BUILD_TORCH = re.compile(r"torch(\d+)\.(\d+)")
 

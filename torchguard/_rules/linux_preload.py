@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from torchguard._model.ldso import (
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.ldso import (
     IgnoredPreload,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 
 def ignored_preload_findings(ignored: Sequence[IgnoredPreload]) -> Iterator[Finding]:

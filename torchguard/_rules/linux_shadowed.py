@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from torchguard._model.ldso import (
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.ldso import (
     SharedObject,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, drop_commands
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 
 def shadowed(

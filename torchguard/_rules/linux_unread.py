@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from torchguard._model.ldso import (
+from torchguard._facts.vocab import Code
+from torchguard._platforms.linux.ldso import (
     SharedObject,
 )
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import base_name
 from torchguard._rules.registry import LINUX, rule
-from torchguard._vocab import Code
 
 
 def unread_findings(objects: Sequence[SharedObject]) -> Iterator[Finding]:

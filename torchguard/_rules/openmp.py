@@ -1,7 +1,8 @@
 """openmp-conflict: two OpenMP runtimes that start in one process abort it (OMP: Error #15).
 
 The process dies with no Python traceback, so this is said before ``import torch``. Verdicts
-(see ``_model.openmp`` and the team's openmp.md, measured under Wine with the real wheels):
+(see ``_platforms.windows.openmp`` and the team's openmp.md, measured under Wine with the real
+wheels):
 
 - live, another KMP runtime already started and torch will start its own: a certain abort of
   ``import torch``: an **error**;
@@ -20,12 +21,12 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._model.openmp import NAMES, SIBLING_COPY, STARTED, Conflict, OpenMPState
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.openmp import NAMES, SIBLING_COPY, STARTED, Conflict, OpenMPState
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import install_release
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
 
 ABORT = (
     'the second runtime to start aborts the process with "OMP: Error #15: Initializing '

@@ -19,9 +19,9 @@ from torchguard._facts.cuda_builds import (
     install_command,
     release_of,
 )
-from torchguard._model.builds import BuildTarget
-from torchguard._model.ecosystem import CORE, OPTIONAL, PackageSimulation, is_torch_dll
-from torchguard._model.loader import ARCH, CORRUPT, INIT, MISSING, SYMBOL, Failure
+from torchguard._platforms.windows.builds import BuildTarget
+from torchguard._platforms.windows.ecosystem import CORE, OPTIONAL, PackageSimulation, is_torch_dll
+from torchguard._platforms.windows.loader import ARCH, CORRUPT, INIT, MISSING, SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
@@ -30,7 +30,8 @@ from torchguard._rules.registry import WINDOWS, rule
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
 
-#: How a load failure of each kind (every key of ``_model.loader.WINERROR``) becomes a finding.
+#: How a load failure of each kind (every key of ``_platforms.windows.loader.WINERROR``) becomes
+#: a finding.
 FAILURE_FINDINGS: dict[str, FindingBuilder] = {
     MISSING: closure.failure_finding,
     CORRUPT: closure.failure_finding,

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchguard._binary.cache import host_key
 from torchguard._binary.pe.commit import CommitEstimate, DllCommit, dll_commit, mib
 from torchguard._binary.pe.sections import HEAD_BYTES, SectionTableError, section_table
-from torchguard._model.cache import host_key
-from torchguard._model.loader import APISET, KNOWNDLL, LOADED, SYSTEM32
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.loader import APISET, KNOWNDLL, LOADED, SYSTEM32
+from torchguard._platforms.windows.tree import HostFile
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
-from torchguard._windows.tree import HostFile
 
 #: The DataLoader workers a typical training script starts (override: TORCHGUARD_WORKERS).
 TYPICAL_WORKERS = 4

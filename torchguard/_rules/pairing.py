@@ -6,9 +6,10 @@ pair imports torch fine, then ``import torchvision`` fails with "operator torchv
 not exist" or WinError 127 (failure-catalog.md, row 20). A warning: ``import torch`` works.
 
 This is the metadata-level explanation. Next to it stands the binary-level proof: the
-package's binaries are replayed against this torch symbol by symbol (``_model.ecosystem``), so the
-message says what that replay found. A pair pip calls mismatched may still bind (torchvision
-0.19.0, pinned to torch 2.4.0, loads into torch 2.4.1): then the warning says so.
+package's binaries are replayed against this torch symbol by symbol
+(``_platforms.windows.ecosystem``), so the message says what that replay found. A pair pip calls
+mismatched may still bind (torchvision 0.19.0, pinned to torch 2.4.0, loads into torch 2.4.1): then
+the warning says so.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from __future__ import annotations
 import email.parser
 from collections.abc import Iterator
 
-from torchguard._model.ecosystem import CORE
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.dists import InstalledDist
+from torchguard._platforms.windows.ecosystem import CORE
+from torchguard._platforms.windows.locate import split_local
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
-from torchguard._windows.dists import InstalledDist
-from torchguard._windows.locate import split_local
 
 #: Each paired package and how its import then fails.
 PAIRED = {

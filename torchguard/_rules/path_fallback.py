@@ -13,11 +13,11 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._model.loader import CURRENT_DIR, PATH_FALLBACK, WINDOWS_DIR
+from torchguard._facts.vocab import Code, Step
+from torchguard._platforms.windows.loader import CURRENT_DIR, PATH_FALLBACK, WINDOWS_DIR
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code, Step
 
 _WHERE = {
     PATH_FALLBACK: "only on PATH ({folder})",

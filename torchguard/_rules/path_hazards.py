@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchguard._model.loader import glob_unsafe
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.loader import glob_unsafe
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
 
 
 @rule(WINDOWS)

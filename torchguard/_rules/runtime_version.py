@@ -3,8 +3,8 @@
 An **error** only where the replay proves the failure: a binary whose import table shows
 mutexes laid out by the 14.40+ compiler (``_Mtx_lock`` without ``_Mtx_init_in_situ``) bound
 to an ``msvcp140.dll`` older than 14.40 fails to initialise (WinError 1114;
-:mod:`torchguard._model.initialise`), and the predicted ``import torch`` says so. Every other
-gap (import tables that cannot decide, an older ``vcruntime140.dll``, an older minor before
+:mod:`torchguard._platforms.windows.initialise`), and the predicted ``import torch`` says so. Every
+other gap (import tables that cannot decide, an older ``vcruntime140.dll``, an older minor before
 the mutex change) is a **warning**: Microsoft supports a runtime only as new as the newest
 toolset of any component, but no failure of torch is proven from it. python.org's
 ``vcruntime140.dll`` beside python.exe (14.38 in CPython 3.11.9) is such a gap: ``std::mutex``
@@ -21,8 +21,9 @@ from enum import Enum
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.mutex import CONSTRUCT, LOCK
-from torchguard._model.initialise import MSVCP140, MUTEX_CHANGE, runtime_version
-from torchguard._model.loader import (
+from torchguard._facts.vocab import Code, Step
+from torchguard._platforms.windows.initialise import MSVCP140, MUTEX_CHANGE, runtime_version
+from torchguard._platforms.windows.loader import (
     APP_DIR,
     DLL_LOAD_DIR,
     INIT,
@@ -32,14 +33,13 @@ from torchguard._model.loader import (
     Failure,
     Resolution,
 )
-from torchguard._model.vcruntime import MutexEvidence, mutex_evidence
-from torchguard._model.vcruntime import toolset as built_with
+from torchguard._platforms.windows.tree import same_path
+from torchguard._platforms.windows.vcruntime import MutexEvidence, mutex_evidence
+from torchguard._platforms.windows.vcruntime import toolset as built_with
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code, Step
-from torchguard._windows.tree import same_path
 
 
 class _StartUp(Enum):

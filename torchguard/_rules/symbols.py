@@ -12,12 +12,12 @@ from collections.abc import Iterator
 
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.openmp import ALIAS, KMP
-from torchguard._model.loader import SYMBOL, Failure
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.loader import SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
 
 RANK = 35
 

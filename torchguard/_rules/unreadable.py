@@ -13,11 +13,11 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._model.loader import LoadResult, Unread
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.loader import LoadResult, Unread
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
-from torchguard._vocab import Code
 
 #: ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION.
 _DENIED, _SHARING, _LOCK = 5, 32, 33

@@ -2,7 +2,7 @@
 
 ``missing-dll`` is a proof only when every folder Windows searches is known. Folders
 registered with ``os.add_dll_directory`` before torchguard's observer ran cannot be read
-(:mod:`torchguard._windows.user_dirs`); when the missing DLL is in one that may be
+(:mod:`torchguard._platforms.windows.user_dirs`); when the missing DLL is in one that may be
 registered, the error becomes a warning that says what was assumed.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.tree import WinTree, join
 from torchguard._report.findings import WARNING, Finding
-from torchguard._vocab import Code
-from torchguard._windows.tree import WinTree, join
 
 
 def doubt_unseen(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from torchguard._binary.budget import over_budget
 from torchguard._binary.pe.errors import FileUnreadable, OverBudget, PEReadError
 from torchguard._binary.stream import Readable, keep_ranges, read_exactly
-from torchguard._vocab import Machine
+from torchguard._facts.vocab import Machine
 
 if TYPE_CHECKING:
     import pefile

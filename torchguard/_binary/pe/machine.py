@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from torchguard._vocab import Machine
+from torchguard._facts.vocab import Machine
 
 X86 = Machine.X86
 X64 = Machine.X64
