@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import os
 import shutil
@@ -9,8 +11,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 CACHE = Path(
@@ -39,27 +43,77 @@ def download(
     _pip_download(folder, "--only-binary=:all:", *target, spec)
 
 
+LOCKS = Path(tempfile.gettempdir()) / "torchguard-ci-locks"
+"""One lock file per cache entry being made (named by a digest of its path)."""
+LOCK_WAIT = 3600.0
+"""The longest wait for another process's download of the same entry (seconds): past it, this
+process makes its own copy, as it would without the lock."""
+
+_HELD = threading.local()
+
+
+@contextlib.contextmanager
+def exclusive(target: Path) -> Iterator[None]:
+    """Hold the lock of cache entry ``target`` while it is made, across processes and threads:
+    a second maker (a test behind ``tests/prefetch.py``, or two test processes) waits for the
+    first one's download instead of repeating it. Re-entrant in one thread, where the inner
+    maker goes ahead as if unlocked."""
+    key = os.path.abspath(target)
+    held: set[str] = getattr(_HELD, "keys", set())
+    _HELD.keys = held
+    try:
+        import fcntl
+    except ImportError:  # not on Linux: no waiting, each maker makes its own copy
+        yield
+        return
+    if key in held:
+        yield
+        return
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock"
+    deadline = time.monotonic() + LOCK_WAIT
+    with (LOCKS / name).open("a") as handle:
+        locked = False
+        while not locked and time.monotonic() < deadline:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                time.sleep(0.2)
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build_once(folder: Path, fill: Callable[[Path], None]) -> Path:
     """``folder`` in the shared cache, filled by ``fill`` once: in a private temporary folder
-    renamed into place, so a concurrent test process never sees it half-written (it either
-    waits for nothing and builds its own, discarded if it loses the race, or finds it whole)."""
+    renamed into place, so a concurrent test process never sees it half-written. A second
+    process that needs it meanwhile waits for the first (:func:`exclusive`) and finds it
+    whole; one that gives up waiting builds its own, discarded if it loses the race."""
     done = folder / ".complete"
     if done.exists():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
-        fill(scratch)
-        (scratch / ".complete").write_text("ok\n")
-        if folder.exists() and not done.exists():  # left half-made by a killed process
-            shutil.rmtree(folder, ignore_errors=True)
+    with exclusive(folder):
+        if done.exists():
+            return folder
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
         try:
-            scratch.rename(folder)
-        except OSError:  # another process renamed its copy first
-            if not done.exists():
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            fill(scratch)
+            (scratch / ".complete").write_text("ok\n")
+            if folder.exists() and not done.exists():  # left half-made by a killed process
+                shutil.rmtree(folder, ignore_errors=True)
+            try:
+                scratch.rename(folder)
+            except OSError:  # another process renamed its copy first
+                if not done.exists():
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return folder
 
 
@@ -82,8 +136,14 @@ def wheel(project: str, version: str, python: str = PYTHON_VERSION) -> Path:
     found = _windows_wheels(folder, f"{dist}-{version}-")
     if found:
         return found[0]
-    download(f"{project}=={version}", folder, python=python)
-    found = _windows_wheels(folder, f"{dist}-{version}-")
+    with exclusive(folder / f"{dist}-{version}"):
+        found = _windows_wheels(folder, f"{dist}-{version}-")
+        if not found:  # downloaded aside, then renamed in: never seen half-written
+            with tempfile.TemporaryDirectory(prefix=f".{dist}-{version}-", dir=folder) as aside:
+                download(f"{project}=={version}", Path(aside), python=python)
+                for path in Path(aside).glob("*.whl"):
+                    os.replace(path, folder / path.name)
+            found = _windows_wheels(folder, f"{dist}-{version}-")
     if not found:
         raise RuntimeError(f"pip downloaded no win_amd64 wheel for {project}=={version}")
     return found[0]

@@ -39,3 +39,28 @@ def test_a_half_made_folder_of_a_killed_process_is_rebuilt(tmp_path: Path) -> No
     (target / "c10.dll").write_bytes(b"MZ\0")  # truncated, no .complete
     build_once(target, lambda scratch: (scratch / "c10.dll").write_bytes(b"MZ whole"))
     assert (target / "c10.dll").read_bytes() == b"MZ whole"
+
+
+def test_a_second_maker_waits_for_the_first_instead_of_downloading_again(tmp_path: Path) -> None:
+    """``tests/prefetch.py`` and a test (or two test processes) needing the same entry: the
+    entry is filled once, and the waiter returns it whole."""
+    import threading
+    import time
+
+    target = tmp_path / "torch-wheels"
+    fills: list[str] = []
+    started = threading.Event()
+
+    def slow(scratch: Path) -> None:
+        fills.append("first")
+        started.set()
+        time.sleep(0.5)
+        (scratch / "torch.whl").write_bytes(b"PK whole")
+
+    first = threading.Thread(target=build_once, args=(target, slow))
+    first.start()
+    assert started.wait(10)
+    got = build_once(target, lambda scratch: fills.append("second"))  # waits for the first
+    first.join()
+    assert fills == ["first"]
+    assert (got / "torch.whl").read_bytes() == b"PK whole"

@@ -30,27 +30,34 @@ print("TG-JSON " + json.dumps({{"verdict": verdict, "real": real}}))
 """
 
 
-def _site(wine_env: WineEnv, name: str) -> tuple[Path, str]:
-    """A scenario whose uv.dll and asmjit.dll sit in a folder of their own."""
-    site = wine_env.make_scenario_site(name)
+@pytest.fixture(scope="module")
+def moved(wine_env: WineEnv) -> tuple[Path, str]:
+    """One scenario for the module, whose uv.dll and asmjit.dll sit in a folder of their own:
+    each test's Windows process only reads it (``python -B``, a folder registered, a DLL
+    loaded), so a second copy of the 17,000-file tree would prove nothing more."""
+    site = wine_env.make_scenario_site("user-dirs")
     extra = site.parent / "extra"
     for dll in ("uv.dll", "asmjit.dll"):
         wine_env.move(site / "torch" / "lib" / dll, extra)
     return site, wine_env.to_windows(extra)
 
 
-def test_a_folder_registered_after_import_torchguard_is_searched(wine_env: WineEnv) -> None:
-    site, extra = _site(wine_env, "user-dir-seen")
+def test_a_folder_registered_after_import_torchguard_is_searched(
+    wine_env: WineEnv, moved: tuple[Path, str]
+) -> None:
+    site, extra = moved
     code = PROGRAM.format(before="", after=f"os.add_dll_directory({extra!r})")
     data = parse(wine_env.run(code, site))
     assert data["real"] is True  # the real loader finds both in the registered folder
     assert data["verdict"] == {"raised": None, "warnings": []}
 
 
-def test_a_folder_registered_unseen_makes_missing_dll_a_doubt(wine_env: WineEnv) -> None:
+def test_a_folder_registered_unseen_makes_missing_dll_a_doubt(
+    wine_env: WineEnv, moved: tuple[Path, str]
+) -> None:
     """Registered before torchguard was imported, and asmjit.dll already loaded from it:
     uv.dll beside it may well be found there, so no proof."""
-    site, extra = _site(wine_env, "user-dir-unseen")
+    site, extra = moved
     before = (
         f"os.add_dll_directory({extra!r})\n"
         f"import ctypes; ctypes.CDLL(os.path.join({extra!r}, 'asmjit.dll'))"

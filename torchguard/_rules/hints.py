@@ -103,6 +103,12 @@ def install_release(ctx: HintContext, version: str) -> str:
     return ctx.pip("install", f"torch=={version}", *(f"{n}=={p}" for n, p in siblings))
 
 
+def upgrade_torch(ctx: HintContext) -> str:
+    """A newer torch, with the torchvision/torchaudio installed beside it upgraded in the same
+    command: upgraded alone, torch moves past the release a pinned torchvision was made for."""
+    return ctx.pip("install", "--upgrade", "torch", *ctx.siblings)
+
+
 def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
     version = f"={ctx.base_version}" if ctx.base_version else ""
     if ctx.conda:

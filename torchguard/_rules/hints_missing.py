@@ -19,6 +19,7 @@ from torchguard._rules.hints import (
     install_release,
     is_cuda_dll,
     reinstall_torch,
+    upgrade_torch,
     vc_redist,
 )
 from torchguard._rules.links import DRIVERS_URL
@@ -47,7 +48,7 @@ def _part_of_torch(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
 
 
 def _mkl(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
-    command = "conda install mkl" if ctx.conda else ctx.pip("install", "--upgrade", "torch")
+    command = "conda install mkl" if ctx.conda else upgrade_torch(ctx)
     summary = f"{name} comes from Intel MKL, which this torch loads dynamically"
     return (RepairHint(summary, (command,)),)
 
@@ -165,6 +166,6 @@ def _libomp(ctx: HintContext) -> tuple[RepairHint, ...]:
             "libomp140.x86_64.dll is Visual Studio's LLVM OpenMP and is not redistributable; "
             "install a torch build that does not need it, or the Visual Studio Build Tools "
             "'MSVC v143 C++ x64/x86 build tools' component",
-            (ctx.pip("install", "--upgrade", "torch"),),
+            (upgrade_torch(ctx),),
         ),
     )

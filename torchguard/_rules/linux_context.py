@@ -45,6 +45,10 @@ class LinuxContext:
     conflicts: Mapping[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
     """Shared object path -> (the distributions that claim it, whose bytes are on disk)."""
     gpus: tuple[str, ...] = ()
+    python: tuple[int, int] | None = None
+    """The interpreter's version, for builds that must have its wheels."""
+    siblings: Callable[[], tuple[tuple[str, str], ...]] = tuple
+    """torchvision and torchaudio installed beside torch (read only for a finding)."""
     driver_shown: str | None = None
     """The driver as the CPU-build warning names it (None: no driver)."""
     driver: LinuxDriverFacts | None = None
