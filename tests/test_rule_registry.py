@@ -101,3 +101,38 @@ def test_the_linux_rules_load_without_the_windows_rules() -> None:
     loaded = {name.rpartition(".")[2] for name in ast.literal_eval(out)}
     assert set(MODULES[LINUX]) <= loaded
     assert loaded.isdisjoint(set(MODULES[WINDOWS]) - set(MODULES[LINUX]))
+
+
+def test_the_linux_rules_judge_a_context_built_by_hand() -> None:
+    """The Linux rules need no pipeline: what the replay proves, metadata's warnings, and the
+    package binaries' loads only once torch imports (as ``claim`` words them)."""
+    from dataclasses import replace
+
+    from torchguard._facts.vocab import Code
+    from torchguard._platforms.linux.ldso_types import MISSING, LoadError
+    from torchguard._platforms.linux.simulate import LinuxImport
+    from torchguard._rules.linux_context import ExtensionLoad, LinuxContext
+    from torchguard._rules.linux_hints import LinuxHints
+
+    def claim(finding: Finding, package: str, path: str) -> Finding:
+        return replace(finding, message=f"{package} at {path}: {finding.message}")
+
+    gomp = LoadError(MISSING, "/site/torch/lib/libtorch_cpu.so", "libgomp.so.1")
+    vision = LoadError(MISSING, "/site/torchvision/_C.so", "libjpeg.so.62")
+    failing = LinuxContext(
+        LinuxImport((), gomp),
+        LinuxHints(torch_version="2.4.1"),
+        "2.4.1",
+        pins=[("torchvision", "0.19.0", "==2.4.0")],
+        extension_loads=[ExtensionLoad("torchvision", "/site/torchvision/_C.so", vision)],
+        claim=claim,
+    )
+    findings = registry.run_rules(failing, LINUX)
+    assert [(f.code, f.severity, f.missing) for f in findings] == [
+        (Code.MISSING_DLL, "error", "libgomp.so.1"),
+        (Code.PACKAGE_MISMATCH, "warning", "torchvision==0.19.0"),
+    ]
+    working = registry.run_rules(replace(failing, replay=LinuxImport((), None)), LINUX)
+    (extension,) = [f for f in working if f.missing == "libjpeg.so.62"]
+    assert extension.message.startswith("torchvision at /site/torchvision/_C.so: ")
+    assert extension.package == "torchvision"
