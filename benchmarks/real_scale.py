@@ -121,7 +121,7 @@ def windows_warm(site: Path, runtime: Path) -> Callable[[], float]:
 
 
 def linux_warm(site: Path) -> Callable[[], float]:
-    from torchguard._frontends.pipeline.linux import analyze_linux, linux_cache
+    from torchguard._frontends.pipeline import analyze_linux, linux_cache
     from torchguard._platforms.linux.system import live_linux
 
     def once() -> float:

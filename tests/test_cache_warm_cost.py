@@ -148,7 +148,7 @@ def test_a_warm_linux_analysis_rewrites_nothing(tmp_path: Path) -> None:
     """The Linux cache rewrote its whole file on every warm diagnose() (issue 22)."""
     from test_linux_import import torch_site
 
-    from torchguard._frontends.pipeline.linux import analyze_linux
+    from torchguard._frontends.pipeline import analyze_linux
     from torchguard._platforms.linux.cache import LinuxCache
     from torchguard._platforms.linux.system import offline_linux
 

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from fakes import FakeTorch
+from fakes import FakeTorch, write_wheel
 from test_check import local_index, run
 
 from torchguard._frontends import index_probe
@@ -163,6 +163,73 @@ def test_a_real_file_gets_an_answer_with_the_unchecked_named_and_the_index_said(
     assert "(without 1 index(es) that failed: see below)" in head
 
 
+def test_a_local_build_from_an_index_that_fails_is_named_and_its_release_checked(
+    tmp_path: Path, not_found: str
+) -> None:
+    """kohya_ss's requirements_pytorch_windows.txt (torch==2.7.0+cu128 from download.pytorch.org,
+    out of reach): the +cu128 pins are named as not checked, their release judged instead."""
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    requirements = tmp_path / "requirements_pytorch_windows.txt"
+    requirements.write_text(
+        f"--extra-index-url {not_found}\n\ntorch==2.4.1+cu126\nwinhelper==1.0\n"
+    )
+    result = run(
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--no-verify",
+        "--json",
+        "--",
+        "-r",
+        str(requirements),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    import json
+
+    check = json.loads(result.stdout)["check"]
+    assert [u["requirement"] for u in check["unchecked"]] == ["torch==2.4.1+cu126"]
+    (unchecked,) = check["unchecked"]
+    assert unchecked["where"] == "requirements_pytorch_windows.txt:3"
+    assert unchecked["why"].startswith(
+        f"a local build that only the index {not_found} can serve, which failed: its release "
+        "(torch==2.4.1)"
+    )
+    assert [p["url"] for p in check["index_problems"]] == [not_found]
+    assert result.stderr.startswith(f"torchguard: warning: the extra index {not_found}")
+
+
+def test_only_a_pinned_local_build_is_replaced() -> None:
+    from torchguard._frontends.requirement_input import RequirementInput
+
+    given = RequirementInput(places={"torch==2.7.0+cu128": "r.txt:4"})
+    kept, replaced = given.without_local_builds(
+        [
+            "torch==2.7.0+cu128",
+            "torchvision===0.22.0+cu128 ; sys_platform == 'win32'",
+            "xformers>=0.0.30",
+            "numpy==1.26.4",
+            "--extra-index-url",
+            "https://pypi.org/simple",
+        ],
+        ["https://download.pytorch.org/whl/cu128"],
+    )
+    assert kept == [
+        "torch==2.7.0",
+        "torchvision===0.22.0 ; sys_platform == 'win32'",
+        "xformers>=0.0.30",
+        "numpy==1.26.4",
+        "--extra-index-url",
+        "https://pypi.org/simple",
+    ]
+    assert [(u.requirement, u.where) for u in replaced] == [
+        ("torch==2.7.0+cu128", "r.txt:4"),
+        ("torchvision===0.22.0+cu128 ; sys_platform == 'win32'", "the command line"),
+    ]
+
+
 def test_a_fix_whose_index_cannot_be_reached_is_never_called_verified() -> None:
     """As with download.pytorch.org out of reach: pip would answer from PyPI, and "verified"
     would be about a build the fix does not install."""
@@ -285,11 +352,34 @@ def test_an_sdist_only_release_is_judged_by_its_source(tmp_path: Path) -> None:
     assert pure.returncode == 0, pure.stdout + pure.stderr
     assert "built from source: purepkg 1.8.3 publishes only purepkg-1.8.3.tar.gz" in pure.stdout
     native = run("torch==2.4.1", "nativepkg", *common, "--no-verify")
-    assert native.returncode == 2, native.stdout + native.stderr
+    assert native.returncode == 0, native.stdout + native.stderr
     assert (
-        "nativepkg 2.1.2 would compile native code on the machine that installs it (its source "
-        "has csrc/scatter.cpp; its setup.py uses ext_modules"
-    ) in native.stderr, native.stderr
+        "not checked: nativepkg (the command line): publishes only nativepkg-2.1.2.tar.gz, which "
+        "compiles native code on the machine that installs it (its source has "
+        "csrc/scatter.cpp; its setup.py uses ext_modules"
+    ) in native.stdout, native.stdout
+    named = [line for line in native.stdout.splitlines() if line.startswith("not checked:")]
+    assert len(named) == 1 and "(1 requirement(s) not checked" in native.stdout
+    assert "it and what it depends on are not checked" in native.stdout
+    # as a dependency: named, and resolved from its source so that the rest is judged
+    helper = {
+        "needsnative-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: needsnative\n"
+        b"Version: 1.0\nRequires-Dist: nativepkg\n",
+        "needsnative-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: py3-none-any\n",
+        "needsnative/__init__.py": b"",
+    }
+    folder = simple / "needsnative"
+    folder.mkdir()
+    write_wheel(folder / "needsnative-1.0-py3-none-any.whl", helper)
+    (folder / "index.html").write_text(
+        '<a href="needsnative-1.0-py3-none-any.whl">needsnative-1.0-py3-none-any.whl</a>\n'
+    )
+    indirect = run("torch==2.4.1", "needsnative", *common, "--no-verify")
+    assert indirect.returncode == 0, indirect.stdout + indirect.stderr
+    assert (
+        "not checked: nativepkg 2.1.2 (a dependency): publishes only nativepkg-2.1.2.tar.gz"
+    ) in indirect.stdout
+    assert "what it depends on is resolved from its source and checked" in indirect.stdout
 
 
 def test_pure_python_source_compiles_nothing() -> None:
@@ -360,3 +450,77 @@ def test_findings_of_one_cause_are_one_entry_with_the_rest_folded_under_it() -> 
         "avutil-57.dll (libtorchcodec_core5.dll)"
     ) in text
     assert "4 error(s), 0 warning(s) from 2 cause(s)" in text
+
+
+def test_one_bound_covers_every_resolution_a_source_only_release_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kohya_ss's fairscale: pip fails on it, check resolves again without it; the second run
+    gets what is left of --resolve-timeout, not a fresh one, and none is left: timeout."""
+    import io
+    import tarfile
+    import time as clock
+
+    from packaging.version import Version
+
+    from torchguard._frontends import check as check_module
+    from torchguard._frontends.index_files import IndexFile
+    from torchguard._frontends.pip_reasons import PipFailure
+    from torchguard._frontends.requirement_input import RequirementInput
+
+    source = tmp_path / "native-1.0.tar.gz"
+    with tarfile.open(source, "w:gz") as archive:
+        data = b"int main() {}"
+        member = tarfile.TarInfo("native-1.0/csrc/x.cpp")
+        member.size = len(data)
+        archive.addfile(member, io.BytesIO(data))
+    now = [1000.0]
+    monkeypatch.setattr(clock, "monotonic", lambda: now[0])
+    given: list[float] = []
+
+    def pip(arguments: list[str], **options: object) -> object:
+        given.append(float(options["timeout"]))  # type: ignore[arg-type]
+        now[0] += 70  # pip worked 70 s before failing on the sdist-only release
+        failure = PipFailure(["no wheel for native"])
+        failure.sdist = (
+            "native",
+            IndexFile(
+                source.name, Version("1.0"), False, frozenset(), frozenset(), source.as_uri()
+            ),
+        )
+        raise failure
+
+    monkeypatch.setattr(check_module, "resolve", pip)
+    requirements = RequirementInput(arguments=["torch", "native"])
+    with pytest.raises(PipFailure) as raised:
+        check_module._resolve_from_sources(["torch", "native"], [], requirements, timeout=100.0)
+    assert given == [100.0, 30.0]
+    assert raised.value.kind == "timeout"
+    assert raised.value.lines[0].startswith("pip did not finish resolving within 100 s")
+    assert requirements.unchecked[0].requirement == "native"
+
+
+def test_a_second_check_starts_from_what_the_first_found_out_about_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ai-toolkit's lycoris-lora: the first check pays a pip run that fails on the sdist-only
+    release; the next one of the same input starts from its source and runs no failing pip."""
+    from torchguard._frontends import resolve
+    from torchguard._frontends.cli import main
+
+    index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
+    sdist(tmp_path / "index" / "simple", "purepkg", "1.8.3", {})
+    real = resolve.run_watched
+    runs: list[bool] = []
+
+    def counted(command: object, **options: object) -> object:
+        done = real(command, **options)  # type: ignore[arg-type]
+        runs.append(done.returncode == 0)
+        return done
+
+    monkeypatch.setattr(resolve, "run_watched", counted)
+    options = ["--python", "3.11", "--index-url", index, "--cache-dir", str(tmp_path / "c")]
+    for _ in range(2):
+        assert main(["check", *options, "--no-verify", "torch==2.4.1", "purepkg==1.8.3"]) == 0
+        assert "built from source: purepkg 1.8.3" in capsys.readouterr().out
+    assert runs == [False, True]  # the second check: no pip run at all

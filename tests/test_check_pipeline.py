@@ -179,6 +179,52 @@ def test_cpu_build_gets_the_cuda_index_and_a_named_gpu_a_warning(
     assert "torch==2.7.1 --index-url https://download.pytorch.org/whl/cu128" in blackwell.stdout
 
 
+def test_the_direct_question_names_the_newest_build_for_the_gpu(
+    index: Path, tmp_path: Path
+) -> None:
+    """``check torch torchvision --gpu NAME --cuda X.Y``: the newest build whose kernels cover
+    the GPU and whose CUDA the driver runs, as one command with torchvision pinned to match."""
+    pascal = check(
+        index,
+        tmp_path,
+        "torch==2.4.0",
+        "torchvision",
+        "--gpu",
+        "NVIDIA GeForce GTX 1080",
+        "--json",
+    )
+    answer = json.loads(pascal.stdout)["check"]["gpu_answer"]
+    assert (answer["torch"], answer["cuda"]) == ("2.14.1", "12.6")  # not cu128: no sm_61 there
+    assert answer["siblings"] == {"torchvision": "0.29.2"}  # only what was asked, matching
+    assert answer["command"].endswith(
+        "torch==2.14.1 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cu126"
+    )
+    blackwell = check(
+        index, tmp_path, "torch==2.4.1", "--gpu", "NVIDIA GeForce RTX 5090", "--cuda", "12.8"
+    )
+    lines = blackwell.stdout.splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("answer: "))
+    assert "is 2.11.0, built for CUDA 12.8" in lines[said]
+    assert "too new for the driver: " in lines[said]
+    assert (
+        lines[said + 1]
+        .strip()
+        .endswith("torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128")
+    )
+    old_driver = check(
+        index,
+        tmp_path,
+        "torch==2.4.1",
+        "--gpu",
+        "NVIDIA GeForce RTX 5090",
+        "--cuda",
+        "12.4",
+        "--json",
+    )
+    nothing = json.loads(old_driver.stdout)["check"]["gpu_answer"]
+    assert nothing["torch"] is None and nothing["command"] is None
+
+
 def scan_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "torchguard", "scan", *args],

@@ -84,7 +84,7 @@ def test_linux_extension_kernels_are_read_and_cached(
     from test_linux_gpu import root_with_driver, system_on, with_kernels
     from test_linux_import import torch_site
 
-    from torchguard._frontends.pipeline.linux import analyze_linux
+    from torchguard._frontends.pipeline import analyze_linux
     from torchguard._platforms.linux.cache import LinuxCache
 
     site = torch_site(tmp_path)
@@ -110,8 +110,44 @@ def test_linux_extension_kernels_are_read_and_cached(
     def no_read(path: object) -> None:
         raise AssertionError(f"read {path} on a warm run")
 
-    monkeypatch.setattr("torchguard._frontends.pipeline.linux.read_fatbin_archs", no_read)
+    monkeypatch.setattr("torchguard._platforms.linux.cached.read_fatbin_archs", no_read)
     again = analyze_linux(system, cache=LinuxCache(tmp_path / "cache")).findings
     assert [f.message for f in again] == [finding.message]
     h100 = replace(system, gpus=("NVIDIA H100 PCIe",))
     assert analyze_linux(h100, cache=LinuxCache(tmp_path / "cache")).findings == ()
+
+
+def test_an_extension_inside_an_offline_wheel_is_read_from_the_member_stream(
+    tmp_path: Path,
+) -> None:
+    """``scan torch.whl xformers.whl --gpu ...`` (as ``check`` does): xformers' ``_C.pyd`` is
+    judged from the wheel member's stream, as torch_cuda.dll is."""
+    from fakes import write_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    torch_wheel = FakeTorch(
+        version="2.8.0+cu128",
+        cuda="12.8",
+        extra={"torch/lib/torch_cuda.dll": torch_cuda(TORCH_28_CU128)},
+    ).wheel(wheels)
+    xformers = wheels / "xformers-0.0.32-cp39-abi3-win_amd64.whl"
+    write_wheel(
+        xformers, companion("xformers", "0.0.32", {"xformers/_C.pyd": torch_cuda((80, 90))}, {})
+    )
+    folder = system32(tmp_path / "s32")
+    report = torchguard.scan(
+        [str(torch_wheel), str(xformers)], system32=[folder], gpus=["NVIDIA GeForce RTX 5090"]
+    )
+    (finding,) = kernels(report)
+    assert "xformers 0.0.32" in finding.message and "sm_80, sm_90" in finding.message
+    assert (
+        kernels(
+            torchguard.scan(
+                [str(torch_wheel), str(xformers)],
+                system32=[folder],
+                gpus=["NVIDIA GeForce RTX 4090"],
+            )
+        )
+        == []
+    )

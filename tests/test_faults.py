@@ -20,7 +20,7 @@ from torchguard._binary import cache as _cache
 from torchguard._facts import interpreter as _interpreter
 from torchguard._facts.internal import BUG_REPORT
 from torchguard._frontends import cli as _cli
-from torchguard._frontends import pipeline as _pipeline
+from torchguard._frontends.pipeline import windows as _pipeline
 from torchguard._platforms.windows import loader as _loader
 from torchguard._rules import registry as _registry
 

@@ -296,3 +296,37 @@ def test_the_hint_keeps_torchvision_for_the_same_release_only(tmp_path: Path) ->
             "torch==2.9.1 torchvision==0.24.1 --index-url https://download.pytorch.org/whl/cu126"
         )
     )
+    # and the newest build for the GPU, as `check --gpu` answers, with torchvision matched
+    newest = finding.hints[1]
+    assert "or the newest torch for sm_61" in newest.summary
+    assert newest.commands[0].endswith(
+        "torch==2.14.1 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cu126"
+    )
+
+
+def test_a_hint_to_another_release_pins_the_siblings_made_for_it(tmp_path: Path) -> None:
+    """torch 2.4.1+cu124 on an RTX 5090: no 2.4 build has sm_120; 2.7.1+cu128 is the first, and
+    torchvision and torchaudio move with it to 0.22.1 and 2.7.1 (their Requires-Dist pins)."""
+    from fakes import companion, write_tree
+
+    fake = FakeTorch(
+        version="2.4.1+cu124",
+        cuda="12.4",
+        extra={"torch/lib/torch_cuda.dll": torch_cuda((50, 60, 70, 75, 80, 86, 90))},
+    )
+    site = fake.write(tmp_path / "site")
+    for name, version in (("torchvision", "0.19.1+cu124"), ("torchaudio", "2.4.1+cu124")):
+        write_tree(site, companion(name, version, {f"{name}/__init__.py": b""}, {}))
+    report = torchguard.scan(
+        [site], system32=[system32(tmp_path / "s32")], gpus=["NVIDIA GeForce RTX 5090"]
+    )
+    (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+    assert finding.hints[0].commands[0].endswith(
+        "torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1 "
+        "--index-url https://download.pytorch.org/whl/cu128"
+    )
+    assert finding.hints[1].commands[0].endswith(
+        "torch==2.15.0 torchvision==0.29.2 torchaudio==2.11.1 "
+        "--index-url https://download.pytorch.org/whl/cu132"
+    )
+    assert "read from the real 2.15.0 wheel's fatbin" in finding.hints[1].summary

@@ -129,6 +129,24 @@ def test_torch_240_fix_pins_the_fixed_release_with_its_siblings_and_variant() ->
     ]
 
 
+def test_an_upgrade_of_torch_takes_its_installed_siblings_along() -> None:
+    """libomp140 under another torch than 2.4.0, or Intel MKL missing: a newer torch, and the
+    torchvision/torchaudio installed beside it upgraded in the same command."""
+    ctx = HintContext(
+        python_cmd="python", torch_version="2.5.1+cu124", siblings=("torchvision", "torchaudio")
+    )
+    upgrade = (
+        "python -m pip install --upgrade torch torchvision torchaudio "
+        "--index-url https://download.pytorch.org/whl/cu124"
+    )
+    assert commands(for_missing("libomp140.x86_64.dll", ctx, torch_owned=False)) == [upgrade]
+    assert commands(for_missing("mkl_core.2.dll", ctx, torch_owned=False)) == [upgrade]
+    alone = HintContext(python_cmd="python", torch_version="2.5.1")
+    assert commands(for_missing("mkl_core.2.dll", alone, torch_owned=False)) == [
+        "python -m pip install --upgrade torch"
+    ]
+
+
 def test_linux_reinstall_keeps_the_build_variant_and_its_index() -> None:
     from torchguard._rules.linux_loads import LinuxHints, _reinstall
 
@@ -153,9 +171,7 @@ def test_the_scan_passes_the_installed_siblings_to_the_fix(tmp_path: Path) -> No
     write_tree(site, companion("torchvision", "0.19.0", {"torchvision/__init__.py": b""}, {}))
     report = torchguard.scan([str(site)], system32=[str(system32(tmp_path / "s32"))])
     fixes = [c for f in report.errors for h in f.hints for c in h.commands]
-    assert any(
-        c.endswith("-m pip install torch==2.4.1 torchvision==0.19.1") for c in fixes
-    ), fixes
+    assert any(c.endswith("-m pip install torch==2.4.1 torchvision==0.19.1") for c in fixes), fixes
 
 
 def test_a_windows_fix_takes_a_cuda_build_from_its_index_and_a_cpu_build_from_pypi() -> None:
@@ -166,4 +182,7 @@ def test_a_windows_fix_takes_a_cuda_build_from_its_index_and_a_cpu_build_from_py
     cpu = install_release(HintContext(torch_version="2.4.0+cpu"), "2.4.1")
     assert cpu == "python -m pip install torch==2.4.1"
     cuda = install_release(HintContext(torch_version="2.4.0+cu124"), "2.4.1")
-    assert cuda == "python -m pip install torch==2.4.1 --index-url https://download.pytorch.org/whl/cu124"
+    assert (
+        cuda
+        == "python -m pip install torch==2.4.1 --index-url https://download.pytorch.org/whl/cu124"
+    )

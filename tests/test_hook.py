@@ -404,3 +404,52 @@ def test_a_missing_or_damaged_start_up_module_fails_open(tmp_path: Path, damage:
     )
     assert result.stdout.split() == ["0", "stand-in", "torch", "imported"], result.stderr
     assert result.stderr == ""
+
+
+def start_with(site_dir: Path) -> subprocess.CompletedProcess[str]:
+    """A bare interpreter (torchguard not importable) processing ``site_dir``: how many
+    watchers it has and where its start-up module came from."""
+    code = (
+        f"import site, sys; site.addsitedir({str(site_dir)!r})\n"
+        + COUNT
+        + "m = sys.modules.get('_torchguard_hook')\n"
+        + "print(count(), 'torchguard' in sys.modules, m and m.__file__.rsplit('.', 1)[1])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHGUARD", "PYTHON"))}
+    return subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_the_pth_line_runs_the_bytecode_by_its_path(tmp_path: Path) -> None:
+    """No search of sys.path: the bytecode is run from where install wrote it, and the
+    torchguard package is not imported."""
+    result = start_with(hooked_site(tmp_path))
+    assert result.stdout.split() == ["1", "False", "pyc"], result.stderr
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("damage", ["another python", "garbage", "moved"])
+def test_bytecode_that_cannot_be_run_falls_back_to_the_import(tmp_path: Path, damage: str) -> None:
+    """Bytecode of another Python (its magic number), damaged, or a folder moved since
+    install (the path in the line is gone): the module is imported instead, silently."""
+    import importlib.util
+    import shutil
+
+    from torchguard._hook import boot_module
+
+    site_dir = hooked_site(tmp_path)
+    compiled = Path(importlib.util.cache_from_source(str(boot_module(site_dir))))
+    if damage == "another python":
+        data = compiled.read_bytes()
+        compiled.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])
+    elif damage == "garbage":
+        compiled.write_bytes(compiled.read_bytes()[:16] + b"\x00garbage")
+    else:
+        site_dir = Path(shutil.move(str(site_dir), str(tmp_path / "moved-site")))
+    result = start_with(site_dir)
+    assert result.stderr == ""
+    if damage == "garbage":  # the import meets the same bytecode: Python starts, unguarded
+        assert result.stdout.split() == ["0", "False", "None"], result.stdout
+    else:
+        assert result.stdout.split() == ["1", "False", "py"], result.stdout

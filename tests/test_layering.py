@@ -1,8 +1,11 @@
 """The house rules: data flows one way through torchguard's packages.
 
 Each module's imports (module level and inside functions alike) are read with ``ast``; a module
-may import its own package and any lower floor, never a higher one. A second platform adds
-rooms on the same floors (``_binary/elf``; ``_platforms/linux`` beside ``_platforms/windows``).
+may import its own package and any lower floor, never a higher one. Each platform is a room
+under ``_platforms/`` (``linux`` beside ``windows``): a platform room never imports another's,
+and the neutral rooms (``_facts``, ``_binary``, ``_report``) import none. The top of the
+package holds only the public face, the boot files, the version and rooms: at most 12 entries.
+Each rule is a function of names, and a planted violation shows it can fail.
 """
 
 from __future__ import annotations
@@ -81,18 +84,35 @@ def _calls_open(path: Path) -> bool:
     )
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
-def test_no_import_runs_up_a_floor(path: Path) -> None:
-    here = _room(_dotted(path))
-    for name in _imports(path):
+def _upward(here: str, names: list[str]) -> list[str]:
+    """The imports among ``names`` that a module of room ``here`` makes to a higher floor."""
+    found = []
+    for name in names:
         if not name.startswith("torchguard.") or name == "torchguard.__version__":
             continue
         there = _room(name)
         if there.startswith("__") and there not in {"__init__", "__main__"}:
             continue  # a dunder attribute of the package, e.g. __all__
-        assert _floor(there) <= _floor(here), (
-            f"{_dotted(path)} (floor {_floor(here)}) imports {name} (floor {_floor(there)})"
-        )
+        if _floor(there) > _floor(here):
+            found.append(name)
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
+def test_no_import_runs_up_a_floor(path: Path) -> None:
+    here = _room(_dotted(path))
+    upward = _upward(here, _imports(path))
+    assert upward == [], f"{_dotted(path)} (floor {_floor(here)}) imports {upward}"
+
+
+def test_a_planted_upward_import_is_caught() -> None:
+    """The report's renderer once asked the Windows console for colour (now the front
+    doors' ``_frontends.colour``): that arrow runs up from the report to a platform."""
+    planted = ["torchguard._platforms.windows.live", "torchguard._binary.demangle"]
+    assert _upward("_report", planted) == ["torchguard._platforms.windows.live"]
+    assert _upward("_binary", ["torchguard._report.report"]) == ["torchguard._report.report"]
+    assert _upward("_rules", ["torchguard._frontends.pipeline"]) == ["torchguard._frontends.pipeline"]
+    assert _upward("_frontends", planted) == []
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
@@ -119,21 +139,34 @@ def test_binary_formats_import_only_the_vocabulary() -> None:
                 ), f"{_dotted(path)} imports {name}"
 
 
-PLATFORM_ROOMS = frozenset({"_platforms.windows", "_platforms.linux"})
+#: Each folder under ``torchguard/_platforms/`` is one platform's room (a third platform is
+#: one more folder); the neutral rooms serve every platform.
 NEUTRAL_ROOMS = frozenset({"_version", "_facts", "_binary", "_report", "_platforms"})
+
+
+def _is_platform(room: str) -> bool:
+    return room.startswith("_platforms.")
+
+
+def test_the_platform_rooms_are_windows_and_linux() -> None:
+    found = {_room(_dotted(path)) for path in _modules()}
+    assert {room for room in found if _is_platform(room)} == {
+        "_platforms.windows",
+        "_platforms.linux",
+    }
 
 
 def _platform_arrows(here: str, names: list[str]) -> list[str]:
     """The rooms a module of room ``here`` must not import among ``names``: a platform room
     never imports another platform's, a neutral room imports no platform room; facts both
     platforms need live in a neutral room (``_facts``), not in one of them."""
-    if here in PLATFORM_ROOMS:
-        forbidden = PLATFORM_ROOMS - {here}
-    elif here in NEUTRAL_ROOMS:
-        forbidden = PLATFORM_ROOMS
-    else:
+    if not _is_platform(here) and here not in NEUTRAL_ROOMS:
         return []
-    return [n for n in names if n.startswith("torchguard.") and _room(n) in forbidden]
+    return [
+        n
+        for n in names
+        if n.startswith("torchguard.") and _is_platform(_room(n)) and _room(n) != here
+    ]
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
@@ -147,7 +180,12 @@ def test_a_planted_platform_arrow_is_caught() -> None:
     planted = ["torchguard._platforms.windows.gpus", "torchguard._facts.gpus"]
     assert _platform_arrows("_platforms.linux", planted) == ["torchguard._platforms.windows.gpus"]
     assert _platform_arrows("_facts", planted) == ["torchguard._platforms.windows.gpus"]
+    assert _platform_arrows("_report", planted) == ["torchguard._platforms.windows.gpus"]
+    assert _platform_arrows("_platforms.windows", ["torchguard._platforms.linux.ldso"]) == [
+        "torchguard._platforms.linux.ldso"
+    ]
     assert _platform_arrows("_platforms.windows", planted) == []
+    assert _platform_arrows("_platforms.rocm", planted) == ["torchguard._platforms.windows.gpus"]
     assert _platform_arrows("_rules", planted) == []
 
 
@@ -180,6 +218,48 @@ def test_rules_never_touch_files() -> None:
         roots = {name.split(".")[0] for name in _imports(path)}
         assert not roots & FILE_APIS, f"{_dotted(path)} imports {sorted(roots & FILE_APIS)}"
         assert not _calls_open(path), f"{_dotted(path)} opens a file itself"
+
+
+#: What may stand at the top of the package: the public face, ``python -m torchguard``, the
+#: start-up watcher (``_boot``: the ``.start`` file's target) and the guard it calls (``_hook``:
+#: installed boot copies of earlier releases import ``torchguard._hook.run_guard``), the
+#: version and the typing marker. Everything else lives in a room.
+TOP_FILES = frozenset({"__init__.py", "__main__.py", "_boot.py", "_hook.py", "_version.py", "py.typed"})
+MAX_TOP_ENTRIES = 12
+
+
+def _top_level_faults(entries: list[str], folders: set[str]) -> list[str]:
+    """What is wrong with a package top level of ``entries`` (``folders``: those that are
+    folders): a loose module, a folder on no floor, or more than :data:`MAX_TOP_ENTRIES`."""
+    faults = [e for e in entries if e not in folders and e not in TOP_FILES]
+    for folder in sorted(folders):
+        if not any(folder in rooms for rooms in FLOORS):
+            faults.append(f"{folder}/ is on no floor")
+    if len(entries) > MAX_TOP_ENTRIES:
+        faults.append(f"{len(entries)} entries, at most {MAX_TOP_ENTRIES}")
+    return faults
+
+
+def _top_level() -> tuple[list[str], set[str]]:
+    entries = sorted(
+        p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.startswith(".")
+    )
+    return entries, {e for e in entries if (PACKAGE / e).is_dir()}
+
+
+def test_the_top_level_holds_only_the_face_the_boot_files_and_rooms() -> None:
+    entries, folders = _top_level()
+    assert _top_level_faults(entries, folders) == [], entries
+
+
+def test_a_planted_top_level_module_or_room_is_caught() -> None:
+    entries, folders = _top_level()
+    assert _top_level_faults([*entries, "_api.py"], folders)[0] == "_api.py"
+    assert "_model/ is on no floor" in _top_level_faults([*entries, "_model"], {*folders, "_model"})
+    crowded = [*entries, *(f"_room{i}" for i in range(MAX_TOP_ENTRIES - len(entries) + 1))]
+    assert _top_level_faults(crowded, {*folders, *crowded} - TOP_FILES) == [
+        f"_room{i}/ is on no floor" for i in range(MAX_TOP_ENTRIES - len(entries) + 1)
+    ] + [f"{MAX_TOP_ENTRIES + 1} entries, at most {MAX_TOP_ENTRIES}"]
 
 
 def test_every_package_folder_is_on_a_floor() -> None:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._frontends.pipeline.linux import environment
 from torchguard._platforms.linux.files import PosixFiles
 from torchguard._platforms.linux.hwcaps import glibc_version
 from torchguard._platforms.linux.ldso import CORRUPT, SYMBOL, VERSION, DlopenResult, Ldso
+from torchguard._platforms.linux.locate import environment
 from torchguard._platforms.linux.maps import read_maps
 from torchguard._platforms.linux.system import LinuxSystem, live_linux
 
@@ -328,7 +328,7 @@ ctypes.CDLL({provider!r}, mode={mode})
 from torchguard._platforms.linux.files import PosixFiles
 from torchguard._platforms.linux.system import live_linux
 from torchguard._platforms.linux.ldso import Ldso
-from torchguard._frontends.pipeline.linux import environment
+from torchguard._platforms.linux.locate import environment
 system = live_linux(None)
 ldso = Ldso(PosixFiles(), environment(system))
 ldso.start(system.executable, system.mapped)

@@ -5,6 +5,8 @@ Fake system roots and built ELF files; nothing is loaded."""
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from torchguard._facts.cuda_builds import (
     format_linux_driver,
     linux_minimum_driver,
 )
-from torchguard._frontends.pipeline.linux import analyze_linux
+from torchguard._frontends.pipeline import analyze_linux
 from torchguard._platforms.linux.cache import LinuxCache
 from torchguard._platforms.linux.nvidia import nvidia_on_pci
 from torchguard._platforms.linux.system import LinuxSystem, offline_linux
@@ -34,6 +36,7 @@ TRIPLET = "usr/lib/x86_64-linux-gnu"
 
 #: What a driver's libcuda.so.1 offers cudart: its entry points come through cuGetProcAddress.
 DRIVER_API = ["cuInit", "cuGetProcAddress_v2"]
+
 
 def root_with_driver(tmp: Path, version: str | None, *, libcuda: bool = True) -> Path:
     """A system root whose kernel runs NVIDIA driver ``version`` (None: no driver), with the
@@ -249,14 +252,25 @@ def test_wsl_host_driver_is_read_once_per_file_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from torchguard._binary.pe import image
-    from torchguard._frontends.pipeline import linux as pipeline
+    from torchguard._platforms.linux import cached as pipeline
 
     root = wsl_root(tmp_path)
     host_driver(root, "nv_dispi.inf_amd64_1", (31, 0, 15, 5161))
     wsl_lib = str(root / "usr/lib/wsl/lib")
     system = system_on(tmp_path, root, ld_library_path=(wsl_lib,))
+    assert system.host_driver_store is not None
+    # the store's state is remembered only once it is RACY seconds old (an installer may
+    # still be writing it): a store changed just now is listed again by the next run
     cache = LinuxCache(tmp_path / "cache")
     assert codes(system, cache) == ["cuda-driver-too-old"]
+    listed: list[str] = []
+    real_listing = pipeline.driver_store_dlls
+    monkeypatch.setattr(pipeline, "driver_store_dlls", lambda s: listed.append(s) or real_listing(s))
+    assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-too-old"]
+    assert listed == [system.host_driver_store]
+    long_ago = time.time() - 3600
+    os.utime(system.host_driver_store, (long_ago, long_ago))
+    assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-too-old"]
 
     def no_read(source: object) -> object:
         raise AssertionError("DLL read on a warm run")
@@ -304,6 +318,42 @@ def test_a_gpu_the_fatbin_has_no_kernels_for(tmp_path: Path) -> None:
     assert codes(system_on(tmp_path, root, gpus=("NVIDIA GeForce RTX 5090",))) == []
 
 
+def test_linux_hints_pin_torchvision_and_name_the_newest_build(tmp_path: Path) -> None:
+    """A GTX 1080 under torch 2.9.1+cu128 (Volta and newer): 2.9.1's cu126 build with the
+    installed torchvision kept, and the newest build for sm_61 (what `check --gpu` answers)
+    with the torchvision made for it."""
+    from test_linux_import import _dist
+
+    site = torch_site(tmp_path)
+    with_kernels(site, *(entry(2, arch, b"k" * 16) for arch in (70, 75, 80, 86, 90, 100, 120)))
+    _dist(site, "torchvision", "0.24.1", "2.9.1")
+    root = root_with_driver(tmp_path, "580.82.07")
+    (finding,) = analyze_linux(
+        system_on(tmp_path, root, gpus=("NVIDIA GeForce GTX 1080",))
+    ).findings
+    assert finding.code == "gpu-arch-unsupported"
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith(
+            "torch==2.9.1 torchvision==0.24.1 --index-url https://download.pytorch.org/whl/cu126"
+        )
+    )
+    assert "or the newest torch for sm_61" in finding.hints[1].summary
+    assert (
+        finding.hints[1]
+        .commands[0]
+        .endswith(
+            "torch==2.14.1 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cu126"
+        )
+    )
+    # doctor's hint and check's answer are one choice, word for word in the command
+    from torchguard._frontends.gpu_answer import answer
+
+    said = answer(["NVIDIA GeForce GTX 1080"], None, None, ["torch", "torchvision"], linux=True)
+    assert said is not None and said.command == finding.hints[1].commands[0]
+
+
 def test_a_warm_run_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = torch_site(tmp_path)
     with_kernels(site, *SM_80_86_90)
@@ -315,7 +365,7 @@ def test_a_warm_run_reads_no_fatbin(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def no_read(path: object) -> None:
         raise AssertionError(f"read {path} on a warm run")
 
-    monkeypatch.setattr("torchguard._frontends.pipeline.linux.read_fatbin_archs", no_read)
+    monkeypatch.setattr("torchguard._platforms.linux.cached.read_fatbin_archs", no_read)
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["gpu-arch-unsupported"]
 
 
@@ -367,7 +417,7 @@ def test_the_pci_bus_is_read_once_per_boot(tmp_path: Path, monkeypatch: pytest.M
     def no_read(root: str) -> bool:
         raise AssertionError("sysfs read on a warm run")
 
-    monkeypatch.setattr("torchguard._frontends.pipeline.linux.nvidia_on_pci", no_read)
+    monkeypatch.setattr("torchguard._platforms.linux.cached.nvidia_on_pci", no_read)
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-missing"]
     (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text("b-2\n")
     with pytest.raises(AssertionError, match="sysfs read"):

@@ -13,7 +13,7 @@ import pytest
 from linux_elf import write_so
 
 import torchguard
-from torchguard._frontends.pipeline.linux import analyze_linux
+from torchguard._frontends.pipeline import analyze_linux
 from torchguard._platforms.linux.preload import parse_plan
 from torchguard._platforms.linux.system import offline_linux
 
@@ -410,7 +410,21 @@ def test_a_cpu_build_where_the_driver_lists_a_gpu_is_a_warning(tmp_path: Path) -
     assert gpus == ("NVIDIA GeForce RTX 4090",)
     (warning,) = analyze_linux(replace(system, gpus=gpus)).findings
     assert warning.code == "cpu-build-on-gpu" and "RTX 4090" in warning.message
-    assert warning.hints[0].commands == ("python -m pip install --force-reinstall torch==2.9.1",)
+    # a build of this release with sm_89 kernels, then the newest build for it
+    assert warning.hints[0].commands == (
+        "python -m pip install --force-reinstall torch==2.9.1 "
+        "--index-url https://download.pytorch.org/whl/cu130",
+    )
+    assert "or the newest torch for sm_89" in warning.hints[1].summary
+    unknown = analyze_linux(replace(system, gpus=("Some Future GPU",))).findings
+    assert unknown[0].hints[0].commands == ("python -m pip install --force-reinstall torch==2.9.1",)
+    pascal = analyze_linux(replace(system, gpus=("NVIDIA GeForce GTX 1080",))).findings
+    assert (
+        pascal[0]
+        .hints[0]
+        .commands[0]
+        .endswith("torch==2.9.1 --index-url https://download.pytorch.org/whl/cu126")
+    )
 
 
 # The 2.14 shape: the success path preloads the whole list best-effort (``required=False``).

@@ -22,7 +22,7 @@ from torchguard._binary.elf.strings import (
     read_dlopen_stems,
     scan_stems,
 )
-from torchguard._frontends.pipeline.linux import analyze_linux
+from torchguard._frontends.pipeline import analyze_linux
 from torchguard._platforms.linux.cache import LinuxCache
 from torchguard._platforms.linux.system import offline_linux
 
@@ -167,7 +167,7 @@ def test_the_bare_stem_is_the_last_resort(tmp_path: Path) -> None:
 
 
 def test_a_warm_run_reads_no_stems(tmp_path: Path, monkeypatch: object) -> None:
-    import torchguard._frontends.pipeline.linux as pipeline
+    import torchguard._platforms.linux.cached as pipeline
 
     site = cudnn_site(tmp_path)
     cache = LinuxCache(tmp_path / "cache")
@@ -201,7 +201,7 @@ def test_a_dispatcher_unreadable_now_is_read_again_next_run(
 ) -> None:
     """Access denied or an I/O error says nothing about the file: its stems are not cached
     as "none", so the next run reads them and finds the late loads."""
-    import torchguard._frontends.pipeline.linux as pipeline
+    import torchguard._platforms.linux.cached as pipeline
     from torchguard._binary.elf import ElfUnreadable
 
     site = cudnn_site(tmp_path)
@@ -238,7 +238,7 @@ def test_reading_an_unopenable_dispatcher_is_unreadable_not_damage(tmp_path: Pat
 def _versions(monkeypatch: pytest.MonkeyPatch, versions: dict[str, str]) -> None:
     """The cuDNN version word of the files named (the fixtures' builder writes no data
     objects; the reader itself is checked on the real files in the real-loader tier)."""
-    import torchguard._frontends.pipeline.linux as pipeline
+    import torchguard._platforms.linux.cached as pipeline
 
     def with_version(path: str, family: str) -> DlopenFacts:
         found = read_dlopen_facts(path, family)

@@ -271,7 +271,7 @@ def test_the_real_kernels_against_named_gpus(
     def no_read(path: object) -> None:
         raise AssertionError(f"read {path} on a warm run")
 
-    monkeypatch.setattr("torchguard._frontends.pipeline.linux.read_fatbin_archs", no_read)
+    monkeypatch.setattr("torchguard._platforms.linux.cached.read_fatbin_archs", no_read)
     again = torchguard.scan([base_site], gpus=gpus)
     assert [f.code for f in again.findings] == ["gpu-arch-unsupported"]
     # a CUDA 12.2 driver starts the cu126 build through minor-version compatibility

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 import types
 from pathlib import Path
 
@@ -620,3 +622,138 @@ def test_a_second_environment_with_the_same_distribution_gets_its_own_paths(
         )
         seen[env] = {brief.path for brief in _briefs(binaries, files)}
     assert seen["B"] and all(path.startswith("C:\\B\\") for path in seen["B"]), seen
+
+
+# -- warm runs: what a distribution's cached summary holds ------------------------------------
+def aged(root: Path, seconds: float = 3600.0) -> Path:
+    """Date everything under ``root`` ``seconds`` ago: an install that settled."""
+    when = time.time() - seconds
+    for item in [*root.rglob("*"), root]:
+        os.utime(item, (when, when))
+    return root
+
+
+def plain_dists(count: int) -> list[dict[str, bytes]]:
+    """Distributions of ordinary extensions and DLLs: no OpenMP runtime, no user of one."""
+    return [
+        companion(
+            f"plain{index}",
+            "1.0",
+            {
+                f"plain{index}/_ext.cp311-win_amd64.pyd": build_pe(["helper.dll", *KERNEL]),
+                f"plain{index}/helper.dll": build_pe(list(KERNEL)),
+            },
+            {},
+        )
+        for index in range(count)
+    ]
+
+
+def llvm_runtime() -> bytes:
+    return build_pe(
+        list(KERNEL), exports=["omp_get_max_threads", DEFAULT_SYMBOL], strings=[REGISTERED]
+    )
+
+
+def spy_on_cache(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the cache entries this process looks up from now on."""
+    from torchguard._binary.cache import FactsCache
+
+    looked: list[str] = []
+    real = FactsCache.found
+
+    def found(self: FactsCache, kind: str, key: str | None) -> object:
+        looked.append(kind)
+        return real(self, kind, key)
+
+    monkeypatch.setattr(FactsCache, "found", found)
+    return looked
+
+
+def test_a_warm_run_reads_no_plain_briefs_and_no_plain_dll(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Binaries that are no runtime and import none stay undecoded on a warm run, and their
+    DLLs are judged by their folders' states, not one identity each."""
+    from torchguard._platforms.windows import binaries as _binaries
+
+    root = aged(site(tmp_path, fake_torch, *plain_dists(12)))
+    cold = torchguard.scan([root], system32=[runtime_dir])
+    torchguard.scan([root], system32=[runtime_dir])
+    looked = spy_on_cache(monkeypatch)
+    identities: list[str] = []
+    real = _binaries._identity
+
+    def identity(tree: object, path: str) -> object:
+        identities.append(path)
+        return real(tree, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_binaries, "_identity", identity)
+    warm = torchguard.scan([root], system32=[runtime_dir])
+    assert warm.findings == cold.findings
+    assert looked.count("openmp-dist-v2") == 12 and "openmp-dist-rest" not in looked
+    assert not [p for p in identities if "plain" in p.lower()], identities
+
+
+def test_a_user_in_another_distribution_is_found_on_a_warm_run(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain binary importing a runtime another distribution ships: its briefs are read
+    from the cache when that runtime is there, and the warm answer is the cold one."""
+    runtime = companion("llvm-omp", "1.0", {"llvm_omp/libomp.dll": llvm_runtime()}, {})
+    user = companion(
+        "uses-omp",
+        "1.0",
+        {"uses_omp/_c.cp311-win_amd64.pyd": build_pe(["libomp.dll", *KERNEL])},
+        {},
+    )
+    root = aged(site(tmp_path, fake_torch, runtime, user, *plain_dists(3)))
+    cold = torchguard.scan([root], system32=[runtime_dir])
+    assert [f.package for f in openmp(cold)] == ["uses-omp"]
+    looked = spy_on_cache(monkeypatch)
+    for _ in range(2):
+        warm = torchguard.scan([root], system32=[runtime_dir])
+        assert warm.findings == cold.findings
+    assert looked.count("openmp-dist-rest") == 2  # the user's distribution's only
+
+
+def test_a_user_whose_cached_briefs_were_dropped_is_read_again(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    import json
+
+    from torchguard._binary.cache import scope_file
+
+    root = aged(site(tmp_path, fake_torch, faiss_like(llvm_runtime())))
+    cold = torchguard.scan([root], system32=[runtime_dir])
+    assert len(openmp(cold)) == 1
+    cache = user_cache()
+    torchguard.scan([root], system32=[runtime_dir])
+    folder = scope_file(cache.directory, "x").parent  # type: ignore[arg-type]
+    dropped = 0
+    for path in folder.glob("*.json"):
+        document = json.loads(path.read_text())
+        kept = {
+            k: v for k, v in document["entries"].items() if not k.startswith("openmp-dist-rest")
+        }
+        dropped += len(document["entries"]) - len(kept)
+        document["entries"] = kept
+        path.write_text(json.dumps(document))
+    assert dropped == 1
+    assert torchguard.scan([root], system32=[runtime_dir]).findings == cold.findings
+
+
+def test_a_dll_replaced_by_an_installer_is_seen_on_a_warm_run(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """An installer (or a user's copy tool) that removes a file and writes a new one changes
+    its folder: the plain DLL that became a runtime is read again, RECORD unchanged."""
+    files = faiss_like(build_pe(list(KERNEL)))  # libomp-a1b2c3d4.dll: no runtime yet
+    root = aged(site(tmp_path, fake_torch, files))
+    assert openmp(torchguard.scan([root], system32=[runtime_dir])) == []
+    assert openmp(torchguard.scan([root], system32=[runtime_dir])) == []
+    dll = root / "faiss_cpu.libs" / "libomp-a1b2c3d4.dll"
+    dll.unlink()
+    dll.write_bytes(llvm_runtime())
+    aged(dll.parent, seconds=1800)  # settled, but at another time than the cached state
+    assert len(openmp(torchguard.scan([root], system32=[runtime_dir]))) == 1

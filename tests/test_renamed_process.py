@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from linux_elf import write_so
 
-from torchguard._frontends.pipeline.linux import environment
 from torchguard._platforms.linux.files import PosixFiles
 from torchguard._platforms.linux.hwcaps import glibc_version
 from torchguard._platforms.linux.ldso import Ldso
+from torchguard._platforms.linux.locate import environment
 from torchguard._platforms.linux.process import intact
 from torchguard._platforms.linux.searchlist import library_path_of
 from torchguard._platforms.linux.system import offline_linux
@@ -150,7 +150,7 @@ from torchguard._platforms.linux.files import PosixFiles
 from torchguard._platforms.linux.system import live_linux
 import torchguard._platforms.linux.system as system_module
 from torchguard._platforms.linux.ldso import Ldso
-from torchguard._frontends.pipeline.linux import environment
+from torchguard._platforms.linux.locate import environment
 
 clobber({how!r})
 if {blind!r}:  # ld.so cannot be asked, and the program changed its os.environ since

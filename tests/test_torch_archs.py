@@ -165,7 +165,7 @@ def _uv_pick(driver: tuple[int, int]) -> tuple[str, tuple[int, int]]:
 
 
 def test_readme_gpu_table_matches_the_tables() -> None:
-    from torchguard._facts.torch_archs import newest_build
+    from torchguard._facts.gpu_pick import newest_build
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     block = readme.split("<!-- gpu-table -->\n")[1].split("<!-- /gpu-table -->")[0]

@@ -40,15 +40,36 @@ def watcher_source() -> str:
     return inspect.getsource(_boot) + "\nactivate()\n"
 
 
-def pth_line() -> str:
-    """The ``.pth`` line: import the start-up module, silently doing nothing if it fails.
+def pth_line(directory: Path | None = None) -> str:
+    """The ``.pth`` line: run the start-up module, silently doing nothing if it fails.
 
     ``site`` executes ``.pth`` lines that start with ``import``. The module is a copy of
-    ``_boot`` beside the ``.pth`` file, byte-compiled at install: each start loads its cached
-    bytecode instead of compiling the watcher's source (importing ``torchguard._boot`` would
-    import the torchguard package too). A missing or damaged copy must not break Python.
+    ``_boot`` beside the ``.pth`` file, byte-compiled at install (importing
+    ``torchguard._boot`` would import the torchguard package too). Given the ``directory``
+    it is written to, the line runs that bytecode by its full path (``marshal``, already
+    loaded): no search of ``sys.path`` (whose site-packages listing can hold a thousand
+    names), no compile. A bytecode file that is missing, of another Python (its name carries
+    the interpreter's cache tag, its header the magic number) or damaged falls back to
+    ``import``, which finds the copy wherever the folder now is; a failure of that must not
+    break Python either.
     """
-    return f'import sys; exec("try:\\n import {BOOT_MODULE}\\nexcept Exception:\\n pass")\n'
+    fallback = f"try:\n import {BOOT_MODULE}\nexcept Exception:\n pass\n"
+    if directory is None:
+        return f"import sys; exec({fallback!r})\n"
+    stem = ascii(f"{directory.resolve() / '__pycache__' / BOOT_MODULE}.")  # the .pth's encoding
+    direct = (
+        "try:\n"
+        " import marshal\n"
+        " from _frozen_importlib_external import MAGIC_NUMBER\n"
+        f" with open({stem}+sys.implementation.cache_tag+'.pyc','rb') as f: b=f.read()\n"
+        " if b[:4]!=MAGIC_NUMBER: raise ImportError\n"
+        f" m=type(sys)({BOOT_MODULE!r}); m.__file__=f.name; sys.modules[m.__name__]=m\n"
+        " exec(marshal.loads(memoryview(b)[16:]),m.__dict__)\n"
+        "except Exception:\n"
+        f" sys.modules.pop({BOOT_MODULE!r},None)\n"
+        + "".join(f" {line}\n" for line in fallback.splitlines())
+    )
+    return f"import sys; exec({direct!r})\n"
 
 
 def mode() -> Mode:
@@ -233,7 +254,7 @@ def write_hook_files(directory: Path) -> list[Path]:
     module = boot_module(directory)
     _replace(module, watcher_source())
     py_compile.compile(str(module), doraise=True)  # written even under PYTHONDONTWRITEBYTECODE
-    for path, content in ((start, START_LINE), (pth, pth_line())):
+    for path, content in ((start, START_LINE), (pth, pth_line(directory))):
         _replace(path, content)
     return [pth, start, module]
 

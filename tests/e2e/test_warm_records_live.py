@@ -24,7 +24,7 @@ PURE = 40
 #: (all of them, and those of the step that remembers RECORD summaries).
 WARM = """
 import json, torchguard
-from torchguard._frontends import pipeline as _pipeline
+from torchguard._frontends.pipeline import windows as _pipeline
 from torchguard._platforms.windows import tree as _tree
 torchguard.diagnose()
 reads, remembered, inside = [], [], []

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchguard._facts.cuda_builds import RELEASES, Release, minimum_driver
 from torchguard._facts.gpus import Capability, cuda_can_build
 
 Series = tuple[int, int]
@@ -150,21 +149,4 @@ def carries_kernels(version: str, cuda: Cuda, capability: Capability) -> bool:
     return cuda_can_build(cuda, capability)
 
 
-def newest_build(
-    capability: Capability, driver: tuple[int, int] | None
-) -> tuple[Release, Cuda] | None:
-    """The newest (release, CUDA variant) with kernels for the GPU whose minimum Windows driver
-    ``driver`` meets (any driver when None): what to install for this GPU today."""
-    for row in reversed(RELEASES):
-        fitting = [
-            v
-            for v in row.variants
-            if carries_kernels(row.releases[-1], v, capability)
-            and (driver is None or (minimum_driver(v) or (10**6, 0)) <= driver)
-        ]
-        if fitting:
-            return row, max(fitting)
-    return None
-
-
-__all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels", "newest_build"]
+__all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels"]

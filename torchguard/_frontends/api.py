@@ -60,7 +60,7 @@ def _reentered() -> Report:
 def _non_windows() -> Report:
     """Off Windows there is no DLL work: only say where torch is, or that it is missing."""
     from torchguard._facts.interpreter import torch_package_dir
-    from torchguard._frontends.pipeline import torch_not_found
+    from torchguard._frontends.pipeline.windows import torch_not_found
     from torchguard._platforms.windows.dists import importlib_metadata
     from torchguard._rules.hints import HintContext
 
@@ -76,7 +76,7 @@ def _non_windows() -> Report:
 
 def _live_linux_report() -> Report:
     from torchguard._facts.interpreter import torch_package_dir
-    from torchguard._frontends.pipeline.linux import analyze_linux, linux_cache
+    from torchguard._frontends.pipeline import analyze_linux, linux_cache
     from torchguard._platforms.linux.system import live_linux
 
     return analyze_linux(live_linux(torch_package_dir()), cache=linux_cache())
@@ -285,7 +285,7 @@ def _scan_linux(
     import tempfile
     import zipfile
 
-    from torchguard._frontends.pipeline.linux import analyze_linux, linux_cache
+    from torchguard._frontends.pipeline import analyze_linux, linux_cache
     from torchguard._platforms.linux.system import offline_linux
     from torchguard._platforms.linux.targets import is_pure_wheel
     from torchguard._platforms.linux.wheel_files import lay_out_wheels

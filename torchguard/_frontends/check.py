@@ -47,6 +47,8 @@ class Check:
     """What pip resolved: requirement files read in, unchecked requirements left out."""
     unchecked: tuple[Unchecked, ...] = ()
     index_problems: tuple[IndexProblem, ...] = ()
+    gpu_answer: dict[str, object] | None = None
+    """With ``--gpu``: the newest build for the GPU (:mod:`.gpu_answer`)."""
 
     @property
     def wheel_names(self) -> list[str]:
@@ -66,6 +68,7 @@ class Check:
             "fix": self.fix,
             "unchecked": [u.to_dict() for u in self.unchecked],
             "index_problems": [p.to_dict() for p in self.index_problems],
+            "gpu_answer": self.gpu_answer,
         }
 
 
@@ -119,6 +122,7 @@ def check(
         tuple(gpus),
         driver_cuda,
         timeout,
+        verify_kernels=verify_fix,
     )
     if verify_fix:
         from torchguard._frontends.verify import verify_fix as verify
@@ -155,6 +159,8 @@ def _run(
     gpus: tuple[str, ...],
     cuda: tuple[int, int] | None,
     timeout: float,
+    *,
+    verify_kernels: bool = False,
 ) -> Check:
     from torchguard._binary.cache import user_cache
     from torchguard._frontends.download import fetch
@@ -166,7 +172,10 @@ def _run(
 
     given = read_requirements(requirements)
     problems, index_urls, arguments = _reachable_indexes(given, index_urls, bar)
-    unchecked = [f"not checked: {u.requirement} ({u.where}): {u.why}" for u in given.unchecked]
+    if problems:
+        arguments, local_builds = given.without_local_builds(arguments, problem_urls(problems))
+        given.unchecked += local_builds
+    unchecked = unchecked_lines(given.unchecked)
     if not any(not a.startswith("-") for a in arguments):
         raise CheckError(
             ["no requirement left to resolve", *unchecked] if unchecked else "no requirement given"
@@ -176,6 +185,7 @@ def _run(
         planned, reused = _resolve_from_sources(
             arguments,
             built,
+            given,
             python=version,
             index_urls=index_urls,
             memo_dir=cache,
@@ -186,12 +196,17 @@ def _run(
         if not any(p.name.lower() == "torch" for p in planned):
             names = ", ".join(p.filename for p in planned) or "nothing"
             raise CheckError(
-                [f"these requirements install no torch (pip resolved {names})", *unchecked]
+                [
+                    f"these requirements install no torch (pip resolved {names})",
+                    *unchecked_lines(given.unchecked),
+                ]
             )
         binary = [p for p in planned if not p.pure and not p.source]
         fetched = fetch(binary, cache, version, bar)
     except PipFailure as exc:
+        unchecked = unchecked_lines(given.unchecked)
         raise CheckError([*exc.lines, *unchecked, *problem_lines(problems)], exc.kind) from None
+    unchecked = unchecked_lines(given.unchecked)
     bar.show(f"reading {len(fetched.paths)} wheel(s)...", force=True)
     assumed = assumed_system32(clean_windows)
     try:
@@ -199,6 +214,7 @@ def _run(
             fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
         )
         system.python_cmd = install_python(version, given.files)
+        python_cmd = system.python_cmd
         try:
             report = analyze(system, cache=user_cache())
         finally:
@@ -227,6 +243,22 @@ def _run(
         *problem_lines(problems),
     ]
     notes += _cpu_build_note(report, gpus, cuda, planned)
+    from torchguard._frontends.gpu_answer import answer
+
+    python = tuple(int(p) for p in version.split(".")[:2])
+    gpu = answer(gpus, cuda, (python[0], python[1]), [p.name for p in planned], python_cmd)
+    notes += gpu.lines if gpu else ()
+    gpu_answer = gpu.to_dict() if gpu else None
+    if verify_kernels and gpu is not None and gpu.pick is not None and gpu.command:
+        from torchguard._frontends.remote_kernels import verify_kernels as read_kernels
+
+        bar.show(f"reading the kernels of torch {gpu.pick.label}...", force=True)
+        verdict = read_kernels(gpu.pick, gpu.capabilities, gpu.command, cache=cache)
+        bar.clear()
+        notes.append(verdict.line)
+        if gpu_answer is not None:
+            gpu_answer["kernels_verified"] = verdict.verified
+            gpu_answer["kernels_verdict"] = verdict.line
     return Check(
         tuple(requirements),
         version,
@@ -242,15 +274,18 @@ def _run(
         arguments=tuple(arguments),
         unchecked=tuple(given.unchecked),
         index_problems=tuple(problems),
+        gpu_answer=gpu_answer,
     )
 
 
 def _resolve_from_sources(
-    arguments: list[str], built: list[str], **options: Any
+    arguments: list[str], built: list[str], given: RequirementInput, **options: Any
 ) -> tuple[list[Planned], bool]:
     """pip's resolution, where a release published only as an sdist whose source compiles
-    nothing is resolved from that sdist (pip builds its metadata, as it would when installing);
-    one whose source compiles is named with what in it does. ``built`` gets a line for each."""
+    nothing is resolved from that sdist (pip builds its metadata, as it would when installing;
+    ``built`` gets a line). One whose source compiles is named as not checked, with what in
+    it does (``given.unchecked``): a requirement of the user's is left out, a dependency is
+    resolved from its source so that what it depends on is still checked."""
     from tarfile import TarError
     from zipfile import BadZipFile
 
@@ -265,9 +300,46 @@ def _resolve_from_sources(
         except InvalidRequirement:
             return None
 
+    import time
+
+    from torchguard._frontends import source_memo
+
+    memo = source_memo.memo_path(
+        options.get("memo_dir"), arguments, str(options["python"]), options.get("index_urls", ())
+    )
+    built_before, unchecked_before = len(built), len(given.unchecked)
+    learnt = source_memo.recall(memo)
+    if learnt is not None:  # what the last check of this input found out, without pip's runs
+        arguments = learnt.arguments
+        built += learnt.built
+        given.unchecked += learnt.unchecked
+    original = list(arguments)
+
+    def learnt_now(planned: tuple[list[Planned], bool]) -> tuple[list[Planned], bool]:
+        if arguments != original:
+            source_memo.remember(
+                memo,
+                source_memo.Learnt(
+                    arguments, built[built_before:], given.unchecked[unchecked_before:]
+                ),
+            )
+        return planned
+
+    budget = float(options["timeout"])  # all of pip's runs together: one bound, not one each
+    started = time.monotonic()
     for _ in range(10):
+        left = budget - (time.monotonic() - started)
+        if left <= 0:
+            raise PipFailure(
+                [
+                    f"pip did not finish resolving within {budget:.0f} s and was stopped (each "
+                    "source-only release it met cost one more resolution)",
+                    "give it longer: --resolve-timeout SECONDS",
+                ],
+                "timeout",
+            )
         try:
-            return resolve(arguments, **options)
+            return learnt_now(resolve(arguments, **{**options, "timeout": left}))
         except PipFailure as exc:
             if exc.sdist is None:
                 raise
@@ -281,15 +353,33 @@ def _resolve_from_sources(
                     "cannot tell whether it compiles native code"
                 )
                 raise exc from None
-            if reasons:
-                exc.lines.append(
-                    f"{release} would compile native code on the machine that installs it "
-                    f"({'; '.join(reasons)}): there is no Windows binary to check; its authors "
-                    "may publish wheels on their own index (pass it with --index-url)"
-                )
-                raise exc from None
             wanted = canonicalize_name(name)
+            direct = [a for a in arguments if not a.startswith("-") and project(a) == wanted]
             arguments = [a for a in arguments if a.startswith("-") or project(a) != wanted]
+            if reasons:
+                compiles = (
+                    f"publishes only {sdist.filename}, which compiles native code on the "
+                    f"machine that installs it ({'; '.join(reasons)}): there is no Windows "
+                    "binary to check (its authors may publish wheels on their own index: pass "
+                    "it with --index-url)"
+                )
+                if direct:
+                    why = f"{compiles}; it and what it depends on are not checked"
+                    given.unchecked += [
+                        Unchecked(a, given.places.get(a, "the command line"), why) for a in direct
+                    ]
+                    if not any(not a.startswith("-") for a in arguments):
+                        raise exc from None
+                    continue
+                given.unchecked.append(
+                    Unchecked(
+                        release,
+                        "a dependency",
+                        f"{compiles}; what it depends on is resolved from its source and checked",
+                    )
+                )
+                arguments.append(f"{name} @ {sdist.url}")
+                continue
             arguments.append(f"{name} @ {sdist.url}")
             built.append(
                 f"built from source: {release} publishes only {sdist.filename}, with no C, C++ "
@@ -318,8 +408,16 @@ def _watcher(bar: Progress) -> Status:
     return show
 
 
+def unchecked_lines(unchecked: Sequence[Unchecked]) -> list[str]:
+    return [f"not checked: {u.requirement} ({u.where}): {u.why}" for u in unchecked]
+
+
 def problem_lines(problems: Sequence[IndexProblem]) -> list[str]:
     return [p.line for p in problems]
+
+
+def problem_urls(problems: Sequence[IndexProblem]) -> list[str]:
+    return list(dict.fromkeys(p.url for p in problems))
 
 
 def _reachable_indexes(

@@ -62,9 +62,9 @@ def render_check(check: Check, paint: Paint) -> str:
 
 
 def fold(findings: Sequence[Finding]) -> list[list[Finding]]:
-    """Findings of one cause together: the same code, severity, package and fixes (torchcodec's
-    libtorchcodec_core4..9.dll each missing their FFmpeg DLLs: one cause, not 36 errors); the
-    first stands for the group, the others are listed under it. Order kept."""
+    """Findings of one cause together: the same code, severity, package and fixes (an
+    extension's binaries each missing libraries one install brings: one cause, not one error
+    per DLL); the first stands for the group, the others are listed under it. Order kept."""
     groups: list[list[Finding]] = []
     index: dict[tuple[object, ...], list[Finding]] = {}
     for finding in findings:

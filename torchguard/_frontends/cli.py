@@ -2,6 +2,8 @@
 
 Exit 0 clean, 1 errors found, 2 bad usage, 3 a fault of torchguard's own (one line asking for
 a bug report; ``TORCHGUARD_DEBUG=1`` adds the traceback), 130 interrupted (Ctrl-C).
+``check --env``: 0 nothing would break, 1 something would. ``torchguard pip``: see
+:mod:`.pip_front`.
 """
 
 from __future__ import annotations
@@ -112,7 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("requirements", nargs="+", metavar="REQUIREMENT", help="as for pip")
     check.add_argument(
-        "--python", metavar="X.Y", help="the Windows CPython version (default: this Python's)"
+        "--python",
+        metavar="X.Y",
+        help="the Windows CPython version (default: this Python's); with --env: the "
+        "interpreter (a PATH) whose environment pip would change",
+    )
+    check.add_argument(
+        "--env",
+        action="store_true",
+        help="what would `pip install REQUIREMENT...` change in this environment (or --python "
+        "PATH's), and would torch still work? (Linux)",
     )
     check.add_argument(
         "--index-url",
@@ -136,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _gpu_options(check)
     _output_options(check)
+    guarded = commands.add_parser(
+        "pip",
+        help="pip install, run only when nothing that works today would break "
+        "(torchguard pip install [--force] [--json] [--python PATH] ARGS...)",
+    )
+    guarded.add_argument("pip_arguments", nargs=argparse.REMAINDER, metavar="ARGS")
     cache = commands.add_parser("cache", help="the wheels `check` downloaded: size, or delete them")
     cache.add_argument("action", choices=("info", "clean"))
     cache.add_argument("--cache-dir", metavar="DIR", help="the wheel cache (default: check's)")
@@ -251,7 +268,12 @@ def _internal(exc: BaseException, cause: BaseException | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["pip"]:  # pip's own options follow: argparse must not read them
+        from torchguard._frontends.pip_front import pip_main
+
+        return pip_main(words[1:])
+    args = build_parser().parse_args(words)
     if args.command == "hook":
         return _hook(args.action, args.user)
     if args.command == "explain":
@@ -261,7 +283,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "doctor":
         return _doctor(args)
     if args.command == "check":
-        return _check(args)
+        return _check_env(args) if args.env else _check(args)
     if args.command == "cache":
         from torchguard._frontends.cache_command import cache_command
 
@@ -374,6 +396,44 @@ def _check(args: argparse.Namespace) -> int:
             _quiet_stdout()
         return EXIT_OK if result.report.ok else EXIT_ERRORS
     return _emit(result.report, args, result.notes, {"check": result.to_dict()}, folded)
+
+
+def _check_env(args: argparse.Namespace) -> int:
+    from torchguard._frontends.check import CheckError
+    from torchguard._frontends.env_check import check_env
+
+    arguments = list(args.requirements)
+    for number, url in enumerate(args.index_url):
+        arguments += ["--index-url" if number == 0 else "--extra-index-url", url]
+    try:
+        result = check_env(
+            arguments,
+            python=args.python,
+            cache=args.cache_dir,
+            progress=sys.stderr if sys.stderr.isatty() else None,
+            resolve_timeout=args.resolve_timeout,
+            alternatives=not args.no_verify,
+        )
+    except CheckError as exc:
+        return _usage_error(args, exc.lines, exc.kind)
+    if args.json:
+        text = json.dumps({"check": result.to_dict()}, indent=2)
+    else:
+        from torchguard._frontends.colour import wanted
+        from torchguard._frontends.env_text import render_env
+        from torchguard._report.colour import Paint
+
+        text = render_env(result, Paint(wanted(sys.stdout)))
+    if args.redact:
+        from torchguard._report.markdown import redact
+
+        text = redact(text)
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    return EXIT_OK if result.safe else EXIT_ERRORS
 
 
 def _hook(action: str, user: bool) -> int:

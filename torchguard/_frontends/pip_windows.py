@@ -33,6 +33,38 @@ def windows_markers(python: str) -> dict[str, str]:
     }
 
 
+def lazy_metadata(args: list[str]) -> list[str]:
+    """pip's arguments, with ``--use-feature=fast-deps`` for a dry run where it saves the
+    downloads: an index that serves no separate metadata file (PEP 658) makes pip download
+    each candidate wheel whole (torch's is 100-250 MB, and a backtrack fetches several), where
+    fast-deps reads only its zip directory and METADATA with HTTP range requests (pip falls
+    back to the whole file where a server refuses ranges). Only for a pip whose dry run then
+    downloads nothing more (the wheels' ``set_dist``, pip 25.3 and later): an older pip
+    downloads every wheel after resolving anyway, so the range requests would come on top.
+    ``TORCHGUARD_FAST_DEPS=off`` runs pip as asked (a proxy that mishandles ranges)."""
+    import os
+
+    if os.environ.get("TORCHGUARD_FAST_DEPS", "").strip().lower() in ("off", "0", "no"):
+        return args
+    if args[:1] != ["install"] or "--dry-run" not in args:
+        return args
+    if any("fast-deps" in argument for argument in args):
+        return args
+    try:
+        from pip._internal.cli import cmdoptions  # type: ignore[import-not-found, unused-ignore]
+        from pip._internal.req.req_install import (  # type: ignore[import-not-found, unused-ignore]
+            InstallRequirement,
+        )
+
+        option = cmdoptions.use_new_feature  # a functools.partial of optparse's Option
+        choices = getattr(option, "keywords", {}).get("choices", ())
+    except Exception:  # another pip's layout: run it as asked
+        return args
+    if not hasattr(InstallRequirement, "set_dist") or "fast-deps" not in choices:
+        return args
+    return [args[0], "--use-feature=fast-deps", *args[1:]]
+
+
 def main(argv: list[str]) -> None:
     python, args = argv[0], argv[1:]
     try:
@@ -44,7 +76,7 @@ def main(argv: list[str]) -> None:
     environment = windows_markers(python)
     # setattr: pip's vendored packaging may or may not carry types, by pip version
     setattr(markers, "default_environment", lambda: dict(environment))  # noqa: B010
-    sys.argv = ["pip", *args]
+    sys.argv = ["pip", *lazy_metadata(args)]
     runpy.run_module("pip", run_name="__main__", alter_sys=True)
 
 

@@ -61,6 +61,8 @@ class RequirementInput:
     unchecked: list[Unchecked] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     """The requirement files read, in order (their folders can tell a portable layout)."""
+    places: dict[str, str] = field(default_factory=dict)
+    """Where each requirement kept was written (``requirements.txt:12``)."""
 
     def index_urls(self) -> list[tuple[str, str]]:
         """(option, URL) of every index the arguments name, in order."""
@@ -95,6 +97,33 @@ class RequirementInput:
             position += 1
         return kept
 
+    def without_local_builds(
+        self, arguments: Sequence[str], urls: Sequence[str]
+    ) -> tuple[list[str], list[Unchecked]]:
+        """``arguments`` with each pin of a local build (``torch==2.7.0+cu128``) replaced by
+        its release (``torch==2.7.0``), and each named as not checked: when the indexes
+        ``urls`` failed, no index left can serve it (PyPI takes no local version), and one
+        missing build must not cost the answer for the rest."""
+        kept: list[str] = []
+        replaced: list[Unchecked] = []
+        where = ", ".join(urls)
+        for argument in arguments:
+            release = _without_local(argument) if not argument.startswith("-") else None
+            if release is None:
+                kept.append(argument)
+                continue
+            kept.append(release)
+            replaced.append(
+                Unchecked(
+                    argument,
+                    self.places.get(argument, "the command line"),
+                    f"a local build that only the index {where} can serve, which failed: "
+                    f"its release ({release}) from the indexes that answer is checked in its "
+                    "place, not this build",
+                )
+            )
+        return kept, replaced
+
 
 def why_unchecked(requirement: str) -> str | None:
     """Why ``check`` does not resolve this requirement; None when pip can resolve it here."""
@@ -121,6 +150,16 @@ def why_unchecked(requirement: str) -> str | None:
             "and what it depends on are not checked"
         )
     return None
+
+
+_LOCAL_PIN = re.compile(r"(===?\s*[0-9][^,;\s+]*)\+[A-Za-z0-9._-]+")
+
+
+def _without_local(requirement: str) -> str | None:
+    """``torch==2.7.0`` for ``torch==2.7.0+cu128``; None when nothing pins a local build."""
+    head, marker, tail = requirement.partition(";")
+    release = _LOCAL_PIN.sub(r"\1", head)
+    return None if release == head else release.rstrip() + (f" ;{tail}" if marker else "")
 
 
 def _local_path(text: str) -> bool:
@@ -170,6 +209,7 @@ def _read_words(
             why = why_unchecked(word)
             if why is None:
                 result.arguments.append(word)
+                result.places.setdefault(word, where)
             else:
                 result.unchecked.append(Unchecked(word, where, why))
 
@@ -219,6 +259,7 @@ def _read_file(path: str, result: RequirementInput, depth: int) -> None:
         why = why_unchecked(requirement)
         if why is None:
             result.arguments.append(requirement)
+            result.places.setdefault(requirement, where)
         else:
             result.unchecked.append(Unchecked(requirement, where, why))
         if options:  # pip applies a line's --index-url to the whole run, as if on its own line

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchguard._facts.companions import matching_siblings
 from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
@@ -20,12 +21,14 @@ from torchguard._facts.cuda_builds import (
     newest_runnable,
     release_of,
 )
+from torchguard._facts.gpu_pick import driver_starts
 from torchguard._facts.gpus import Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
+from torchguard._rules.gpu_fix import newest_hint, newest_pick
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
@@ -163,6 +166,7 @@ def _no_build_for_gpu(
     ]
     older = [(row, v) for row, v in later if (row, v) not in newer]
     hints: tuple[RepairHint, ...] = ()
+    names = tuple(name for name, _ in installed_siblings(context))
     if newer or older:
         row, variant = newer[0] if newer else older[-1]
         target = row.releases[-1]
@@ -178,11 +182,26 @@ def _no_build_for_gpu(
                         variant,
                         conda=context.hints.conda,
                         release=row,
+                        siblings=matching_siblings(target, names),
                     ),
                 ),
                 PREVIOUS_VERSIONS_URL,
             ),
         )
+        installed = find_driver(context)
+        newest = newest_hint(
+            newest_pick(
+                capabilities,
+                driver_starts(installed.driver if installed else None),
+                python=context.hints.python_version,
+                siblings=names,
+            ),
+            capabilities,
+            context.hints.python_cmd,
+            conda=context.hints.conda,
+            shown=(target, f"cu{variant[0]}{variant[1]}"),
+        )
+        hints += (newest,) if newest is not None else ()
     return Finding(
         code=Code.CPU_BUILD_ON_GPU,
         severity=WARNING,

@@ -4,7 +4,8 @@ xformers, flash-attn, SageAttention, bitsandbytes, onnxruntime-gpu and torchvisi
 CUDA ops are compiled by their own builds, for their own architecture lists, separately from
 torch: a torch that runs on an RTX 5090 (sm_120) does not make an xformers built for sm_80 to
 sm_90 run there. Each such package's binaries (``.pyd``/``.dll`` its RECORD lists, on disk) are
-read for their fatbin (:mod:`torchguard._binary.fatbin`); a package whose binaries together
+read for their fatbin (:mod:`torchguard._binary.fatbin`), inside a wheel from the member's
+stream, headers only, as torch's own ``torch_cuda.dll`` is; a package whose binaries together
 carry no SASS or PTX the GPU runs is a warning naming the package and what stops working.
 A package whose binaries hold no fatbin at all (a CPU build, or kernels compiled at run time)
 is not judged.
@@ -12,12 +13,14 @@ is not judged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
-from torchguard._binary.cache import host_key
+from torchguard._binary.cache import host_key, member_key
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
 from torchguard._platforms.windows.dists import InstalledDist
-from torchguard._platforms.windows.tree import HostFile, join
+from torchguard._platforms.windows.member_fatbin import member_archs
+from torchguard._platforms.windows.tree import ZIP_ERRORS, HostFile, WinTree, ZipMember, join
 from torchguard._report.findings import Finding
 from torchguard._rules.context import CheckContext
 from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
@@ -56,9 +59,14 @@ def _dist_archs(context: CheckContext, dist: InstalledDist) -> FatbinArchs | Non
         if not relative.lower().endswith(_BINARY_SUFFIXES):
             continue
         entry = tree.entry(join(dist.site_dir, relative))
-        if not isinstance(entry, HostFile):
+        if isinstance(entry, HostFile):
+            archs = _cached_read(context, host_key(entry.path), partial(read_dll_archs, entry.path))
+        elif isinstance(entry, ZipMember):  # a wheel scanned offline: the member's stream
+            archs = _cached_read(
+                context, _member_identity(tree, entry), partial(member_archs, tree, entry)
+            )
+        else:
             continue
-        archs = _cached_read(context, entry.path)
         if archs is None or not (archs.sass or archs.ptx):
             continue
         found = True
@@ -67,11 +75,22 @@ def _dist_archs(context: CheckContext, dist: InstalledDist) -> FatbinArchs | Non
     return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0) if found else None
 
 
-def _cached_read(context: CheckContext, path: str) -> FatbinArchs | None:
-    """One binary's architectures, kept in the facts cache by file state as torch's are."""
-    cache = context.cache
-    identity = host_key(path)
-    raw = cache.get_derived("fatbin", identity) if cache else None
+def _member_identity(tree: WinTree, entry: ZipMember) -> str | None:
+    """The cache identity of a wheel member (archive state, name, CRC); None if unreadable."""
+    try:
+        info = tree.archive(entry.archive).getinfo(entry.member)
+    except (KeyError, *ZIP_ERRORS):
+        return None
+    return member_key(entry.archive, entry.member, info.CRC, info.file_size)
+
+
+def _cached_read(
+    context: CheckContext, identity: str | None, read: Callable[[], FatbinArchs | None]
+) -> FatbinArchs | None:
+    """One binary's architectures, kept in the facts cache by file (or member) state as
+    torch's are."""
+    cache = context.cache if identity is not None else None
+    raw = cache.get_derived("fatbin", identity) if cache and identity else None
     if isinstance(raw, list) and len(raw) == 2:
         try:
             return FatbinArchs(
@@ -80,10 +99,10 @@ def _cached_read(context: CheckContext, path: str) -> FatbinArchs | None:
         except (TypeError, ValueError):
             pass  # a damaged entry: read the file again
     try:
-        archs = read_dll_archs(path)
+        archs = read()
     except FatbinError:
         return None
-    if cache is not None:
+    if cache is not None and identity is not None:
         value = [sorted(archs.sass), sorted(archs.ptx)] if archs else [[], []]
         cache.put_derived("fatbin", identity, value)
     return archs

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from torchguard._binary.cache import host_key, member_key
 from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
+from torchguard._facts.companions import matching_siblings
 from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
@@ -22,6 +23,7 @@ from torchguard._facts.cuda_builds import (
     minimum_driver,
     release_of,
 )
+from torchguard._facts.gpu_pick import driver_starts
 from torchguard._facts.gpus import (
     CUDA_GPUS_URL,
     FIRST_CUDA,
@@ -37,6 +39,7 @@ from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
+from torchguard._rules.gpu_fix import newest_hint, newest_pick
 from torchguard._rules.kernels import arch_names, no_kernels_message
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
@@ -250,20 +253,33 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
         if need and driver is None
         else ""
     )
-    return (
-        RepairHint(
-            f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
-            f"carries {arch} kernels{driver_note}",
-            (
-                install_command(
-                    context.hints.python_cmd,
-                    target,
-                    variant,
-                    conda=context.hints.conda,
-                    release=row,
-                    siblings=installed_siblings(context) if target == version else (),
-                ),
+    pinned = installed_siblings(context)
+    names = tuple(name for name, _ in pinned)
+    first = RepairHint(
+        f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
+        f"carries {arch} kernels{driver_note}",
+        (
+            install_command(
+                context.hints.python_cmd,
+                target,
+                variant,
+                conda=context.hints.conda,
+                release=row,
+                siblings=pinned if target == version else matching_siblings(target, names),
             ),
-            PREVIOUS_VERSIONS_URL,
         ),
+        PREVIOUS_VERSIONS_URL,
     )
+    newest = newest_hint(
+        newest_pick(
+            [capability],
+            driver_starts(driver),
+            python=context.hints.python_version,
+            siblings=names,
+        ),
+        [capability],
+        context.hints.python_cmd,
+        conda=context.hints.conda,
+        shown=(target, f"cu{variant[0]}{variant[1]}"),
+    )
+    return (first,) if newest is None else (first, newest)

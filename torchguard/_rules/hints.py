@@ -110,6 +110,12 @@ def install_release(ctx: HintContext, version: str) -> str:
     return ctx.pip("install", f"torch=={version}", *(f"{n}=={p}" for n, p in siblings))
 
 
+def upgrade_torch(ctx: HintContext) -> str:
+    """A newer torch, with the torchvision/torchaudio installed beside it upgraded in the same
+    command: upgraded alone, torch moves past the release a pinned torchvision was made for."""
+    return ctx.pip("install", "--upgrade", "torch", *ctx.siblings)
+
+
 def reinstall_torch(ctx: HintContext, summary: str) -> RepairHint:
     version = f"={ctx.base_version}" if ctx.base_version else ""
     if ctx.conda:
@@ -171,7 +177,7 @@ def _part_of_torch(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
 
 
 def _mkl(name: str, ctx: HintContext) -> tuple[RepairHint, ...]:
-    command = "conda install mkl" if ctx.conda else ctx.pip("install", "--upgrade", "torch")
+    command = "conda install mkl" if ctx.conda else upgrade_torch(ctx)
     summary = f"{name} comes from Intel MKL, which this torch loads dynamically"
     return (RepairHint(summary, (command,)),)
 
@@ -289,7 +295,7 @@ def _libomp(ctx: HintContext) -> tuple[RepairHint, ...]:
             "libomp140.x86_64.dll is Visual Studio's LLVM OpenMP and is not redistributable; "
             "install a torch build that does not need it, or the Visual Studio Build Tools "
             "'MSVC v143 C++ x64/x86 build tools' component",
-            (ctx.pip("install", "--upgrade", "torch"),),
+            (upgrade_torch(ctx),),
         ),
     )
 

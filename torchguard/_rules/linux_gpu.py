@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from torchguard._binary.fatbin import FatbinArchs
+from torchguard._facts.companions import matching_siblings
 from torchguard._facts.cuda_builds import (
     LINUX_FAMILY_FLOOR,
     MINIMUM_DRIVER,
@@ -36,6 +37,7 @@ from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.gpu_fix import newest_hint, newest_pick
 from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_loads import LinuxHints
 
@@ -380,8 +382,11 @@ def gpu_arch_findings(
     archs: FatbinArchs | None,
     driver: LinuxDriver | None,
     hints: LinuxHints,
+    siblings: Callable[[], tuple[tuple[str, str], ...]] = tuple,
+    python: tuple[int, int] | None = None,
 ) -> Iterator[Finding]:
-    """Each named GPU whose architecture ``libtorch_cuda.so``'s kernels cannot run."""
+    """Each named GPU whose architecture ``libtorch_cuda.so``'s kernels cannot run;
+    ``siblings`` gives the installed torchvision/torchaudio (read only for a finding)."""
     wanted = parse_cuda(cuda)
     if wanted is None or archs is None or not (archs.sass or archs.ptx):
         return
@@ -395,7 +400,7 @@ def gpu_arch_findings(
             message=no_kernels_message(
                 name, capability, torch_version, "libtorch_cuda.so's", archs
             ),
-            hints=_arch_hints(torch_version, wanted, capability, driver, hints),
+            hints=_arch_hints(torch_version, wanted, capability, driver, hints, siblings(), python),
             rank=72,
         )
 
@@ -406,6 +411,8 @@ def _arch_hints(
     capability: Capability,
     driver: LinuxDriver | None,
     hints: LinuxHints,
+    installed: tuple[tuple[str, str], ...] = (),
+    python: tuple[int, int] | None = None,
 ) -> tuple[RepairHint, ...]:
     base = torch_version.split("+")[0]
     release = release_of(base)
@@ -445,14 +452,46 @@ def _arch_hints(
         note = f", after installing NVIDIA driver {format_linux_driver(floor)} or newer"
     elif need and (driver is None or driver < need):
         note = f" (its full feature set needs NVIDIA driver {format_linux_driver(need)} or newer)"
-    return (
-        RepairHint(
-            f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
-            f"carries {arch} kernels{note}",
-            (install_command(hints.python_cmd, target, variant, conda=hints.conda, release=row),),
-            PREVIOUS_VERSIONS_URL,
+    names = tuple(name for name, _ in installed)
+    first = RepairHint(
+        f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
+        f"carries {arch} kernels{note}",
+        (
+            install_command(
+                hints.python_cmd,
+                target,
+                variant,
+                conda=hints.conda,
+                release=row,
+                siblings=installed if target == base else matching_siblings(target, names),
+            ),
         ),
+        PREVIOUS_VERSIONS_URL,
     )
+    newest = newest_hint(
+        newest_pick(
+            [capability],
+            _linux_starts(None if new_driver else driver),
+            python=python,
+            linux=True,
+            siblings=names,
+        ),
+        [capability],
+        hints.python_cmd,
+        conda=hints.conda,
+        shown=(target, f"cu{variant[0]}{variant[1]}"),
+    )
+    return (first,) if newest is None else (first, newest)
+
+
+def _linux_starts(on: LinuxDriver | None) -> Callable[[Cuda], bool]:
+    """Driver ``on`` (None: any) starts a variant whose family floor it meets (as ``fits``)."""
+
+    def starts(variant: Cuda) -> bool:
+        need = LINUX_FAMILY_FLOOR.get(variant[0]) or linux_minimum_driver(variant)
+        return on is None or need is None or need <= on
+
+    return starts
 
 
 def _first_fit(

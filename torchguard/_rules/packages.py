@@ -19,6 +19,7 @@ from torchguard._facts.cuda_builds import (
     install_command,
     release_of,
 )
+from torchguard._facts.vocab import Code
 from torchguard._platforms.windows.builds import BuildTarget
 from torchguard._platforms.windows.ecosystem import CORE, OPTIONAL, PackageSimulation, is_torch_dll
 from torchguard._platforms.windows.loader import ARCH, CORRUPT, INIT, MISSING, SYMBOL, Failure
@@ -68,12 +69,22 @@ def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[F
     )
     built = _built_for(context, simulation)
     seen: set[tuple[str, str]] = set()
+    outside: set[str] = set()
     for result in simulation.results:
+        group = result.step.group
+        if group is not None and not simulation.group_failed(group):
+            continue  # an alternative loaded: the ones tried before it cost nothing
         severity = _SEVERITY.get(result.step.role)
-        if severity is None or result.load is None:
+        new_group = severity is not None and group is not None and group not in outside
+        if new_group and group is not None and _from_outside(simulation, group, owned):
+            outside.add(group)
+            yield _prerequisite_missing(context, simulation, group)
+        if severity is None or result.load is None or group in outside:
             continue
         root = ntpath.basename(result.step.path)
         for failure in result.load.all_failures():
+            if group is not None and _outside(failure, owned):
+                continue  # the group failed for a reason of its own: that is the finding
             identity = (failure.kind, failure.leaf.lower())
             builder = FAILURE_FINDINGS.get(failure.kind)
             if identity in seen or builder is None:
@@ -95,6 +106,86 @@ def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[F
                 hints=hints,
                 rank=RANK_OFFSET + base.rank,
             )
+
+
+def _group_failures(simulation: PackageSimulation, group: str) -> list[tuple[str, Failure]]:
+    """(feature, failure) of every alternative of ``group`` tried."""
+    return [
+        (r.step.feature, f)
+        for r in simulation.results
+        if r.step.group == group and r.load is not None
+        for f in r.load.all_failures()
+        if not f.delay
+    ]
+
+
+def _from_outside(simulation: PackageSimulation, group: str, owned: set[str]) -> bool:
+    """Every alternative of ``group`` fails only for DLLs no wheel brings (torchcodec's FFmpeg
+    builds): a prerequisite of the machine, which an offline check cannot see installed."""
+    failures = _group_failures(simulation, group)
+    return bool(failures) and all(_outside(f, owned) for _, f in failures)
+
+
+def _outside(failure: Failure, owned: set[str]) -> bool:
+    leaf = failure.leaf
+    return (
+        failure.kind == MISSING
+        and leaf.lower() not in owned
+        and not is_torch_dll(leaf)
+        and not is_cuda_dll(leaf)
+    )
+
+
+def _prerequisite_missing(
+    context: CheckContext, simulation: PackageSimulation, group: str
+) -> Finding:
+    """One finding for a group of alternatives none of which finds its outside DLLs: the
+    package loads whichever is present. A warning: ``import torch`` is not what fails, and
+    the machine may have one of them where this check cannot look."""
+    plan = simulation.plan
+    failures = _group_failures(simulation, group)
+    first: dict[str, Failure] = {}
+    count: dict[str, int] = {}
+    for feature, failure in failures:
+        first.setdefault(feature, failure)
+        count[feature] = count.get(feature, 0) + 1
+    alternatives = ", ".join(first)
+    needs = "; ".join(
+        f"{f.chain[-2] if len(f.chain) > 1 else f.leaf} needs {f.leaf}"
+        + (f" (and {count[feature] - 1} more)" if count[feature] > 1 else "")
+        for feature, f in first.items()
+    )
+    outcome = next(
+        (r.step.reaction for r in simulation.results if r.step.group == group and r.step.reaction),
+        "fails",
+    )
+    head = next(iter(first.values()))
+    return Finding(
+        code=Code.MISSING_DLL,
+        severity=WARNING,
+        message=f"`import {plan.import_name}` {outcome}: {plan.name} {plan.dist.version} loads "
+        f"whichever of {alternatives} is present, and no folder the Windows loader searches "
+        f"has one ({needs}); torch itself imports",
+        dll=head.chain[0] if head.chain else None,
+        missing=head.leaf,
+        chain=head.chain,
+        hints=(
+            RepairHint(
+                f"install one of {alternatives} as shared libraries (DLLs) and put their "
+                f"folder on PATH, before `import {plan.import_name}`",
+                (),
+                _PREREQUISITE_URLS.get(plan.name),
+            ),
+        ),
+        package=plan.name,
+        rank=RANK_OFFSET + 30,
+    )
+
+
+#: Where a package documents the outside libraries it loads.
+_PREREQUISITE_URLS = {
+    "torchcodec": "https://github.com/pytorch/torchcodec#installing-torchcodec",
+}
 
 
 def _torch_side(failure: Failure) -> bool:

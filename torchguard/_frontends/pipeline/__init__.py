@@ -1,331 +1,120 @@
-"""locate -> plan -> read -> resolve -> check -> report, on any :class:`System`."""
+"""One pipeline for every platform: locate -> plan -> read -> resolve -> check -> report.
+
+A platform is a value that implements :class:`Platform`: it starts an :class:`Analysis` of
+one system, whose steps the pipeline runs in order and times. Windows (the Windows loader
+model over a :class:`~torchguard._platforms.windows.system.System`) and Linux (glibc's ld.so
+model over a :class:`~torchguard._platforms.linux.system.LinuxSystem`) are two such values
+(:mod:`.windows`, :mod:`.linux`); what each knows of its machine and loader lives in its own
+room under ``torchguard/_platforms/``. This module imports neither: a Linux run loads no
+Windows module, and a third platform is one more value.
+"""
 
 from __future__ import annotations
 
-import ntpath
 import time
-from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
-from torchguard._binary.cache import FactsCache
-from torchguard._binary.pe.machine import label
-from torchguard._facts.vocab import Analysis, Code
-from torchguard._platforms.windows import registration
-from torchguard._platforms.windows.binaries import Binaries
-from torchguard._platforms.windows.dists import InstalledDist, find_dists
-from torchguard._platforms.windows.ecosystem import discover, outcome, simulate_packages
-from torchguard._platforms.windows.extensions import refine
-from torchguard._platforms.windows.linked import RememberedLinks
-from torchguard._platforms.windows.loader import LoaderModel
-from torchguard._platforms.windows.locate import TorchInstall, companions, locate_torch, related
-from torchguard._platforms.windows.openmp import (
-    STARTED,
-    Candidates,
-    OpenMPState,
-    analyse,
-    candidate_files,
-)
-from torchguard._platforms.windows.plan import plan_directories
-from torchguard._platforms.windows.records import remember_records
-from torchguard._platforms.windows.simulate import ImportSimulation, simulate_import
-from torchguard._platforms.windows.system import System
-from torchguard._platforms.windows.tree import join
-from torchguard._platforms.windows.vcruntime import StaleCopy, stale_copies, system_copy, toolset
-from torchguard._report.findings import ERROR, Finding
-from torchguard._report.report import (
-    DistSummary,
-    DllDirectory,
-    ImportOutcome,
-    ModuleRecord,
-    PreloadRecord,
-    Report,
-    TorchSummary,
-)
-from torchguard._rules import CheckContext, run_rules
-from torchguard._rules.hints import HintContext, for_not_found
-from torchguard._rules.unseen_dirs import doubt_unseen
+from torchguard._report.findings import Finding
+from torchguard._report.report import Report
+
+if TYPE_CHECKING:
+    from torchguard._binary.cache import FactsCache
+    from torchguard._platforms.linux.cache import LinuxCache
+    from torchguard._platforms.linux.system import LinuxSystem
+    from torchguard._platforms.windows.system import System
+
+__all__ = ["STEPS", "Analysis", "Platform", "analyze", "analyze_linux", "linux_cache", "run"]
+
+#: The steps of every analysis, in order; the report's ``timings`` name each, and ``total``.
+STEPS = ("locate", "plan", "read", "resolve", "check")
+
+SystemT = TypeVar("SystemT", contravariant=True)
+CacheT = TypeVar("CacheT", contravariant=True)
 
 
-class _Clock:
-    """Seconds spent in each stage, and in all."""
+@runtime_checkable
+class Analysis(Protocol):
+    """One analysis of one system: each step keeps what it learned for the next."""
 
-    def __init__(self) -> None:
-        self.start = self.last = time.perf_counter()
-        self.timings: dict[str, float] = {}
+    def locate(self) -> Report | None:
+        """Find torch and what came with it; a report (torch is missing) ends the run."""
 
-    def lap(self, stage: str) -> None:
+    def plan(self) -> None:
+        """What the loader will search: the folders, the preload lists."""
+
+    def read(self) -> None:
+        """Open the binaries' reader, through the one facts cache."""
+
+    def resolve(self) -> None:
+        """Replay ``import torch`` on the platform's loader model."""
+
+    def check(self) -> list[Finding]:
+        """Run the platform's rules over what the replay found."""
+
+    def report(self, findings: list[Finding], timings: dict[str, float]) -> Report:
+        """The report of this run."""
+
+    def close(self) -> None:
+        """Release what the run opened (wheels, scratch state); called whatever happened."""
+
+
+@runtime_checkable
+class Platform(Protocol[SystemT, CacheT]):
+    """A platform: its name and how it starts an analysis of one of its systems."""
+
+    @property
+    def name(self) -> str: ...
+
+    def start(self, system: SystemT, cache: CacheT | None) -> Analysis: ...
+
+
+def run(platform: Platform[SystemT, CacheT], system: SystemT, cache: CacheT | None) -> Report:
+    """The whole analysis of ``system`` on ``platform``; bad input becomes findings."""
+    start = last = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def lap(step: str) -> None:
+        nonlocal last
         now = time.perf_counter()
-        self.timings[stage] = now - self.last
-        self.last = now
+        timings[step] = now - last
+        last = now
 
-    def done(self) -> dict[str, float]:
-        self.timings["total"] = time.perf_counter() - self.start
-        return self.timings
+    analysis = platform.start(system, cache)
+    try:
+        missing = analysis.locate()
+        if missing is not None:
+            return missing
+        lap("locate")
+        analysis.plan()
+        lap("plan")
+        analysis.read()
+        lap("read")
+        analysis.resolve()
+        lap("resolve")
+        findings = analysis.check()
+        lap("check")
+        timings["total"] = time.perf_counter() - start
+        return analysis.report(findings, timings)
+    finally:
+        analysis.close()
 
 
 def analyze(system: System, *, cwd: str | None = None, cache: FactsCache | None = None) -> Report:
-    """The whole analysis; bad input becomes findings. ``cache``: facts kept across runs."""
-    clock = _Clock()
-    interpreter = system.interpreter
-    if system.torch_package_dir is None:
-        hints = HintContext(
-            python_cmd=system.python_cmd,
-            python_version=interpreter.version,
-            python_machine=interpreter.machine,
-        )
-        return Report(
-            findings=(torch_not_found(hints),), mode=_mode(system), python=_python(system)
-        )
-    if cache is not None:  # one file per environment: a warm run parses only its own
-        cache.use_scope(f"windows|{system.torch_package_dir}" if system.live else "windows-offline")
-    dists = find_dists(system.tree, interpreter.site_dirs)
-    remember_records(system.tree, dists, cache)
-    torch = locate_torch(system.tree, system.torch_package_dir, dists)
-    clock.lap("locate")
-    plan = plan_directories(system.tree, interpreter, torch, companions(dists), cwd=cwd)
-    clock.lap("plan")
-    binaries = Binaries(system.tree, cache)
-    guarded, unguarded, process, plan = _replay(system, torch, plan, binaries, cwd)
-    clock.lap("resolve")
-    links = RememberedLinks(system.tree, cache, binaries.facts) if cache is not None else None
-    found = discover(dists, binaries.facts, links)
-    if links is not None:
-        links.save()
-    packages = refine(
-        simulate_packages(process, found, torch_ok=guarded.outcome().ok),
-        process,
-        torch.version,
-        cache,
-        binaries.identity,
-    )
-    clock.lap("packages")
-    candidates = _candidates(system, torch, dists, binaries)
-    openmp = _openmp(system, torch, candidates, binaries, process)
-    needed = toolset(guarded, binaries.facts, torch.package_dir)
-    stale = (
-        []
-        if "msvcp140.dll" in {k.lower() for k in system.loaded}
-        else stale_copies(openmp.briefs, needed)
-    )  # already loaded: runtime-too-old judges the loaded copy itself
-    preloads = _preloads(openmp, system.interpreter.environ) + _runtime_preloads(
-        system, binaries, stale, needed
-    )
-    clock.lap("openmp")
-    context = CheckContext(
-        system,
-        torch,
-        plan,
-        guarded,
-        unguarded,
-        _hints(system, torch, dists),
-        binaries.facts,
-        dists,
-        packages,
-        cache=cache,
-        openmp=openmp,
-        stale_runtimes=stale,
-        preloads=preloads,
-    )
-    findings = doubt_unseen(run_rules(context), system.tree, system.unseen_dirs)
-    if cache is not None:
-        cache.save()
-    clock.lap("check")
-    return Report(
-        findings=tuple(findings),
-        torch=TorchSummary(torch.version, torch.origin, torch.variant, torch.cuda),
-        mode=_mode(system),
-        python=_python(system),
-        dll_directories=tuple(plan),
-        distributions=tuple(DistSummary(d.name, d.version) for d in related(dists)),
-        import_torch=_aborts(openmp, guarded.outcome()),
-        import_torch_without_torchguard=_aborts(openmp, unguarded.outcome()),
-        modules=_modules(system, guarded),
-        packages=tuple(outcome(p) for p in packages),
-        preloads=preloads,
-        timings=clock.done(),
-    )
+    """The Windows analysis; ``cwd``: the current folder torch's PATH fallback searches."""
+    from torchguard._frontends.pipeline.windows import WindowsPlatform
+
+    return run(WindowsPlatform(cwd=cwd), system, cache)
 
 
-def _replay(
-    system: System,
-    torch: TorchInstall,
-    plan: list[DllDirectory],
-    binaries: Binaries,
-    cwd: str | None = None,
-) -> tuple[ImportSimulation, ImportSimulation, LoaderModel, list[DllDirectory]]:
-    """``import torch`` replayed plain (only the folders torch registers itself) and after
-    ``ensure()``; the guarded process's loader; and the folders that process has.
+def analyze_linux(system: LinuxSystem, *, cache: LinuxCache | None = None) -> Report:
+    """The Linux analysis of ``system``; problems become findings."""
+    from torchguard._frontends.pipeline.linux import LinuxPlatform
 
-    ``ensure()`` adds a folder torch forgets only when that is safe and needed
-    (:mod:`torchguard._platforms.windows.registration`); without one, both replays are the same.
-    """
-    interpreter = system.interpreter
-    own = [d for d in plan if d.by_torch]
-    torch_paths = tuple(d.path for d in own)  # what torch prepends to PATH
-
-    def run(dirs: list[DllDirectory]) -> tuple[ImportSimulation, LoaderModel]:
-        process = LoaderModel(
-            tree=system.tree,
-            facts=binaries.facts,
-            machine=interpreter.machine,
-            app_dir=interpreter.app_dir,
-            system32=system.system32,
-            user_dirs=(*(d.path for d in dirs), *system.registered_dirs),
-            known_dlls=system.known_dlls,
-            loaded={k.lower(): v for k, v in system.loaded.items()},
-            bindings=binaries,
-        )
-        simulation = simulate_import(
-            process,
-            torch.lib_dir,
-            torch.extensions,
-            interpreter.path_dirs,
-            torch_paths=torch_paths,
-            cwd=cwd,
-            ntfs_order=not system.live,  # live: the file system's own order, as torch's glob
-        )
-        return simulation, process
-
-    plain, plain_process = run(own)
-    extras = registration.needed(
-        [d for d in plan if not d.by_torch], plain, system.tree, interpreter
-    )
-    while extras:
-        guarded, process = run([*own, *extras])
-        rebound = registration.rebinding(plain, guarded, extras)
-        if not rebound:
-            return guarded, plain, process, [*own, *extras]
-        extras = [d for d in extras if d not in rebound]
-    return plain, plain, plain_process, own
+    return run(LinuxPlatform(), system, cache)
 
 
-def _candidates(
-    system: System, torch: TorchInstall, dists: list[InstalledDist], binaries: Binaries
-) -> Candidates:
-    interpreter = system.interpreter
-    conda_bin = join(interpreter.prefix, "Library", "bin") if interpreter.is_conda else None
-    return candidate_files(binaries, torch.lib_dir, dists, conda_bin)
+def linux_cache() -> LinuxCache:
+    """The user's persistent Linux cache (a run-only one when caching is off)."""
+    from torchguard._platforms.linux.cached import linux_cache as user_linux_cache
 
-
-def _openmp(
-    system: System,
-    torch: TorchInstall,
-    files: Candidates,
-    binaries: Binaries,
-    process: LoaderModel,
-) -> OpenMPState:
-    """Every OpenMP runtime and user, and which of them abort together (see
-    ``_platforms.windows.openmp``)."""
-    interpreter = system.interpreter
-    return analyse(
-        binaries,
-        process,
-        files,
-        torch.lib_dir,
-        interpreter.environ,
-        started=system.kmp_started,
-    )
-
-
-def _aborts(openmp: OpenMPState, replayed: ImportOutcome) -> ImportOutcome:
-    """The replay's outcome, unless an OpenMP runtime already started in this process and
-    ``import torch`` starts another: the process then dies (KMP's own check), a proof."""
-    started = next((c for c in openmp.conflicts if c.kind == STARTED), None)
-    if not replayed.ok or started is None or openmp.masked:
-        return replayed
-    name = ntpath.basename(started.torch_copy or "")
-    return ImportOutcome(False, None, name, abort="OMP: Error #15")
-
-
-#: ``TORCHGUARD_OPENMP=keep``: ensure() leaves OpenMP runtimes alone.
-OPENMP_SWITCH = "TORCHGUARD_OPENMP=keep"
-
-
-def _preloads(openmp: OpenMPState, environ: Mapping[str, str]) -> tuple[PreloadRecord, ...]:
-    """MKL's sibling runtime, loaded before torch so torch and MKL share one runtime; never
-    when torch would not bind to it cleanly, or when ``TORCHGUARD_OPENMP=keep``."""
-    preload = openmp.preload
-    if preload is None or preload.gap is not None:
-        return ()
-    if environ.get("TORCHGUARD_OPENMP", "").strip().lower() == "keep":
-        return ()
-    reason = (
-        "MKL starts this OpenMP runtime by full path; loaded first, torch binds to it as well, "
-        "so one runtime runs instead of two (OMP: Error #15)"
-    )
-    return (PreloadRecord(preload.path, reason, OPENMP_SWITCH),)
-
-
-#: ``TORCHGUARD_VCRUNTIME=keep``: ensure() loads no VC++ runtime ahead of other packages.
-VCRUNTIME_SWITCH = "TORCHGUARD_VCRUNTIME=keep"
-
-
-def _runtime_preloads(
-    system: System, binaries: Binaries, stale: list[StaleCopy], needed: tuple[int, int] | None
-) -> tuple[PreloadRecord, ...]:
-    """System32's msvcp140.dll, loaded before a package that ships an older one is imported,
-    so that package binds to the newer copy; only where System32's is really newer."""
-    if system.interpreter.environ.get("TORCHGUARD_VCRUNTIME", "").strip().lower() == "keep":
-        return ()
-    loaded = {k.lower(): v for k, v in system.loaded.items()}
-    path = system_copy(system.system32, binaries.facts, stale, needed, loaded)
-    if path is None:
-        return ()
-    packages = ", ".join(sorted({copy.dist for copy in stale}))
-    reason = (
-        f"{packages} ship an older msvcp140.dll and load it when imported; loaded first, this "
-        "newer copy is the one every later import binds to, torch's included"
-    )
-    return (PreloadRecord(path, reason, VCRUNTIME_SWITCH),)
-
-
-def _hints(system: System, torch: TorchInstall, dists: list[InstalledDist]) -> HintContext:
-    installer = torch.installer()
-    names = {d.name for d in dists}
-    interpreter = system.interpreter
-    return HintContext(
-        python_cmd=system.python_cmd,
-        torch_version=torch.version,
-        cuda=torch.cuda,
-        conda=installer == "conda" or (interpreter.is_conda and installer != "pip"),
-        python_version=interpreter.version,
-        python_machine=interpreter.machine,
-        siblings=tuple(n for n in ("torchvision", "torchaudio") if n in names),
-    )
-
-
-def _python(system: System) -> dict[str, str]:
-    interpreter = system.interpreter
-    return {
-        "version": f"{interpreter.version[0]}.{interpreter.version[1]}",
-        "executable": interpreter.executable,
-        "app_dir": interpreter.app_dir,
-        "machine": label(interpreter.machine),
-        **({"environment": system.environment} if system.environment else {}),
-    }
-
-
-def _modules(system: System, simulation: ImportSimulation) -> tuple[ModuleRecord, ...]:
-    """Each module the import loads, where from and by which loader step (first seen)."""
-    modules: dict[str, ModuleRecord] = {}
-    for load in simulation.loads:
-        for name, resolution in load.modules.items():
-            if name in modules:
-                continue
-            path = resolution.path
-            where = system.tree.origin(path) if path and resolution.via != "apiset" else path
-            modules[name] = ModuleRecord(resolution.name, where, resolution.via)
-    return tuple(modules.values())
-
-
-def torch_not_found(hints: HintContext) -> Finding:
-    return Finding(
-        code=Code.TORCH_NOT_FOUND,
-        severity=ERROR,
-        message="torch is not installed where this Python imports packages from",
-        hints=for_not_found(hints),
-        rank=0,
-    )
-
-
-def _mode(system: System) -> Analysis:
-    return Analysis.LIVE if system.live else Analysis.OFFLINE
+    return user_linux_cache()

@@ -95,12 +95,22 @@ class PackageSimulation:
     """The torch the package's build metadata names (read only when a load fails)."""
 
     def failed(self, role: Role) -> list[StepResult]:
-        return [r for r in self.results if r.step.role == role and r.load and not r.load.ok]
+        """The failed loads of ``role``; an alternative's only when its whole group failed
+        (torchcodec trying FFmpeg 8 before the 6 that is there costs nothing)."""
+        return [
+            r
+            for r in self.results
+            if r.step.role == role
+            and r.load
+            and not r.load.ok
+            and (r.step.group is None or self.group_failed(r.step.group))
+        ]
 
     def group_failed(self, group: str) -> bool:
         """Whether no alternative of ``group`` loaded (and at least one was tried)."""
         tried = [r for r in self.results if r.step.group == group and r.load is not None]
-        return bool(tried) and not any(r.ok for r in tried)
+        won = any(r.ok and not _has_pair(self.plan, r.step) for r in tried)
+        return bool(tried) and not won
 
 
 def is_torch_dll(name: str) -> bool:
@@ -175,7 +185,9 @@ def _sibling(
         if found is None or (load.gate is not None and load.gate not in folder):
             continue
         after = folder.get(load.after) if load.after else None
-        steps.append(Step(found, load.role, load.loader, load.feature, load.group, after))
+        steps.append(
+            Step(found, load.role, load.loader, load.feature, load.group, after, load.reaction)
+        )
     steps += _others(linked, steps, known.others, known.import_name)
     registers = tuple(join(dist.site_dir, *folder.split("/")) for folder in known.registers)
     return PackagePlan(dist, known.import_name, tuple(steps), registers, sibling=True)
@@ -231,13 +243,15 @@ def simulate_packages(
         for step in plan.steps:
             skipped = step.group is not None and step.group in loaded_groups
             if skipped or (step.after and path_key(step.after) in failed_paths):
+                if not skipped:  # its attempt failed before it: so does what comes after it
+                    failed_paths.add(path_key(step.path))
                 simulation.results.append(StepResult(step, None))
                 continue
             load = _load(process, step.path, plan.import_name)
             simulation.results.append(StepResult(step, load))
             if not load.ok:
                 failed_paths.add(path_key(step.path))
-            elif step.group is not None and (step.after is not None or not _has_pair(plan, step)):
+            elif step.group is not None and not _has_pair(plan, step):  # its attempt is over
                 loaded_groups.add(step.group)
         simulations.append(simulation)
     return simulations
@@ -289,6 +303,8 @@ def outcome(simulation: PackageSimulation) -> PackageOutcome:
 
 
 def _core_message(step: Step, dll: str, winerror: int | None) -> str:
+    if step.reaction is not None:
+        return step.reaction
     if step.feature == "torchvision._C":
         return (
             'fails: RuntimeError "operator torchvision::nms does not exist" (torchvision '
@@ -326,6 +342,8 @@ def _unavailable(simulation: PackageSimulation) -> tuple[str, ...]:
     for result in simulation.results:
         step, load = result.step, result.load
         if step.group is not None:
+            if step.role == CORE:
+                continue  # the import itself fails: the outcome says so
             if step.group not in groups and simulation.group_failed(step.group):
                 groups.append(step.group)
                 tried = [r for r in simulation.results if r.step.group == step.group and r.load]

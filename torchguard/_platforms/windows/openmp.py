@@ -32,6 +32,7 @@ from torchguard._platforms.windows.binaries import Binaries
 from torchguard._platforms.windows.bindings import Gap
 from torchguard._platforms.windows.dists import InstalledDist
 from torchguard._platforms.windows.ecosystem import binaries as dist_binaries
+from torchguard._platforms.windows.initialise import MSVCP140 as RUNTIME_COPY
 from torchguard._platforms.windows.loader import LoaderModel
 from torchguard._platforms.windows.tree import PathKey, WinTree, join, path_key
 
@@ -48,8 +49,12 @@ STARTED = "started"
 """Live: another runtime already started in this process; ``import torch`` starts its own."""
 
 _TRUE = ("1", "true", "yes", "on", "y", "t")
-#: The cache's name for a distribution's OpenMP summary.
-_KIND = "openmp-dist"
+#: The cache's name for a distribution's OpenMP summary: the briefs a warm run needs, the
+#: names the others import, and the states of the folders holding them (:func:`_store`).
+_KIND = "openmp-dist-v2"
+#: The cache's name for the rest of a distribution's briefs (read only when one of the names
+#: they import is a runtime's).
+_REST_KIND = "openmp-dist-rest"
 #: The cache's name for the briefs of a conda environment's ``Library\\bin``.
 _CONDA_KIND = "openmp-conda-bin"
 
@@ -148,6 +153,20 @@ class Candidates:
     """Cached ``Library\\bin`` entries without OpenMP marks (checked, not yet briefs): such a
     binary takes part only as a by-name user of a runtime, so only those importing one are
     made briefs (:func:`_conda_users`), once every runtime is known."""
+    deferred: list[Deferred] = field(default_factory=list)
+    """Cached distributions whose plain briefs were not decoded (see :class:`Deferred`)."""
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A cached distribution's binaries without OpenMP marks, left undecoded: such a binary
+    takes part only as a by-name user of a runtime, so its briefs are read (from the cache,
+    else from its files) only when one of the names it imports is a runtime's."""
+
+    dist: InstalledDist
+    key: str
+    names: frozenset[str]
+    """Every DLL name (lower case) those binaries import or delay-load."""
 
 
 def candidate_files(
@@ -175,6 +194,7 @@ def candidate_files(
             dist_of.setdefault(kept, dist)
 
     digests: dict[str, str] = {}
+    deferred: list[Deferred] = []
     for dist in dists:
         if dist.name == "torch":
             continue
@@ -183,9 +203,11 @@ def candidate_files(
             continue  # most distributions: no binary, so nothing to look up or list
         key = f"{dist.name}|{path_key(dist.site_dir)}|{summary.digest}"
         if cache is not None:
-            briefs = _from_cache(cache.get_derived(_KIND, key), binaries)
-            if briefs is not None:
-                cached.extend(briefs)
+            summarised = _summary_from_cache(cache.get_derived(_KIND, key), binaries)
+            if summarised is not None:
+                cached.extend(summarised[0])
+                if summarised[1] is not None:
+                    deferred.append(Deferred(dist, key, summarised[1]))
                 continue
         listed = [*dist_binaries(dist), *_data_binaries(dist)]
         for path in listed:
@@ -211,7 +233,7 @@ def candidate_files(
                 if name.lower().endswith(".dll"):
                     add(join(conda_bin, name), None)
     return Candidates(
-        torch_files, list(seen.values()), dist_of, digests, cached, conda_key, conda_plain
+        torch_files, list(seen.values()), dist_of, digests, cached, conda_key, conda_plain, deferred
     )
 
 
@@ -373,10 +395,9 @@ def _brief(binaries: Binaries, path: str, dist: str | None) -> Brief | None:
 
 def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
     """Every candidate binary's brief. A distribution's are cached under its location and a
-    digest of its RECORD (a reinstall rewrites it), so a warm run reads none of its files; its
-    DLLs are checked against their files' identities (a runtime copied over one without pip).
-    A distribution with a file that could not be read now is not cached: the next run reads it
-    again."""
+    digest of its RECORD (a reinstall rewrites it), so a warm run reads none of its files (see
+    :func:`_summary_from_cache` for what it checks). A distribution with a file that could not
+    be read now is not cached: the next run reads it again."""
     cache = binaries.persistent
     groups: dict[str | None, list[str]] = {}
     for path in files.other:
@@ -387,14 +408,103 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
         found = [b for p in paths if (b := _brief(binaries, p, dist)) is not None]
         if cache is not None and not any(_unread(binaries, p) for p in paths):
             if dist is not None:
-                cache.put_derived(_KIND, files.digests[dist], [_to_cache(b) for b in found])
+                _store(binaries, files.digests[dist], found)
             elif files.conda_key is not None and len(found) == len(paths):
                 # Library\bin's own files, each read whole: one being written is not kept
                 cache.put_derived(_CONDA_KIND, files.conda_key, [_to_cache(b) for b in found])
         briefs.extend(found)
+    if files.deferred:
+        briefs.extend(_users_of(binaries, files.deferred, _runtime_names(briefs)))
     if files.conda_plain:
         briefs.extend(_conda_users(briefs, files.conda_plain))
     return briefs
+
+
+def _key_brief(brief: Brief) -> bool:
+    """Whether a warm run needs this brief whatever the rest of the environment holds: it
+    has OpenMP marks (a runtime, MKL's threading layer), or it is a VC++ runtime copy."""
+    return bool(brief.openmp) or ntpath.basename(brief.path).lower() == RUNTIME_COPY
+
+
+def _store(binaries: Binaries, key: str, found: list[Brief]) -> None:
+    """Cache a distribution's briefs in two entries: the summary every warm run reads (its
+    key briefs, the names the others import, the states of the folders holding its DLLs)
+    and the rest, read only when needed. A distribution shipping a VC++ runtime copy keeps
+    every brief in the summary (which of its binaries loads that copy is judged among them)."""
+    cache = binaries.persistent
+    assert cache is not None
+    if any(ntpath.basename(b.path).lower() == RUNTIME_COPY for b in found):
+        kept, rest = found, []
+    else:
+        kept = [b for b in found if _key_brief(b)]
+        rest = [b for b in found if not _key_brief(b)]
+    folders: dict[str, str] = {}
+    for brief in rest:
+        if brief.path.lower().endswith(".dll"):
+            folder = ntpath.dirname(brief.path)
+            state = binaries.tree.folder_state(folder)
+            if state is None:
+                return  # a folder that cannot be trusted now: read again next run
+            folders[folder] = state
+    names = sorted({n.lower() for b in rest for n in (*b.imports, *b.delay_imports)})
+    summary = [[_to_cache(b) for b in kept], names, len(rest), sorted(folders.items())]
+    cache.put_derived(_KIND, key, summary)
+    if rest:
+        cache.put_derived(_REST_KIND, key, [_to_cache(b) for b in rest])
+
+
+def _summary_from_cache(
+    raw: object, binaries: Binaries
+) -> tuple[list[Brief], frozenset[str] | None] | None:
+    """A cached distribution summary: its key briefs (each DLL among them checked against
+    its file: a runtime pasted over one behind pip's back), and the names its other binaries
+    import (None when it has none); None when damaged, or when a key DLL or a folder holding
+    one of its other DLLs changed. The other DLLs are trusted while their folders are
+    unchanged: an installer replaces a file by removing or renaming, which changes its
+    folder, so a warm run takes one state per folder, not one identity per binary."""
+    if type(raw) is not list or len(raw) != 4:
+        return None
+    entries, names, count, folders = raw
+    if not _names(names) or type(count) is not int or type(folders) is not list:
+        return None
+    briefs = _from_cache(entries, binaries)
+    if briefs is None:
+        return None
+    for pair in folders:
+        if type(pair) is not list or len(pair) != 2 or not _names(pair):
+            return None
+        if binaries.tree.folder_state(pair[0]) != pair[1]:
+            return None
+    return briefs, (frozenset(names) if count else None)
+
+
+def _runtime_names(briefs: Iterable[Brief]) -> frozenset[str]:
+    """The file names of the runtimes among ``briefs`` (what a by-name user imports)."""
+    return frozenset(
+        ntpath.basename(b.path).lower() for b in briefs if _runtime(b.path, b) is not None
+    )
+
+
+def _users_of(
+    binaries: Binaries, deferred: Sequence[Deferred], runtimes: frozenset[str]
+) -> list[Brief]:
+    """The plain briefs of the deferred distributions that import one of ``runtimes``: from
+    the cache, else read from their files again (and cached anew)."""
+    found: list[Brief] = []
+    for item in deferred:
+        if not item.names & runtimes:
+            continue
+        cache = binaries.persistent
+        raw = cache.get_derived(_REST_KIND, item.key) if cache is not None else None
+        rest = _from_cache(raw, binaries, lambda brief: False)
+        if rest is None:  # dropped from the cache, or damaged: read again
+            paths = [*dist_binaries(item.dist), *_data_binaries(item.dist)]
+            briefs = [b for p in paths if (b := _brief(binaries, p, item.dist.name)) is not None]
+            if cache is not None and not any(_unread(binaries, p) for p in paths):
+                _store(binaries, item.key, briefs)
+            rest = [b for b in briefs if not _key_brief(b)]
+        found.extend(rest)
+    return found
 
 
 def _to_cache(brief: Brief) -> list[object]:

@@ -14,7 +14,7 @@ entry per site-packages folder:
 - within it, each distribution's summary is keyed by its RECORD's own state: after a change
   to the folder, only the RECORDs that changed are read again.
 
-A folder or RECORD that changed within the last :data:`~torchguard._platforms.windows.tree.RACY`
+A folder or RECORD that changed within the last :data:`~torchguard._binary.state.RACY`
 seconds (an installer may still be writing) is not trusted and is read again on the next
 run; a RECORD edited in place by hand, which no installer does, is seen once the folder next
 changes. A damaged entry is ignored and rebuilt.

@@ -31,6 +31,8 @@ class KnownLoad:
     """The stem of a binary in the same folder loaded first, when it is there."""
     gate: str | None = None
     """Loaded only when a binary with this stem is in the same folder."""
+    reaction: str | None = None
+    """What the package's import says when this load (or its whole group) fails."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,29 @@ def _ffmpeg(version: str) -> tuple[KnownLoad, KnownLoad]:
     return (
         KnownLoad(folder, library, quiet, Loader.CTYPES, feature, "ffmpeg", gate=extension),
         KnownLoad(folder, extension, quiet, Loader.IMPORT, feature, "ffmpeg", after=library),
+    )
+
+
+_TORCHCODEC_FAILS = (
+    'fails: RuntimeError "Could not load libtorchcodec. Likely causes: 1. FFmpeg is not '
+    'properly installed in your environment ..."'
+)
+
+
+def _torchcodec(major: int) -> tuple[KnownLoad, ...]:
+    """torchcodec's import tries FFmpeg 8 (9 ...) down to 4: for each, torch.ops.load_library
+    of libtorchcodec_core<N> and custom_ops<N>, then the import of pybind_ops<N>; the first
+    major whose three load wins, and none raises RuntimeError from ``import torchcodec``."""
+    feature, folder, group = f"FFmpeg {major}", "torchcodec", "ffmpeg"
+    core, ops = f"libtorchcodec_core{major}", f"libtorchcodec_custom_ops{major}"
+    pybind = f"libtorchcodec_pybind_ops{major}"
+    return tuple(
+        KnownLoad(folder, stem, Role.CORE, loader, feature, group, after, None, _TORCHCODEC_FAILS)
+        for stem, loader, after in (
+            (core, Loader.CTYPES, None),
+            (ops, Loader.CTYPES, core),
+            (pybind, Loader.IMPORT, ops),
+        )
     )
 
 
@@ -111,5 +136,12 @@ SIBLINGS: dict[str, KnownSibling] = {
         ),
         others=Role.QUIET,
         checks_existence=True,
+    ),
+    # torchcodec._core.ops at import: the first FFmpeg major (newest first) whose three
+    # libraries load; its DLL folder is the one of the ffmpeg on PATH, if any.
+    "torchcodec": KnownSibling(
+        "torchcodec",
+        tuple(load for major in range(9, 3, -1) for load in _torchcodec(major)),
+        others=Role.OPTIONAL,
     ),
 }

@@ -13,13 +13,13 @@ import errno
 import hashlib
 import ntpath
 import os
-import time
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from typing import NewType, Union
 
 from torchguard._binary.budget import inflate_budget, mib
+from torchguard._binary.state import host_state
 
 
 @dataclass(frozen=True)
@@ -142,25 +142,6 @@ class MemberStream:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-#: Seconds after a change within which a file or folder is not trusted to stay as it is: a
-#: second change in the same tick of a coarse clock (FAT keeps 2 s) would go unseen, and an
-#: installer may still be writing it.
-RACY = 2.0
-
-
-def host_state(path: str) -> str | None:
-    """What changes when the host file or folder ``path`` is replaced or rewritten, or (a
-    folder) gains, loses or renames an entry: its size, times and file id. None when it
-    cannot be stat-ed or changed less than :data:`RACY` seconds ago."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    if time.time() - info.st_mtime < RACY:
-        return None
-    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}"
 
 
 #: The one answer to "is this the same file?": a Windows path normalised (``..`` and slashes
