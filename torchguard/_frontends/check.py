@@ -305,7 +305,10 @@ def _resolve_from_sources(
     from torchguard._frontends import source_memo
 
     memo = source_memo.memo_path(
-        options.get("memo_dir"), arguments, str(options["python"]), options.get("index_urls", ())
+        options.get("memo_dir"),
+        arguments,
+        str(options.get("python")),
+        options.get("index_urls", ()),
     )
     built_before, unchecked_before = len(built), len(given.unchecked)
     learnt = source_memo.recall(memo)
