@@ -541,3 +541,46 @@ def test_a_candidate_that_still_breaks_is_not_offered(
     assert not any(a.resolved for a in result.alternatives)
     (note,) = [n for n in result.notes if n.startswith("tried:")]
     assert "`pip install torch==2.14.1 torchvision` would still break: [left-behind]" in note
+
+
+def test_nvidia_library_at_another_cuda_major_is_said(tmp_path: Path) -> None:
+    from torchguard._frontends.env_changes import nvidia_notes
+
+    target = env(tmp_path, Installed("nvidia-cudnn-cu12", "9.10.2.21"), Installed("six", "1"))
+    notes = nvidia_notes(
+        target, [item("nvidia-cudnn-cu13", "9.24.0.43"), item("nvidia-cublas", "13.1.1.3")]
+    )
+    assert notes == [
+        "nvidia-cudnn-cu13 9.24.0.43 joins nvidia-cudnn-cu12 9.10.2.21: two copies of "
+        "nvidia-cudnn for two CUDA majors, each loaded by what links it"
+    ]
+
+
+def test_torchs_own_nvidia_pin_left_behind(tmp_path: Path) -> None:
+    torch = Installed(
+        "torch", "2.9.1+cu128", ('nvidia-cudnn-cu12==9.10.2.21; platform_system == "Linux"',)
+    )
+    target = env(tmp_path, torch, Installed("nvidia-cudnn-cu12", "9.10.2.21"), cuda="12.8")
+    (gone,) = left_behind(target, [item("nvidia-cudnn-cu12", "9.15.0.1", True)], LINUX)
+    assert gone.message.startswith("torch 2.9.1+cu128 requires nvidia-cudnn-cu12==9.10.2.21")
+
+
+def test_a_lost_gpu_build_gets_its_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = env(tmp_path, Installed("torch", "2.9.1+cu128"), cuda="12.8")
+    monkeypatch.setattr(env_target, "probe", lambda python: target)
+    cpu_wheel = tmp_path / "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(cpu_wheel, "w") as archive:
+        archive.writestr("torch/version.py", "cuda: Optional[str] = None\n")
+    asked = report(entry("torch", "2.9.1", cpu_wheel.as_uri(), True))
+    monkeypatch.setattr(env_resolve, "run_watched", FakePip({"torch": asked}))
+    result = check_env(["--force-reinstall", "torch==2.9.1"], cache=str(tmp_path / "cache"))
+    assert [b.code for b in result.breaks] == ["gpu-build-lost"]
+    assert result.after == TorchBuild("2.9.1", None)
+    index = result.alternatives[0]
+    assert index.arguments == (
+        "--force-reinstall",
+        "torch==2.9.1",
+        "--extra-index-url",
+        "https://download.pytorch.org/whl/cu128",
+    )
+    assert not index.resolved

@@ -123,7 +123,7 @@ def test_a_harmless_set_passes_and_installs(torch_venv: Path, pip_config: Path) 
     assert set(before) < set(after)  # torch's files untouched, six added
 
 
-def test_torch_pulled_in_by_torchvision_is_refused_with_a_resolved_alternative(
+def test_torch_pulled_in_by_torchvision_is_refused_with_a_judged_alternative(
     torch_venv: Path, pip_config: Path
 ) -> None:
     before = _listing(torch_venv)
@@ -161,7 +161,11 @@ def test_torch_upgrade_under_a_torchvision_pin_is_refused(
     vision_venv: Path, pip_config: Path
 ) -> None:
     before = _listing(vision_venv)
-    done = _torchguard(pip_config, "pip", "install", "--python", str(vision_venv), "torch==2.14.1")
+    # check --env without the safer command: that one costs a second resolution of the 3 GB
+    # CUDA set (the unit tests and the case above cover it)
+    done = _torchguard(
+        pip_config, "check", "--env", "--no-verify", "--python", str(vision_venv), "torch==2.14.1"
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "torch 2.13.0+cpu -> 2.14.1 (upgrade)" in done.stdout
     assert (
@@ -173,9 +177,5 @@ def test_torch_upgrade_under_a_torchvision_pin_is_refused(
         in done.stdout
     )
     assert "[missing-symbol] import torchvision would fail: " in done.stdout
-    assert (
-        "instead (resolved by this environment's pip): torchguard pip install torch==2.14.1 "
-        "torchvision\n  installs torchvision built for torch 2.14.1" in done.stdout
-    )
-    assert "nothing was installed" in done.stderr
+    assert "instead" not in done.stdout
     assert _listing(vision_venv) == before
