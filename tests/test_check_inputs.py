@@ -524,3 +524,15 @@ def test_a_second_check_starts_from_what_the_first_found_out_about_sources(
         assert main(["check", *options, "--no-verify", "torch==2.4.1", "purepkg==1.8.3"]) == 0
         assert "built from source: purepkg 1.8.3" in capsys.readouterr().out
     assert runs == [False, True]  # the second check: no pip run at all
+
+
+def test_the_minute_lines_start_again_with_each_pip_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a silent second pip run until its elapsed time passes the first one's last line."""
+    from torchguard._frontends.check import _watcher
+    from torchguard._frontends.progress import Progress
+
+    show = _watcher(Progress(None))
+    for elapsed in (30, 61, 121, 5, 62):
+        show(float(elapsed), 1, "step")
+    said = [line.split(": ")[2] for line in capsys.readouterr().err.splitlines()]
+    assert said == ["61 s, 1 collected, now", "121 s, 1 collected, now", "62 s, 1 collected, now"]

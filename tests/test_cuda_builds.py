@@ -197,7 +197,11 @@ def test_the_cuda_command_keeps_torchvision_and_torchaudio_pinned(tmp_path: Path
     write_tree(site, companion("torchaudio", "2.4.1", {"torchaudio/__init__.py": b""}, {}))
     report = torchguard.scan([site], system32=[gpu_machine(tmp_path, (32, 0, 15, 6094))])
     (finding,) = report.findings
-    assert finding.hints[0].commands[0].endswith(
-        "torch==2.4.1 torchvision==0.19.1 torchaudio==2.4.1 "
-        "--index-url https://download.pytorch.org/whl/cu124"
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith(
+            "torch==2.4.1 torchvision==0.19.1 torchaudio==2.4.1 "
+            "--index-url https://download.pytorch.org/whl/cu124"
+        )
     )

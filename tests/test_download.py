@@ -95,8 +95,9 @@ def test_a_pip_that_never_finishes_is_stopped(
     with pytest.raises(PipFailure) as caught:
         resolve.resolve(["torch==2.4.1"], python="3.11", timeout=1.0)
     assert time.monotonic() - started < 30
-    assert caught.value.kind == "timeout" and "did not finish resolving within 1 s" in (
-        caught.value.lines[0]
+    assert (
+        caught.value.kind == "timeout"
+        and "did not finish resolving within 1 s" in (caught.value.lines[0])
     )
 
 

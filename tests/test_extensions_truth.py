@@ -101,6 +101,24 @@ def test_xformers_beside_a_cpu_torch_warns_and_names_the_features_lost(tmp_path:
     assert "xformers/cpp_lib.json" in finding.hints[0].summary
 
 
+def test_the_build_xformers_was_made_for_keeps_the_installed_torchvision_pinned(
+    tmp_path: Path,
+) -> None:
+    """kohya_ss: torch 2.7.0+cpu and torchvision 0.22.0 beside xformers built for 2.7.0+cu126:
+    the same release's CUDA build, with torchvision 0.22.0 in the same command."""
+    vision = companion("torchvision", "0.22.0", {"torchvision/__init__.py": b""}, {})
+    report = scan(tmp_path, FakeTorch(version="2.10.0+cpu"), xformers(), vision)
+    assert sorted(set(commands(report))) == [
+        "py -3.11 -m pip install --force-reinstall torch==2.10.0 torchvision==0.22.0 "
+        "--index-url https://download.pytorch.org/whl/cu128"
+    ]
+    other = scan(tmp_path / "other", FakeTorch(version="2.9.0+cpu"), xformers(), vision)
+    assert sorted(set(commands(other))) == [  # another release: 0.22.0 is not its torchvision
+        "py -3.11 -m pip install --force-reinstall torch==2.10.0 "
+        "--index-url https://download.pytorch.org/whl/cu128"
+    ]
+
+
 def test_an_xformers_whose_code_does_not_catch_fails_as_modelled(tmp_path: Path) -> None:
     report = scan(tmp_path, FakeTorch(version="2.10.0+cpu"), xformers(NOT_CATCHING_LOADER))
     assert package(report, "xformers")["status"] == "fails"

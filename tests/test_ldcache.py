@@ -297,6 +297,7 @@ def test_the_live_cache_view_matches_hwcaps_entries_to_the_cpu(tmp_path: Path) -
         def cpu() -> tuple[str, ...]:
             asked.append(1)
             return found
+
         return cpu
 
     v3 = read_cache(str(tmp_path), 62, levels(("x86-64-v3", "x86-64-v2")))  # type: ignore[arg-type]

@@ -384,7 +384,11 @@ def test_a_hwcaps_subdirectory_the_cpu_supports_is_tried_first(tmp_path: Path) -
     write_so(tmp_path / "lib" / "glibc-hwcaps" / "x86-64-v3", "libd.so")
     write_so(tmp_path / "lib" / "glibc-hwcaps" / "x86-64-v4", "libd.so")
     write_so(tmp_path, "libu.so", needed=["libd.so"], runpath="$ORIGIN/lib")
-    for level, expected in ((4, "glibc-hwcaps/x86-64-v4/"), (3, "glibc-hwcaps/x86-64-v3/"), (2, "")):
+    for level, expected in (
+        (4, "glibc-hwcaps/x86-64-v4/"),
+        (3, "glibc-hwcaps/x86-64-v3/"),
+        (2, ""),
+    ):
         ld = model(cpu=lambda level=level: Cpu(level, "x86_64"), glibc=(2, 38))
         assert ld.dlopen(str(tmp_path / "libu.so")).ok
         assert ld.loaded("libd.so").path == f"{tmp_path}/lib/{expected}libd.so"  # type: ignore[union-attr]

@@ -263,7 +263,13 @@ def test_a_preloaded_definition_interposes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "search",
-    ["$ORIGIN/$LIB", "$ORIGIN/${LIB}", "$ORIGIN/$PLATFORM", "${ORIGIN}/${PLATFORM}", "$ORIGIN/$FOO"],
+    [
+        "$ORIGIN/$LIB",
+        "$ORIGIN/${LIB}",
+        "$ORIGIN/$PLATFORM",
+        "${ORIGIN}/${PLATFORM}",
+        "$ORIGIN/$FOO",
+    ],
 )
 def test_dynamic_string_tokens_expand_as_glibc_expands_them(tmp_path: Path, search: str) -> None:
     """The good copy sits where glibc's expansion points, a copy without ``dep_f`` in every
@@ -354,9 +360,7 @@ def test_an_object_another_package_loaded_earlier_is_never_a_false_proof(
     provider = build(tmp_path / "pre", "libprovider.so", DEP)
     user = build(tmp_path, "libuser.so", USER)
     root = str(Path(__file__).resolve().parents[1])
-    code = _EARLIER.format(
-        root=root, provider=str(provider), user=str(user), mode=f"ctypes.{mode}"
-    )
+    code = _EARLIER.format(root=root, provider=str(provider), user=str(user), mode=f"ctypes.{mode}")
     done = subprocess.run(
         [PYTHON, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )

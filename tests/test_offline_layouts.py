@@ -129,9 +129,7 @@ def machine(drive: Path, case: str) -> tuple[Places, Path]:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_site_packages_path_gets_the_live_verdict(
-    tmp_path: Path, drive: Path, case: str
-) -> None:
+def test_a_site_packages_path_gets_the_live_verdict(tmp_path: Path, drive: Path, case: str) -> None:
     """``scan <env>\\Lib\\site-packages`` (as WSL sees it) = ``ensure()`` in that environment,
     finding for finding: messages, paths and hints included."""
     empty = tmp_path / "system32"
@@ -158,9 +156,7 @@ def test_the_cases_differ_where_the_environment_decides(tmp_path: Path, drive: P
     assert codes["conda-without-mkl"] == []
 
 
-def test_a_copy_of_a_conda_environment_gets_the_same_findings(
-    tmp_path: Path, drive: Path
-) -> None:
+def test_a_copy_of_a_conda_environment_gets_the_same_findings(tmp_path: Path, drive: Path) -> None:
     """A copy (no Windows path known) keeps stand-in paths, and the same verdict."""
     empty = tmp_path / "system32"
     empty.mkdir()

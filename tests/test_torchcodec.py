@@ -27,11 +27,15 @@ FFMPEG = {
 RUNTIME = ("msvcp140.dll", "vcruntime140_1.dll", "vcomp140.dll")
 
 
-def torchcodec(**override: bytes | None) -> dict[str, bytes]:
+def torchcodec(other_torch: bool = False, **override: bytes | None) -> dict[str, bytes]:
+    """``other_torch``: built against a c10.dll exporting a name this torch's does not."""
     files: dict[str, bytes | None] = {"torchcodec/__init__.py": b""}
+    symbols = {"c10.dll": ["?MessageLogger@c10@@QEAA@XZ"]} if other_torch else None
     for major, ffmpeg in FFMPEG.items():
         core = f"libtorchcodec_core{major}.dll"
-        files[f"torchcodec/{core}"] = build_pe([*ffmpeg, *TORCH, "MSVCP140.dll", *KERNEL])
+        files[f"torchcodec/{core}"] = build_pe(
+            [*ffmpeg, *TORCH, "MSVCP140.dll", *KERNEL], symbols=symbols
+        )
         files[f"torchcodec/libtorchcodec_custom_ops{major}.dll"] = build_pe(
             [core, *ffmpeg, *TORCH, "python311.dll", *KERNEL]
         )
@@ -89,3 +93,14 @@ def test_a_broken_torch_is_the_error_and_torchcodec_is_blocked(tmp_path: Path) -
     assert report.import_torch is not None and not report.import_torch.ok
     assert outcome(report, "torchcodec")["status"] == "blocked"
     assert not any(f.package == "torchcodec" for f in report.findings)
+
+
+def test_built_for_another_torch_and_no_ffmpeg_are_two_causes(tmp_path: Path) -> None:
+    """ai-toolkit's torchcodec 0.9.1 under torch 2.15.0 (c10::MessageLogger gone), and no
+    FFmpeg: one error for the torch it was built for, one warning for FFmpeg; no DLL twice."""
+    report = scan(tmp_path, torchcodec(other_torch=True), system32=RUNTIME)
+    (error,) = report.errors
+    (warning,) = report.warnings
+    assert (error.code, error.missing) == ("missing-symbol", "c10.dll")
+    assert (warning.code, warning.package) == ("missing-dll", "torchcodec")
+    assert "whichever of FFmpeg 8, FFmpeg 7, FFmpeg 6, FFmpeg 5, FFmpeg 4" in warning.message

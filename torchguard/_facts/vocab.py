@@ -49,6 +49,11 @@ class Code(_Text):
     OPENMP_CONFLICT = "openmp-conflict"
     LIBRARY_SHADOWED = "library-shadowed"
     CONFLICTING_FILES = "conflicting-files"
+    WHEEL_TAG_MISMATCH = "wheel-tag-mismatch"
+    BITSANDBYTES_BINARY_MISSING = "bitsandbytes-binary-missing"
+    NEIGHBOUR_LOAD_ORDER = "neighbour-load-order"
+    SMART_APP_CONTROL = "smart-app-control"
+    COMPILE_NOT_READY = "compile-not-ready"
 
 
 class Severity(_Text):

@@ -401,6 +401,8 @@ def _watcher(bar: Progress) -> Status:
 
     def show(elapsed: float, collected: int, step: str) -> None:
         text = f"resolving with pip: {elapsed:.0f} s, {collected} collected, now: {step}"
+        if elapsed < said[0]:
+            said[0] = 0.0  # pip runs again (a source-only release met): a minute from its start
         if bar.stream is not None:
             bar.show(text, force=True)
         elif elapsed - said[0] >= 60:

@@ -26,6 +26,7 @@ from torchguard._platforms.windows.loader import ARCH, CORRUPT, INIT, MISSING, S
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
+from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.hints import is_cuda_dll
 from torchguard._rules.registry import WINDOWS, rule
 
@@ -80,13 +81,13 @@ def _package(context: CheckContext, simulation: PackageSimulation) -> Iterator[F
         new_group = severity is not None and group is not None and group not in outside
         if new_group and group is not None and _from_outside(simulation, group, owned):
             outside.add(group)
-            yield _prerequisite_missing(context, simulation, group)
-        if severity is None or result.load is None or group in outside:
+            yield _prerequisite_missing(simulation, group)
+        if severity is None or result.load is None:
             continue
         root = ntpath.basename(result.step.path)
         for failure in result.load.all_failures():
             if group is not None and _outside(failure, owned):
-                continue  # the group failed for a reason of its own: that is the finding
+                continue  # an outside DLL: said once for the group, or not the cause
             identity = (failure.kind, failure.leaf.lower())
             builder = FAILURE_FINDINGS.get(failure.kind)
             if identity in seen or builder is None:
@@ -122,10 +123,13 @@ def _group_failures(simulation: PackageSimulation, group: str) -> list[tuple[str
 
 
 def _from_outside(simulation: PackageSimulation, group: str, owned: set[str]) -> bool:
-    """Every alternative of ``group`` fails only for DLLs no wheel brings (torchcodec's FFmpeg
-    builds): a prerequisite of the machine, which an offline check cannot see installed."""
-    failures = _group_failures(simulation, group)
-    return bool(failures) and all(_outside(f, owned) for _, f in failures)
+    """Every alternative of ``group`` misses DLLs no wheel brings (torchcodec's FFmpeg builds):
+    a prerequisite of the machine, which an offline check cannot see installed. Said once,
+    beside any other cause its alternatives share (a torch they were not built for)."""
+    by_feature: dict[str, bool] = {}
+    for feature, failure in _group_failures(simulation, group):
+        by_feature[feature] = by_feature.get(feature, False) or _outside(failure, owned)
+    return bool(by_feature) and all(by_feature.values())
 
 
 def _outside(failure: Failure, owned: set[str]) -> bool:
@@ -138,14 +142,13 @@ def _outside(failure: Failure, owned: set[str]) -> bool:
     )
 
 
-def _prerequisite_missing(
-    context: CheckContext, simulation: PackageSimulation, group: str
-) -> Finding:
+def _prerequisite_missing(simulation: PackageSimulation, group: str) -> Finding:
     """One finding for a group of alternatives none of which finds its outside DLLs: the
     package loads whichever is present. A warning: ``import torch`` is not what fails, and
     the machine may have one of them where this check cannot look."""
     plan = simulation.plan
-    failures = _group_failures(simulation, group)
+    owned = {ntpath.basename(p).lower() for p in plan.dist.record_paths()}
+    failures = [(n, f) for n, f in _group_failures(simulation, group) if _outside(f, owned)]
     first: dict[str, Failure] = {}
     count: dict[str, int] = {}
     for feature, failure in failures:
@@ -215,7 +218,15 @@ def _built_for(context: CheckContext, simulation: PackageSimulation) -> RepairHi
     wants_cuda, cuda = _cuda_of(target, release, simulation, torch.cuda)
     if wants_cuda and cuda is None:  # no known CUDA variant of that release to name
         return RepairHint(summary, (), PREVIOUS_VERSIONS_URL)
-    command = install_command(ctx.python_cmd, version, cuda, conda=ctx.conda, release=release)
+    same_release = version.partition("+")[0] == (torch.version or "").partition("+")[0]
+    command = install_command(
+        ctx.python_cmd,
+        version,
+        cuda,
+        conda=ctx.conda,
+        release=release,
+        siblings=installed_siblings(context) if same_release else (),
+    )
     return RepairHint(summary, (command,))
 
 

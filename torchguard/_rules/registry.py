@@ -39,6 +39,10 @@ MODULES: Mapping[str, tuple[str, ...]] = {
         "pairing",
         "packages",
         "openmp",
+        "wheel_tags",
+        "bitsandbytes",
+        "smart_app_control",
+        "compile_ready",
     ),
     LINUX: (
         "linux_missing",

@@ -17,10 +17,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchguard._binary.fatbin import FatbinArchs
+from torchguard._facts.bitsandbytes import cuda_tuple
 from torchguard._facts.cuda_builds import linux_minimum_driver
 from torchguard._facts.gpus import compute_capability
 from torchguard._facts.import_reach import lost_feature, module_sources, place, reach
 from torchguard._facts.vocab import Analysis, Code, Step
+from torchguard._facts.wheel_tags import Interpreter
 from torchguard._platforms.linux import cached
 from torchguard._platforms.linux.cache import LinuxCache
 from torchguard._platforms.linux.extensions import extension_module, package_sources, torch_pins
@@ -31,18 +33,30 @@ from torchguard._platforms.linux.late_loads import Late, late_loads
 from torchguard._platforms.linux.ldso import Ldso, SharedObject
 from torchguard._platforms.linux.listing import ListingGlob
 from torchguard._platforms.linux.locate import environment, pinned_copies, torch_version
+from torchguard._platforms.linux.neighbour_loads import replay_order
+from torchguard._platforms.linux.neighbours import find_neighbours
 from torchguard._platforms.linux.nvidia import is_compat_dir, libcuda_version
 from torchguard._platforms.linux.preload import PreloadPlan
 from torchguard._platforms.linux.records import owner as record_owner
 from torchguard._platforms.linux.simulate import LinuxImport, simulate_torch_linux
 from torchguard._platforms.linux.system import CacheView, LinuxSystem
+from torchguard._platforms.linux.wheel_dists import (
+    bitsandbytes_install,
+    folder_wheels,
+    linux_platform,
+    site_folders,
+)
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
+from torchguard._rules.bitsandbytes import OVERRIDE as BNB_OVERRIDE
+from torchguard._rules.bitsandbytes import binary_findings
 from torchguard._rules.kernels import extension_losses
 from torchguard._rules.linux_context import ExtensionLoad, LinuxContext
 from torchguard._rules.linux_driver_facts import LinuxDriverFacts, parse_cuda
 from torchguard._rules.linux_hints import LinuxHints
+from torchguard._rules.neighbours import neighbour_findings
 from torchguard._rules.registry import LINUX, run_rules
+from torchguard._rules.wheel_tags import tag_findings
 
 if TYPE_CHECKING:
     from torchguard._platforms.linux.wheel_files import WheelFiles
@@ -134,6 +148,11 @@ class LinuxAnalysis:
             if driver_late is not None:
                 lacks = driver_lacks(ldso, driver_late, late_facts)
         pins = [(p.name, p.version, p.requires) for p in torch_pins(site)]
+        # checks of their own, not yet rules over the context: kept in their order
+        others: list[Finding] = []
+        if system.live:  # offline, the Python is inferred from torch's own tag
+            others += _wheel_tags(system, files, cache)
+        others += _bitsandbytes(system, cuda)
         self.torch_end = len(ldso.objects)
         extension_loads: list[ExtensionLoad] = []
         if replay.ok:  # each package binary that links torch, loaded into the process torch left
@@ -141,6 +160,7 @@ class LinuxAnalysis:
                 opened = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
                 if opened.error is not None:
                     extension_loads.append(ExtensionLoad(package, path, opened.error))
+            others += _neighbours(system, files, cache, ldso, hints)
         context = LinuxContext(
             replay,
             hints,
@@ -168,7 +188,7 @@ class LinuxAnalysis:
             claim=_claimed,
             used=_used(ldso.objects[first_new:]),
         )
-        findings = run_rules(context, LINUX)
+        findings = sorted(run_rules(context, LINUX) + others, key=Finding.sort_key)
         if isinstance(system.cache, CacheView):
             cache.store_lookups(system.cache.key, system.cache.memo)
         cache.save()
@@ -269,6 +289,60 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def _wheel_tags(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[Finding]:
+    """wheel-tag-mismatch for each distribution built for another interpreter; each site
+    folder's WHEEL texts are kept by the folder's state (an install changes it), so a warm
+    run reads none."""
+    interpreter = Interpreter(
+        system.python_version, system.free_threaded, linux_platform(system.machine)
+    )
+    rows: list[tuple[str, str, str | None]] = []
+    for folder in site_folders(system.site_dirs):
+        state = files.dir_state(folder)
+        key = f"{folder}|{state}"
+        known = cache.wheel_tags(key) if state else None
+        if known is None:
+            read = folder_wheels(folder)
+            if state:
+                cache.store_wheel_tags(key, [(n, v, t or "") for n, v, t in read])
+            rows += read
+        else:
+            rows += known
+    python = os.path.basename(system.executable or "") or "python3"
+    return list(tag_findings(rows, interpreter, python))
+
+
+def _bitsandbytes(system: LinuxSystem, cuda: str | None) -> list[Finding]:
+    """bitsandbytes-binary-missing for the bitsandbytes Python would import."""
+    wanted = cuda_tuple(cuda)
+    install = bitsandbytes_install(system.site_dirs) if wanted is not None else None
+    if install is None or wanted is None:
+        return []
+    python = os.path.basename(system.executable or "") or "python3"
+    override = system.environ.get(BNB_OVERRIDE) if system.live else None
+    return list(binary_findings(install, wanted, "linux", override, python))
+
+
+def _neighbours(
+    system: LinuxSystem, files: PosixFiles, cache: LinuxCache, ldso: Ldso, hints: LinuxHints
+) -> list[Finding]:
+    """onnxruntime-gpu's and ctranslate2's libraries, loaded after torch and without it."""
+    found = find_neighbours(system.site_dirs)
+    if not found:
+        return []
+    late_facts = cached.LateFacts(files, cache)
+    alone = Ldso(files, environment(system), cache)
+    alone.start(system.executable, system.mapped, live=system.live)
+    findings: list[Finding] = []
+    for neighbour in found:
+        after = replay_order(ldso, neighbour.library, late_facts)
+        solo = replay_order(alone, neighbour.library, late_facts)
+        findings += neighbour_findings(
+            neighbour.kind, neighbour.version, neighbour.library, after, solo, hints, ldso.objects
+        )
+    return findings
 
 
 def _claimed(finding: Finding, package: str, path: str) -> Finding:

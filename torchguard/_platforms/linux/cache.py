@@ -139,6 +139,19 @@ class LinuxCache:
     def store_extensions(self, key: str, found: list[tuple[str, str]]) -> None:
         self._put("extensions", key, [list(item) for item in found])
 
+    def wheel_tags(self, key: str) -> list[tuple[str, str, str]] | None:
+        """(name, version, WHEEL text) of a site folder's distributions, as last read."""
+        found = self._get("wheel-tags", key)
+        if not isinstance(found, list):
+            return None
+        try:
+            return [(str(name), str(version), str(text)) for name, version, text in found]
+        except (TypeError, ValueError):
+            return None
+
+    def store_wheel_tags(self, key: str, rows: list[tuple[str, str, str]]) -> None:
+        self._put("wheel-tags", key, [list(row) for row in rows])
+
     def lookups(self, key: str) -> dict[str, tuple[str, ...]]:
         """The ``ld.so.cache`` answers remembered for the cache file ``key``."""
         found = self._get("ldcache", key)

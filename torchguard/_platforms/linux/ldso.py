@@ -117,9 +117,7 @@ class Ldso:
         )
         return found
 
-    def _expand_all(
-        self, entries: Sequence[str], origin: str, via: str
-    ) -> list[tuple[str, str]]:
+    def _expand_all(self, entries: Sequence[str], origin: str, via: str) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
         for entry in entries:
             expanded = self.expand(entry, origin)
@@ -128,9 +126,7 @@ class Ldso:
         return found
 
     # -- process start -----------------------------------------------------------------
-    def start(
-        self, executable: str | None, mapped: Sequence[str] = (), live: bool = False
-    ) -> None:
+    def start(self, executable: str | None, mapped: Sequence[str] = (), live: bool = False) -> None:
         """The interpreter and what is already mapped (``/proc/self/maps``), loaded as-is,
         then the preloads: loaded here, or (``live``) found among the mapped objects, where
         ld.so put them at process start (an entry that is not there was skipped then).
@@ -669,9 +665,7 @@ class Ldso:
         supplier: SharedObject | None = None
         for symbol, version in missing:
             filename = files_of.get(version)
-            found = next(
-                (o for o, t in tables if _defines(o, t, symbol, version, filename)), None
-            )
+            found = next((o for o, t in tables if _defines(o, t, symbol, version, filename)), None)
             if found is None:
                 proven.append((symbol, version))
             elif supplier is None:

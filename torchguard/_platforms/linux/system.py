@@ -27,6 +27,7 @@ from torchguard._platforms.linux.process import (
     split_preload,
 )
 from torchguard._platforms.linux.searchlist import startup_library_path
+from torchguard._platforms.linux.wheel_dists import free_threaded
 from torchguard._platforms.linux.wsl import Wsl, driver_store, read_wsl
 
 if TYPE_CHECKING:  # zipfile and hashlib are imported only when a wheel is scanned
@@ -52,6 +53,8 @@ class LinuxSystem:
     environ: Mapping[str, str] = field(default_factory=dict)
     live: bool = False
     python_version: tuple[int, int] = (3, 11)
+    free_threaded: bool = False
+    """Live: the interpreter is a free-threaded build (``Py_GIL_DISABLED``)."""
     conda: bool = False
     wsl: bool = False
     sysroot: str = "/"
@@ -251,6 +254,7 @@ def live_linux(torch_package_dir: str | None) -> LinuxSystem:
         environ=environ,
         live=True,
         python_version=(sys.version_info[0], sys.version_info[1]),
+        free_threaded=free_threaded(),
         conda=os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         wsl=wsl is not None,
         gpus=nvidia_gpus("/"),

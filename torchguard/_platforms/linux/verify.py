@@ -120,8 +120,9 @@ def verify_file(path: str, elf_class: int = 2, machine: int = 62) -> Verdict | N
             head = handle.read(64)
             size = handle.seek(0, 2)
             if len(head) >= 64 and head[:4] == _MAGIC and head[4] == 2:
-                phoff, phentsize, phnum = struct.unpack_from("<Q", head, 32)[0], *(
-                    struct.unpack_from("<HH", head, 54)
+                phoff, phentsize, phnum = (
+                    struct.unpack_from("<Q", head, 32)[0],
+                    *(struct.unpack_from("<HH", head, 54)),
                 )
                 if 0 < phentsize * phnum <= 1 << 20 and phoff < size:
                     handle.seek(phoff)

@@ -305,6 +305,26 @@ def _site_dirs() -> tuple[str, ...]:
     return tuple(seen.values())
 
 
+#: Smart App Control's state: 0 off, 1 on (enforcing), 2 evaluation (watching, not blocking).
+_SAC_KEY = r"SYSTEM\CurrentControlSet\Control\CI\Policy"
+_SAC_VALUE = "VerifiedAndReputablePolicyState"
+
+
+def smart_app_control() -> int | None:
+    """Smart App Control's state from the registry (None: not there, as before Windows 11
+    22H2, or unreadable)."""
+    if sys.platform != "win32":
+        raise NotImplementedError(_ONLY_WINDOWS)
+    import winreg
+
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _SAC_KEY) as key:
+            value, kind = winreg.QueryValueEx(key, _SAC_VALUE)
+    except OSError:
+        return None
+    return value if kind == winreg.REG_DWORD and isinstance(value, int) else None
+
+
 def live_windows() -> System:
     """The running process as a :class:`System` (Windows only)."""
     if sys.platform != "win32":
@@ -346,6 +366,7 @@ def live_windows() -> System:
         commit=_commit_or_none(),
         loaded_paths=modules,
         kmp_started=kmp_started(),
+        smart_app_control=smart_app_control(),
         registered_dirs=known,
         unseen_dirs=maybe_registered(modules, library_dirs(site_dirs), known, (system32, app_dir)),
     )

@@ -99,6 +99,8 @@ class System:
     """Live: folders the program registered with ``os.add_dll_directory`` (observed)."""
     unseen_dirs: tuple[str, ...] = ()
     """Live: folders the program may have registered unseen (``_platforms.windows.user_dirs``)."""
+    smart_app_control: int | None = None
+    """Live: Smart App Control's state (0 off, 1 on, 2 evaluation; None: unknown)."""
 
     def close(self) -> None:
         self.tree.close()
