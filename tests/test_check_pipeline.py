@@ -331,9 +331,12 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DEFAULT_TIMEOUT": "120"},
+            # a test run started in the background (`pytest &`) has SIGINT ignored, which the
+            # child would inherit: Ctrl-C as a terminal sends it, to a process that hears it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
-        # inside pip's resolution, waiting on the index: pip has connected (a fixed sleep was
-        # too short on a loaded machine, where torchguard had not started pip yet)
+        # waiting on the index (its probe, before pip runs) once it has connected, not after a
+        # fixed sleep that a loaded machine can outlast before torchguard gets there
         silent.settimeout(120)
         waiting, _ = silent.accept()
         proc.send_signal(signal.SIGINT)

@@ -34,7 +34,9 @@ def _in_the_loader_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _in_a_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_registry, "RULES", (*_registry.RULES, boom))
+    planted = _registry.Rule("planted.boom", frozenset({_registry.WINDOWS}), boom)
+    rules = _registry.rules
+    monkeypatch.setattr(_registry, "rules", lambda platform: (*rules(platform), planted))
 
 
 def _in_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from torchguard._rules.hints import HintContext, for_corrupt, for_missing
+from torchguard._rules.hints import HintContext, for_corrupt
+from torchguard._rules.hints_missing import for_missing
 
 
 def commands(hints: tuple) -> list[str]:  # type: ignore[type-arg]
@@ -148,14 +149,14 @@ def test_an_upgrade_of_torch_takes_its_installed_siblings_along() -> None:
 
 
 def test_linux_reinstall_keeps_the_build_variant_and_its_index() -> None:
-    from torchguard._rules.linux_loads import LinuxHints, _reinstall
+    from torchguard._rules.linux_hints import LinuxHints, reinstall
 
-    (cpu,) = commands(_reinstall(LinuxHints(torch_version="2.4.1+cpu"), None))
+    (cpu,) = commands(reinstall(LinuxHints(torch_version="2.4.1+cpu"), None))
     assert cpu == (
         "python -m pip install --force-reinstall torch==2.4.1+cpu "
         "--index-url https://download.pytorch.org/whl/cpu"
     )
-    (plain,) = commands(_reinstall(LinuxHints(torch_version="2.4.1"), None))
+    (plain,) = commands(reinstall(LinuxHints(torch_version="2.4.1"), None))
     assert plain == "python -m pip install --force-reinstall torch==2.4.1"
 
 

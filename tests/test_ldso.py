@@ -417,12 +417,10 @@ def test_a_symbol_only_an_earlier_object_of_unknown_scope_defines_is_a_doubt(
 
 def test_a_doubtful_failure_is_a_warning_and_unread_objects_are_named(tmp_path: Path) -> None:
     from torchguard._platforms.linux.ldso import IgnoredPreload, LoadError
-    from torchguard._rules.linux_loads import (
-        LinuxHints,
-        ignored_preload_findings,
-        load_error_finding,
-        unread_findings,
-    )
+    from torchguard._rules.linux_hints import LinuxHints
+    from torchguard._rules.linux_missing import load_error_finding
+    from torchguard._rules.linux_preload import ignored_preload_findings
+    from torchguard._rules.linux_unread import unread_findings
 
     proof = LoadError(SYMBOL, "/x/libu.so", "f")
     doubt = LoadError(SYMBOL, "/x/libu.so", "f", doubt="libd.so could not be read")

@@ -14,7 +14,7 @@ from torchguard._platforms.linux.requirements import (
     parse_pins,
     torch_requirements,
 )
-from torchguard._rules.linux_loads import LinuxHints, nvidia_wheel
+from torchguard._rules.linux_hints import LinuxHints, nvidia_wheel
 
 TORCH_291 = """Metadata-Version: 2.1
 Name: torch

@@ -1,8 +1,9 @@
-"""Checks: pure functions from a :class:`CheckContext` to findings, one module per family.
+"""Checks: small functions from a platform's context to findings, one module per family.
 
 A new failure family (runtime versions, loaded-module conflicts, OpenMP, CUDA driver ...) is
-one more module here and one more entry in :data:`RULES` (``registry``).
-The rule set loads on first use, so the Linux analysis does not import the Windows rules.
+one more module here, its rule marked ``@rule(WINDOWS)`` or ``@rule(LINUX)`` (``registry``),
+and its module named in :data:`~torchguard._rules.registry.MODULES`. The rule set loads on
+first use, so the Linux analysis does not import the Windows rules.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ if TYPE_CHECKING:
     from torchguard._rules import registry as _registry
 
     CheckContext = _context.CheckContext
-    RULES = _registry.RULES
     run_rules = _registry.run_rules
 
-__all__ = ["RULES", "CheckContext", "run_rules"]
+__all__ = ["CheckContext", "run_rules"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name == "CheckContext":
+        from torchguard._rules import context
+
+        return context.CheckContext
+    if name == "run_rules":
         from torchguard._rules import registry
 
-        return getattr(registry, name)
+        return registry.run_rules
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

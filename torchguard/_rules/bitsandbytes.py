@@ -25,11 +25,13 @@ from torchguard._report.findings import WARNING, Finding, RepairHint
 
 if TYPE_CHECKING:
     from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 OVERRIDE = "BNB_CUDA_VERSION"
 RANK = 130
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     from torchguard._platforms.windows.tree import join
 

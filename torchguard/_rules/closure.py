@@ -11,10 +11,13 @@ from torchguard._platforms.windows.loader import ARCH, CORRUPT, MISSING, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
+from torchguard._rules.hints_missing import for_missing
+from torchguard._rules.registry import WINDOWS, rule
 
 RANK = {ARCH: 10, CORRUPT: 20, MISSING: 30}
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     seen: set[tuple[str, str]] = set()
     for load in context.guarded.loads:
@@ -54,7 +57,7 @@ def failure_finding(context: CheckContext, root: str, failure: Failure) -> Findi
             dll=root,
             missing=leaf,
             chain=failure.chain,
-            hints=_hints.for_missing(leaf, context.hints, owned),
+            hints=for_missing(leaf, context.hints, owned),
             rank=60 if failure.delay else RANK[MISSING],
         )
     if failure.kind == CORRUPT:

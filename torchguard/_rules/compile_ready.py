@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 RANK = 150
 TRITON = ("triton-windows", "triton")
@@ -26,6 +27,7 @@ COMPILERS = ("cl.exe", "gcc.exe", "clang.exe")
 URL = "https://github.com/woct0rdho/triton-windows#readme"
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     from torchguard._platforms.windows.tree import join
 

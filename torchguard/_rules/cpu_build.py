@@ -27,13 +27,16 @@ from torchguard._facts.torch_archs import carries_kernels
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
-from torchguard._rules.cuda_driver import DRIVERS_URL, find_driver, format_driver
+from torchguard._rules.cuda_driver import find_driver, format_driver
 from torchguard._rules.gpu_fix import newest_hint, newest_pick
+from torchguard._rules.links import DRIVERS_URL
+from torchguard._rules.registry import WINDOWS, rule
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     torch = context.torch
     if torch.cuda is not None or torch.variant not in _CPU_TAGS:

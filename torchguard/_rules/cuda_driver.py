@@ -29,8 +29,8 @@ from torchguard._facts.vocab import Code
 from torchguard._platforms.windows.tree import join
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
-
-DRIVERS_URL = "https://www.nvidia.com/drivers"
+from torchguard._rules.links import DRIVERS_URL
+from torchguard._rules.registry import WINDOWS, rule
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ def _described_driver(context: CheckContext) -> InstalledDriver | None:
     return None
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     cuda = parse_cuda(context.torch.cuda)
     if cuda is None:

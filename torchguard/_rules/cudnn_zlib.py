@@ -18,12 +18,14 @@ from torchguard._platforms.windows.tree import join
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import reinstall_torch
+from torchguard._rules.registry import WINDOWS, rule
 
 ZLIB = "zlibwapi.dll"
 DISPATCHERS = ("cudnn64_8.dll", "cudnn64_9.dll")
 _MAX_DISPATCHER = 16 << 20  # the dispatchers are small (0.3 MB); never read a big file whole
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     tree = context.system.tree
     lib = context.torch.lib_dir

@@ -10,8 +10,10 @@ from torchguard._platforms.windows.loader import MISSING
 from torchguard._platforms.windows.tree import path_key
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     unguarded = context.unguarded.outcome()
     if unguarded.ok:

@@ -24,10 +24,12 @@ from torchguard._platforms.windows.tree import ZIP_ERRORS, HostFile, WinTree, Zi
 from torchguard._report.findings import Finding
 from torchguard._rules.context import CheckContext
 from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
+from torchguard._rules.registry import WINDOWS, rule
 
 _BINARY_SUFFIXES = (".pyd", ".dll")
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     gpus = nvidia_gpus(
         adapter.name for adapter in context.system.display_adapters if adapter.is_nvidia

@@ -41,11 +41,13 @@ from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
 from torchguard._rules.gpu_fix import newest_hint, newest_pick
 from torchguard._rules.kernels import arch_names, no_kernels_message
+from torchguard._rules.registry import WINDOWS, rule
 
 #: torch's own kernels: torch_cuda.dll (torch >= 1.13), torch_cuda_cu.dll before.
 KERNEL_DLLS = ("torch_cuda.dll", "torch_cuda_cu.dll")
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     cuda = parse_cuda(context.torch.cuda)
     if cuda is None:

@@ -24,7 +24,8 @@ from torchguard._facts.vocab import Code
 from torchguard._platforms.linux.ldso import SharedObject
 from torchguard._platforms.linux.neighbour_loads import Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.linux_loads import LinuxHints, load_error_finding, nvidia_wheel
+from torchguard._rules.linux_hints import LinuxHints, nvidia_wheel
+from torchguard._rules.linux_missing import load_error_finding
 
 RANK = 140
 _MAJOR = re.compile(r"\.so\.(\d+)")

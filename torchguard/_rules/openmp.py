@@ -26,6 +26,7 @@ from torchguard._platforms.windows.openmp import NAMES, SIBLING_COPY, STARTED, C
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import install_release
+from torchguard._rules.registry import WINDOWS, rule
 
 ABORT = (
     'the second runtime to start aborts the process with "OMP: Error #15: Initializing '
@@ -38,6 +39,7 @@ MASKED = (
 SWITCH = "TORCHGUARD_OPENMP=keep"
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     state = context.openmp
     grouped: dict[tuple[str | None, str], list[Conflict]] = {}

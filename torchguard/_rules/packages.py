@@ -28,6 +28,7 @@ from torchguard._rules import closure, runtime_version, symbols
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.hints import is_cuda_dll
+from torchguard._rules.registry import WINDOWS, rule
 
 FindingBuilder = Callable[[CheckContext, str, Failure], Finding]
 
@@ -47,6 +48,7 @@ _SEVERITY = {CORE: ERROR, OPTIONAL: WARNING}
 RANK_OFFSET = 100
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     for simulation in context.packages:
         yield from _package(context, simulation)

@@ -20,6 +20,7 @@ from torchguard._platforms.windows.loader import APISET, KNOWNDLL, LOADED, SYSTE
 from torchguard._platforms.windows.tree import HostFile
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 #: The DataLoader workers a typical training script starts (override: TORCHGUARD_WORKERS).
 TYPICAL_WORKERS = 4
@@ -30,6 +31,7 @@ PAGE_FILE_URL = (
 _SKIP = {SYSTEM32, KNOWNDLL, APISET, LOADED}  # shared with every process, or already mapped
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     commit = context.system.commit
     if commit is None:

@@ -23,6 +23,7 @@ from torchguard._platforms.windows.ecosystem import CORE
 from torchguard._platforms.windows.locate import split_local
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 #: Each paired package and how its import then fails.
 PAIRED = {
@@ -31,6 +32,7 @@ PAIRED = {
 }
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     torch_version = context.torch.version
     for dist in context.dists:

@@ -17,6 +17,7 @@ from torchguard._facts.vocab import Code, Step
 from torchguard._platforms.windows.loader import CURRENT_DIR, PATH_FALLBACK, WINDOWS_DIR
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 _WHERE = {
     PATH_FALLBACK: "only on PATH ({folder})",
@@ -25,6 +26,7 @@ _WHERE = {
 }
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     for root, resolutions in context.guarded.fallbacks.items():
         for resolution in resolutions:

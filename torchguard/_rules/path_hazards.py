@@ -15,8 +15,10 @@ from torchguard._facts.vocab import Code
 from torchguard._platforms.windows.loader import glob_unsafe
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     lib_dir = context.torch.lib_dir
     if not glob_unsafe(lib_dir):

@@ -1,64 +1,123 @@
-"""The Windows rule set: every check of :class:`CheckContext`, in order."""
+"""Every rule, registered once with the platforms it applies to, and run for one platform.
+
+A rule is a function of a platform's context (:class:`~torchguard._rules.context.CheckContext`
+on Windows, :class:`~torchguard._rules.linux_context.LinuxContext` on Linux) to findings, marked
+with :func:`rule`. :data:`MODULES` names the modules that hold each platform's rules, in the
+order their findings are produced (findings of equal severity and rank keep it); only the asked
+platform's modules are imported, so the Linux analysis never imports the Windows rules.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from torchguard._report.findings import Finding
-from torchguard._rules import (
-    bitsandbytes,
-    closure,
-    compile_ready,
-    cpu_build,
-    cuda_driver,
-    cudnn_zlib,
-    dll_dirs,
-    extension_kernels,
-    gpu_arch,
-    openmp,
-    packages,
-    page_file,
-    pairing,
-    path_fallback,
-    path_hazards,
-    runtime_version,
-    smart_app_control,
-    symbols,
-    unreadable,
-    wheel_tags,
-    xpu_driver,
-)
-from torchguard._rules.context import CheckContext
 
-Rule = Callable[[CheckContext], Iterable[Finding]]
+WINDOWS = "windows"
+LINUX = "linux"
+PLATFORMS = frozenset({WINDOWS, LINUX})
 
-RULES: tuple[Rule, ...] = (
-    closure.check,
-    unreadable.check,
-    symbols.check,
-    dll_dirs.check,
-    path_fallback.check,
-    runtime_version.check,
-    cuda_driver.check,
-    cpu_build.check,
-    xpu_driver.check,
-    gpu_arch.check,
-    extension_kernels.check,
-    cudnn_zlib.check,
-    page_file.check,
-    path_hazards.check,
-    pairing.check,
-    packages.check,
-    openmp.check,
-    wheel_tags.check,
-    bitsandbytes.check,
-    smart_app_control.check,
-    compile_ready.check,
-)
+MODULES: Mapping[str, tuple[str, ...]] = {
+    WINDOWS: (
+        "closure",
+        "unreadable",
+        "symbols",
+        "dll_dirs",
+        "path_fallback",
+        "runtime_version",
+        "cuda_driver",
+        "cpu_build",
+        "xpu_driver",
+        "gpu_arch",
+        "extension_kernels",
+        "cudnn_zlib",
+        "page_file",
+        "path_hazards",
+        "pairing",
+        "packages",
+        "openmp",
+        "wheel_tags",
+        "bitsandbytes",
+        "smart_app_control",
+        "compile_ready",
+    ),
+    LINUX: (
+        "linux_missing",
+        "linux_preload",
+        "linux_conflicts",
+        "linux_cpu_build",
+        "linux_driver",
+        "linux_gpu_arch",
+        "linux_extension_kernels",
+        "linux_shadowed",
+        "linux_late",
+        "linux_package_mismatch",
+        "linux_extensions",
+        "linux_unread",
+    ),
+}
+
+Check = Callable[[Any], Iterable[Finding]]
+C = TypeVar("C")
 
 
-def run_rules(context: CheckContext) -> list[Finding]:
+class RuleRegistrationError(ValueError):
+    """A rule registered twice, or for no known platform: a programming error."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    """``module.function`` under ``torchguard._rules``: unique."""
+    platforms: frozenset[str]
+    check: Check
+
+    @property
+    def module(self) -> str:
+        return self.name.rpartition(".")[0]
+
+
+_REGISTERED: dict[str, Rule] = {}
+
+
+def rule(
+    *platforms: str,
+) -> Callable[[Callable[[C], Iterable[Finding]]], Callable[[C], Iterable[Finding]]]:
+    """Register the decorated function once, as a rule of ``platforms``."""
+    unknown = set(platforms) - PLATFORMS
+    if not platforms or unknown:
+        raise RuleRegistrationError(f"a rule needs known platforms, not {sorted(unknown)}")
+
+    def register(check: Callable[[C], Iterable[Finding]]) -> Callable[[C], Iterable[Finding]]:
+        name = f"{check.__module__.rpartition('.')[2]}.{check.__qualname__}"
+        if name in _REGISTERED:
+            raise RuleRegistrationError(f"rule {name} is registered twice")
+        _REGISTERED[name] = Rule(name, frozenset(platforms), check)
+        return check
+
+    return register
+
+
+def rules(platform: str) -> tuple[Rule, ...]:
+    """The rules of ``platform``, in :data:`MODULES` order (importing only those modules)."""
+    found: list[Rule] = []
+    for module in MODULES[platform]:
+        importlib.import_module(f"torchguard._rules.{module}")
+        found += [r for r in _REGISTERED.values() if r.module == module and platform in r.platforms]
+    return tuple(found)
+
+
+def registered() -> tuple[Rule, ...]:
+    """Every rule registered so far (all of them once :func:`rules` ran for each platform)."""
+    return tuple(_REGISTERED.values())
+
+
+def run_rules(context: object, platform: str) -> list[Finding]:
+    """Every finding of ``platform``'s rules over ``context``, most fundamental first."""
     findings: list[Finding] = []
-    for rule in RULES:
-        findings.extend(rule(context))
+    for each in rules(platform):
+        findings.extend(each.check(context))
     return sorted(findings, key=Finding.sort_key)

@@ -39,6 +39,7 @@ from torchguard._platforms.windows.vcruntime import toolset as built_with
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 
 class _StartUp(Enum):
@@ -51,6 +52,7 @@ class _StartUp(Enum):
 PYTHON_LOADED = _StartUp.PYTHON_LOADED
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     proven: set[str] = set()
     for load in context.guarded.loads:

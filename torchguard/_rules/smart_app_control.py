@@ -18,6 +18,7 @@ from torchguard._binary.pe.signature import HEAD, signature_size
 from torchguard._facts.vocab import Code, Step
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 ENFORCING = 1
 NAMED = 5
@@ -29,6 +30,7 @@ _TRUSTED = frozenset({Step.SYSTEM32, Step.KNOWNDLL, Step.APISET, Step.WINDOWS_DI
 URL = "https://support.microsoft.com/topic/what-is-smart-app-control-285ea03d-fa88-4d56-882e-6698afdb7003"
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     if context.system.smart_app_control != ENFORCING:
         return

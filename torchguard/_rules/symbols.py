@@ -17,10 +17,12 @@ from torchguard._platforms.windows.loader import SYMBOL, Failure
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._rules import hints as _hints
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 RANK = 35
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     seen: set[tuple[str, str]] = set()
     for load in context.guarded.loads:

@@ -17,11 +17,13 @@ from torchguard._facts.vocab import Code
 from torchguard._platforms.windows.loader import LoadResult, Unread
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 #: ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION.
 _DENIED, _SHARING, _LOCK = 5, 32, 33
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     seen: set[str] = set()
     for root, unread in _unread(context):

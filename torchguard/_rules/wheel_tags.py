@@ -20,6 +20,7 @@ from torchguard._report.findings import WARNING, Finding, RepairHint
 if TYPE_CHECKING:
     from torchguard._platforms.windows.dists import InstalledDist
     from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 #: Ranked after torch's own load failures, which a wrong-Python torch also gets.
 RANK = 45
@@ -31,6 +32,7 @@ _WINDOWS_MACHINES: dict[int, str] = {
 }
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     """Every distribution that lists a ``.pyd``/``.dll``, against the interpreter."""
     python = context.system.interpreter

@@ -15,11 +15,13 @@ from collections.abc import Iterator
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.registry import WINDOWS, rule
 
 INTEL_DRIVER_URL = "https://www.intel.com/content/www/us/en/download/785597/intel-arc-iris-xe-graphics-windows.html"
 LOADER = "ze_loader.dll"
 
 
+@rule(WINDOWS)
 def check(context: CheckContext) -> Iterator[Finding]:
     variant = (context.torch.variant or "").lower()
     if not variant.startswith("xpu"):

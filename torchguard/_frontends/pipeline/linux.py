@@ -29,7 +29,7 @@ from torchguard._platforms.linux.extensions import extension_module, package_sou
 from torchguard._platforms.linux.files import PosixFiles
 from torchguard._platforms.linux.late_driver import DRIVER, driver_lacks, driver_load
 from torchguard._platforms.linux.late_exact import exact_loads
-from torchguard._platforms.linux.late_loads import late_loads
+from torchguard._platforms.linux.late_loads import Late, late_loads
 from torchguard._platforms.linux.ldso import Ldso, SharedObject
 from torchguard._platforms.linux.listing import ListingGlob
 from torchguard._platforms.linux.locate import environment, pinned_copies, torch_version
@@ -50,27 +50,12 @@ from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
 from torchguard._rules.bitsandbytes import OVERRIDE as BNB_OVERRIDE
 from torchguard._rules.bitsandbytes import binary_findings
-from torchguard._rules.kernels import extension_finding, extension_losses, nvidia_gpus
-from torchguard._rules.linux_gpu import (
-    LinuxDriverFacts,
-    driver_findings,
-    gpu_arch_findings,
-    parse_cuda,
-)
-from torchguard._rules.linux_loads import (
-    LinuxHints,
-    conflicting_files,
-    cpu_build_on_gpu,
-    driver_library_findings,
-    ignored_preload_findings,
-    import_findings,
-    late_load_findings,
-    load_error_finding,
-    package_mismatch,
-    shadowed,
-    unread_findings,
-)
+from torchguard._rules.kernels import extension_losses
+from torchguard._rules.linux_context import ExtensionLoad, LinuxContext
+from torchguard._rules.linux_driver_facts import LinuxDriverFacts, parse_cuda
+from torchguard._rules.linux_hints import LinuxHints
 from torchguard._rules.neighbours import neighbour_findings
+from torchguard._rules.registry import LINUX, run_rules
 from torchguard._rules.wheel_tags import tag_findings
 
 if TYPE_CHECKING:
@@ -147,53 +132,63 @@ class LinuxAnalysis:
             ld_library_path=tuple(system.ld_library_path),
             requirements=cached.requirements(torch_dir, cache, self.scratch),
         )
-        findings = list(import_findings(replay, hints, ldso.objects))
-        findings += ignored_preload_findings(ldso.ignored_preloads)
-        findings += conflicting_files(cached.conflicts(torch_dir, cache, self.scratch), hints)
-        findings += cpu_build_on_gpu(
-            version,
-            cuda,
-            system.gpus,
-            hints,
-            _driver_shown(system),
-            lambda: _siblings(torch_dir),
-            system.python_version,
-        )
-        findings += self._gpu_findings(hints)
+        site = os.path.dirname(os.path.abspath(torch_dir))
+        conflicts = cached.conflicts(torch_dir, cache, self.scratch)
+        driver, torch_archs, extension_archs = self._gpu_facts()
+        loaded = ldso.objects[first_new:]
+        pinned: dict[str, str] = {}
+        late: list[Late] = []
+        driver_late, lacks = None, []
         if replay.ok:
             pinned = pinned_copies(system.site_dirs, self.preload_plan.cuda_major, self.search)
-            site = os.path.dirname(os.path.abspath(torch_dir))
-            findings += shadowed(
-                ldso.objects[first_new:],
-                pinned,
-                _same_file,
-                owner=lambda path: record_owner(site, path),
-                hints=hints,
-            )
             late_facts = cached.LateFacts(files, cache)
-            loads = late_loads(ldso, ldso.objects, late_facts)
-            loads += exact_loads(ldso, ldso.objects, late_facts, cuda)
-            findings += late_load_findings(loads, pinned, _same_file, hints)
-            driver = driver_load(ldso)
-            if driver is not None:
-                findings += driver_library_findings(
-                    driver, driver_lacks(ldso, driver, late_facts), hints
-                )
+            late = late_loads(ldso, ldso.objects, late_facts)
+            late += exact_loads(ldso, ldso.objects, late_facts, cuda)
+            driver_late = driver_load(ldso)
+            if driver_late is not None:
+                lacks = driver_lacks(ldso, driver_late, late_facts)
         pins = cached.pins(torch_dir, cache, self.scratch)
-        findings += package_mismatch(pins, version, hints)
+        # checks of their own, not yet rules over the context: kept in their order
+        others: list[Finding] = []
         if system.live:  # offline, the Python is inferred from torch's own tag
-            findings += _wheel_tags(system, files, cache)
-        findings += _bitsandbytes(system, cuda)
+            others += _wheel_tags(system, files, cache)
+        others += _bitsandbytes(system, cuda)
         self.torch_end = len(ldso.objects)
+        extension_loads: list[ExtensionLoad] = []
         if replay.ok:  # each package binary that links torch, loaded into the process torch left
             for package, path in self._extensions():
-                loaded = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
-                if loaded.error is not None:
-                    finding = load_error_finding(loaded.error, hints, ldso.objects, package)
-                    findings.append(_claimed(finding, package, path))
-            findings += _neighbours(system, files, cache, ldso, hints)
-        findings += unread_findings(_used(ldso.objects[first_new:]))
-        findings.sort(key=Finding.sort_key)
+                opened = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
+                if opened.error is not None:
+                    extension_loads.append(ExtensionLoad(package, path, opened.error))
+            others += _neighbours(system, files, cache, ldso, hints)
+        context = LinuxContext(
+            replay,
+            hints,
+            version,
+            cuda,
+            objects=ldso.objects,
+            ignored_preloads=ldso.ignored_preloads,
+            conflicts=conflicts,
+            gpus=system.gpus,
+            python=system.python_version,
+            siblings=lambda: _siblings(torch_dir),
+            driver_shown=_driver_shown(system),
+            driver=driver,
+            torch_archs=torch_archs,
+            extension_archs=extension_archs,
+            loaded=loaded,
+            pinned=pinned,
+            same_file=_same_file,
+            owner=lambda path: record_owner(site, path),
+            late=late,
+            driver_load=driver_late,
+            driver_lacks=lacks,
+            pins=pins,
+            extension_loads=extension_loads,
+            claim=_claimed,
+            used=_used(ldso.objects[first_new:]),
+        )
+        findings = sorted(run_rules(context, LINUX) + others, key=Finding.sort_key)
         if isinstance(system.cache, CacheView):
             cache.store_lookups(system.cache.key, system.cache.memo)
         cache.save()
@@ -225,13 +220,14 @@ class LinuxAnalysis:
     def _extensions(self) -> list[tuple[str, str]]:
         return cached.extensions(self.system.site_dirs, self.files, self.cache, self.scratch)
 
-    def _gpu_findings(self, hints: LinuxHints) -> list[Finding]:
-        """The driver and GPU warnings of a CUDA build: read only what they need."""
+    def _gpu_facts(
+        self,
+    ) -> tuple[LinuxDriverFacts | None, FatbinArchs | None, dict[str, FatbinArchs]]:
+        """The driver and the kernels a CUDA build's warnings judge: read only what they need."""
         system, cache, files = self.system, self.cache, self.files
-        version, cuda = self.version, self.cuda
-        wanted = parse_cuda(cuda)
+        wanted = parse_cuda(self.cuda)
         if wanted is None:
-            return []
+            return None, None, {}
         driver = _driver_numbers(system.driver)
         source = system.driver_source
         host = None
@@ -262,25 +258,13 @@ class LinuxAnalysis:
             libcuda_compat=bool(libcuda) and is_compat_dir(libcuda or ""),
             gpus=system.gpus,
         )
-        found = list(driver_findings(version, cuda, facts, hints))
-        if any(compute_capability(g) is not None for g in system.gpus):
-            archs = cached.torch_archs(self.torch_dir, files, cache)
-            found += gpu_arch_findings(
-                version,
-                cuda,
-                system.gpus,
-                archs,
-                driver,
-                hints,
-                lambda: _siblings(self.torch_dir),
-                system.python_version,
-            )
-            found += self._extension_kernels()
-        return found
+        if not any(compute_capability(g) is not None for g in system.gpus):
+            return facts, None, {}
+        return facts, cached.torch_archs(self.torch_dir, files, cache), self._extension_kernels()
 
-    def _extension_kernels(self) -> list[Finding]:
+    def _extension_kernels(self) -> dict[str, FatbinArchs]:
         """Extensions that carry their own kernels (xformers, flash-attn, torchvision ...): the
-        union of each package's binaries' ``.nv_fatbin`` against each named GPU."""
+        union of each package's binaries' ``.nv_fatbin`` (judged against each named GPU)."""
         by_package: dict[str, tuple[set[int], set[int]]] = {}
         for package, path in self._extensions():
             if extension_losses(package) is None:
@@ -290,17 +274,10 @@ class LinuxAnalysis:
                 sass, ptx = by_package.setdefault(package, (set(), set()))
                 sass.update(archs.sass)
                 ptx.update(archs.ptx)
-        found: list[Finding] = []
-        gpus = nvidia_gpus(self.system.gpus)
-        for package, (sass, ptx) in by_package.items():
-            union = FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
-            loses = extension_losses(package) or ""
-            for name, capability in gpus.items():
-                if not union.runs_on(capability):
-                    found.append(
-                        extension_finding(package, package, loses, name, capability, union)
-                    )
-        return found
+        return {
+            package: FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0)
+            for package, (sass, ptx) in by_package.items()
+        }
 
 
 def _mode(system: LinuxSystem) -> Analysis:

@@ -39,6 +39,7 @@ from torchguard._report.findings import ERROR, Finding
 from torchguard._report.report import DistSummary, Report, TorchSummary
 from torchguard._rules import CheckContext, run_rules
 from torchguard._rules.hints import HintContext, for_not_found
+from torchguard._rules.registry import WINDOWS
 from torchguard._rules.unseen_dirs import doubt_unseen
 
 
@@ -140,7 +141,7 @@ class WindowsAnalysis:
             stale_runtimes=self.stale,
             preloads=self.preloads,
         )
-        findings = doubt_unseen(run_rules(context), system.tree, system.unseen_dirs)
+        findings = doubt_unseen(run_rules(context, WINDOWS), system.tree, system.unseen_dirs)
         if cache is not None:
             cache.save()
         return findings

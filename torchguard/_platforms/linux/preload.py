@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 Lib = tuple[str, str, bool]
@@ -131,46 +132,73 @@ def parse_plan(source: str, version: str, cuda: str | None) -> PreloadPlan:
     except (SyntaxError, ValueError):
         return fallback
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    libs: list[Lib] = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            named = any(isinstance(t, ast.Name) and t.id == "cuda_libs" for t in targets)
-            if named and node.value is not None and not libs:
-                libs = [(f, g, True) for f, g in _pairs(node.value)]
+    libs = _cuda_libs(tree)
     deps = functions.get("_preload_cuda_deps")
     if deps is not None:  # 2.10 on: optional extras called after the loop
-        for node in ast.walk(deps):
-            if isinstance(node, ast.Call):
-                extra = _literal_call(node)
-                if extra is not None and extra not in libs:
-                    libs.append(extra)
+        _add_new(libs, _literal_calls(ast.walk(deps)))
     loader = functions.get("_load_global_deps")
     if not libs or loader is None:
         return fallback
-    for node in ast.walk(loader):  # up to 2.9: the optional nvtx call sits in the handler
+    _add_new(libs, _handler_calls(loader))
+    major = cuda.split(".")[0] if cuda else None
+    return PreloadPlan(tuple(libs), tuple(_on_success(loader, libs)), major, "ast")
+
+
+def _cuda_libs(tree: ast.AST) -> list[Lib]:
+    """The first ``cuda_libs = {...}`` (or list of pairs) assigned anywhere: all required."""
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "cuda_libs" for t in targets):
+            libs = [(f, g, True) for f, g in _pairs(node.value)]
+            if libs:
+                return libs
+    return []
+
+
+def _literal_calls(nodes: Iterable[ast.AST]) -> Iterator[Lib]:
+    """The preload calls with literal arguments among ``nodes``."""
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            literal = _literal_call(node)
+            if literal is not None:
+                yield literal
+
+
+def _handler_calls(loader: ast.FunctionDef) -> Iterator[Lib]:
+    """Up to 2.9: the optional nvtx call sits in ``_load_global_deps``' except handler."""
+    for node in ast.walk(loader):
         if isinstance(node, ast.ExceptHandler):
-            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
-                extra = _literal_call(call)
-                if extra is not None and extra not in libs:
-                    libs.append(extra)
-    success: list[Lib] = []
+            yield from _literal_calls(ast.walk(node))
+
+
+def _add_new(libs: list[Lib], extra: Iterable[Lib]) -> None:
+    for lib in extra:
+        if lib not in libs:
+            libs.append(lib)
+
+
+def _on_success(loader: ast.FunctionDef, libs: list[Lib]) -> list[Lib]:
+    """What the first ``try`` that loads with ``CDLL`` preloads after it: literal calls, and
+    the whole list where it calls ``_preload_cuda_deps``."""
     for node in ast.walk(loader):
         if not isinstance(node, ast.Try):
             continue
         calls = [n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Call)]
-        if not any(_is_cdll(call) for call in calls):
-            continue
-        for call in calls:
-            literal = _literal_call(call)
-            if literal is not None:
-                success.append(literal)
-            elif isinstance(call.func, ast.Name) and call.func.id == "_preload_cuda_deps":
-                best_effort = _required(call) is False  # 2.14: a missing wheel is skipped
-                success.extend((f, g, False) if best_effort else (f, g, r) for f, g, r in libs)
-        break
-    major = cuda.split(".")[0] if cuda else None
-    return PreloadPlan(tuple(libs), tuple(success), major, "ast")
+        if any(_is_cdll(call) for call in calls):
+            return [lib for call in calls for lib in _preloaded_by(call, libs)]
+    return []
+
+
+def _preloaded_by(call: ast.Call, libs: list[Lib]) -> list[Lib]:
+    literal = _literal_call(call)
+    if literal is not None:
+        return [literal]
+    if isinstance(call.func, ast.Name) and call.func.id == "_preload_cuda_deps":
+        best_effort = _required(call) is False  # 2.14: a missing wheel is skipped
+        return [(f, g, False) if best_effort else (f, g, r) for f, g, r in libs]
+    return []
 
 
 def _is_cdll(call: ast.Call) -> bool:
