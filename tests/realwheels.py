@@ -117,10 +117,32 @@ def build_once(folder: Path, fill: Callable[[Path], None]) -> Path:
     return folder
 
 
-def _windows_wheels(folder: Path, prefix: str) -> list[Path]:
-    """The wheels in ``folder`` named ``prefix*`` that install on Windows x64."""
+def installs_on(name: str, python: str) -> bool:
+    """Whether wheel file ``name`` installs on Windows x64 under CPython ``python`` ("3.11").
+
+    Read from its tags, never from the folder it sits in: a ``check --python 3.12`` run that
+    shares the cache leaves cp312 wheels beside the cp311 ones (a CI run once replayed a
+    Python 3.11 layout with torch's cp312 wheel, and reported python312.dll missing).
+    """
+    parts = name[: -len(".whl")].split("-")
+    if len(parts) < 5:
+        return False
+    python_tags, abi, platform = parts[-3].split("."), parts[-2], parts[-1]
+    if platform not in ("win_amd64", "any"):
+        return False
+    wanted = "cp" + python.replace(".", "")
+    if wanted in python_tags or "py3" in python_tags or f"py{wanted[2:]}" in python_tags:
+        return True
+    if abi == "abi3":  # stable ABI: any CPython at least as new as the tag
+        minor = int(python.split(".")[1])
+        return any(t.startswith("cp3") and int(t[3:]) <= minor for t in python_tags)
+    return False
+
+
+def _windows_wheels(folder: Path, prefix: str, python: str = PYTHON_VERSION) -> list[Path]:
+    """The wheels in ``folder`` named ``prefix*`` that install on Windows x64 under ``python``."""
     names = sorted(folder.glob(f"{prefix}*.whl"))
-    return [p for p in names if p.name.endswith(("-win_amd64.whl", "-none-any.whl"))]
+    return [p for p in names if installs_on(p.name, python)]
 
 
 def wheel(project: str, version: str, python: str = PYTHON_VERSION) -> Path:
@@ -133,17 +155,17 @@ def wheel(project: str, version: str, python: str = PYTHON_VERSION) -> Path:
     folder = CACHE if python == PYTHON_VERSION else CACHE / ("cp" + python.replace(".", ""))
     folder.mkdir(parents=True, exist_ok=True)
     dist = project.replace("-", "_")
-    found = _windows_wheels(folder, f"{dist}-{version}-")
+    found = _windows_wheels(folder, f"{dist}-{version}-", python)
     if found:
         return found[0]
     with exclusive(folder / f"{dist}-{version}"):
-        found = _windows_wheels(folder, f"{dist}-{version}-")
+        found = _windows_wheels(folder, f"{dist}-{version}-", python)
         if not found:  # downloaded aside, then renamed in: never seen half-written
             with tempfile.TemporaryDirectory(prefix=f".{dist}-{version}-", dir=folder) as aside:
                 download(f"{project}=={version}", Path(aside), python=python)
                 for path in Path(aside).glob("*.whl"):
                     os.replace(path, folder / path.name)
-            found = _windows_wheels(folder, f"{dist}-{version}-")
+            found = _windows_wheels(folder, f"{dist}-{version}-", python)
     if not found:
         raise RuntimeError(f"pip downloaded no win_amd64 wheel for {project}=={version}")
     return found[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from realwheels import build_once
 
 
@@ -64,3 +65,47 @@ def test_a_second_maker_waits_for_the_first_instead_of_downloading_again(tmp_pat
     first.join()
     assert fills == ["first"]
     assert (got / "torch.whl").read_bytes() == b"PK whole"
+
+
+def test_a_cached_wheel_for_another_python_is_never_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``check --python 3.12 --cache-dir CACHE`` leaves cp312 wheels beside the cp311 ones:
+    a lookup for 3.11 must download its own instead of replaying 3.11 with a cp312 torch."""
+    import realwheels
+
+    (tmp_path / "torch-2.14.1-cp312-cp312-win_amd64.whl").write_bytes(b"PK")
+    (tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"PK")
+    asked: list[tuple[str, str]] = []
+
+    def download(spec: str, folder: Path, platform: str = "", python: str = "") -> None:
+        asked.append((spec, python))
+        (folder / "torch-2.14.1-cp311-cp311-win_amd64.whl").write_bytes(b"PK")
+
+    monkeypatch.setattr(realwheels, "CACHE", tmp_path)
+    monkeypatch.setattr(realwheels, "download", download)
+    got = realwheels.wheel("torch", "2.14.1", "3.11")
+    assert got.name == "torch-2.14.1-cp311-cp311-win_amd64.whl"
+    assert asked == [("torch==2.14.1", "3.11")]
+    assert realwheels.wheel("torch", "2.14.1", "3.11") == got  # cached now: no second download
+    assert asked == [("torch==2.14.1", "3.11")]
+
+
+@pytest.mark.parametrize(
+    ("name", "python", "fits"),
+    [
+        ("torch-2.4.1-cp311-cp311-win_amd64.whl", "3.11", True),
+        ("torch-2.4.1-cp312-cp312-win_amd64.whl", "3.11", False),
+        ("torch-2.4.1-cp311-cp311-linux_x86_64.whl", "3.11", False),
+        ("sympy-1.14.0-py3-none-any.whl", "3.13", True),
+        ("msvc_runtime-14.44.35112-cp311-cp311-win_amd64.whl", "3.12", False),
+        ("ext-1.0-cp39-abi3-win_amd64.whl", "3.11", True),
+        ("ext-1.0-cp312-abi3-win_amd64.whl", "3.11", False),
+        ("torch-2.4.1-1-cp311-cp311-win_amd64.whl", "3.11", True),
+        ("broken.whl", "3.11", False),
+    ],
+)
+def test_a_wheel_fits_a_python_by_its_tags(name: str, python: str, fits: bool) -> None:
+    from realwheels import installs_on
+
+    assert installs_on(name, python) is fits
