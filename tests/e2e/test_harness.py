@@ -88,3 +88,33 @@ def test_a_lock_held_elsewhere_is_waited_for_within_a_bound(tmp_path: Path) -> N
         assert time.monotonic() - started < 30
     with _locked(lock, timeout=0.3):  # free again
         pass
+
+
+@pytest.mark.parametrize(
+    ("results", "tries"),
+    [
+        ([(1, "", ""), (0, "TG-JSON {}\n", "")], 2),  # silent exit 1 (seen in CI): again
+        ([(0, "", ""), (0, "TG-JSON {}\n", "")], 2),  # silent exit 0 (seen under load): again
+        ([(1, "", "Traceback ...\nOSError: [WinError 126]\n")], 1),  # a real failure: kept
+        ([(1, "", ""), (1, "", ""), (1, "", "")], 3),  # silent every time: the last is returned
+    ],
+)
+def test_a_run_that_printed_nothing_at_all_is_started_again(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    results: list[tuple[int, str, str]],
+    tries: int,
+) -> None:
+    env = _env(tmp_path)
+    started: list[subprocess.CompletedProcess[str]] = []
+    queue = [subprocess.CompletedProcess(["wine"], code, out, err) for code, out, err in results]
+
+    def start(*_: object) -> subprocess.CompletedProcess[str]:
+        started.append(queue.pop(0))
+        return started[-1]
+
+    monkeypatch.setattr(env, "_start", start)
+    monkeypatch.setattr("wine.time.sleep", lambda _: None)
+    result = env.run('print("TG-JSON " + "{}")', tmp_path / "site")
+    assert len(started) == tries
+    assert result is started[-1]
