@@ -57,6 +57,7 @@ MODULES: Mapping[str, tuple[str, ...]] = {
         "linux_package_mismatch",
         "linux_extensions",
         "linux_unread",
+        "linux_compile",
     ),
 }
 

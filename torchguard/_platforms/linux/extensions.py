@@ -135,6 +135,8 @@ class Pin:
 
 
 _PAIRED = ("torchvision", "torchaudio")
+#: triton as torch's Linux wheels pin it (``triton==3.5.1``; nightlies ``pytorch-triton``).
+_TRITONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
 
 
 def _requirement(metadata: str) -> str | None:
@@ -150,8 +152,9 @@ def _requirement(metadata: str) -> str | None:
 
 
 def torch_pins(site: str) -> list[Pin]:
-    """torchvision/torchaudio (their METADATA pin) and any distribution whose local version
-    names a torch build (``+cu12torch2.8cxx11abiTRUE``) in ``site``."""
+    """torchvision/torchaudio (their METADATA pin), triton (its version, which torch's own
+    METADATA pins) and any distribution whose local version names a torch build
+    (``+cu12torch2.8cxx11abiTRUE``) in ``site``."""
     pins: list[Pin] = []
     try:
         names = sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))
@@ -167,6 +170,6 @@ def torch_pins(site: str) -> list[Pin]:
             except (OSError, UnicodeDecodeError):
                 requires = None
             pins.append(Pin(project, version, requires))
-        elif "torch" in version.partition("+")[2]:
+        elif project in _TRITONS or "torch" in version.partition("+")[2]:
             pins.append(Pin(project, version, None))
     return pins
