@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     doctor = commands.add_parser("doctor", help="diagnose this Python environment")
+    doctor.add_argument(
+        "--compile",
+        action="store_true",
+        help="also state what torch.compile needs here: triton (and whether it pairs with "
+        "torch), a C compiler, Python.h (and python3XY.lib on Windows)",
+    )
     _output_options(doctor)
     scan = commands.add_parser(
         "scan",
@@ -326,10 +332,16 @@ def _doctor(args: argparse.Namespace) -> int:
     from torchguard._frontends.api import diagnose
 
     report = diagnose()
-    if report.mode != "non-windows":
-        return _emit(report, args)
-    report, notes = _doctor_elsewhere(report)
-    return _emit(report, args, notes)
+    notes: list[str] = []
+    if report.mode == "non-windows":
+        report, notes = _doctor_elsewhere(report)
+    extra: dict[str, Any] = {}
+    if args.compile:  # facts after the usual output; the exit code stays the report's
+        from torchguard._frontends.compile_doctor import compile_section
+
+        lines, extra["compile"] = compile_section()
+        notes += lines
+    return _emit(report, args, notes, extra)
 
 
 def _doctor_elsewhere(report: Report) -> tuple[Report, list[str]]:

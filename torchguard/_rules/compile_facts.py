@@ -59,6 +59,8 @@ class CompileInputs:
     triton: Triton | None = None
     triton_pin: str | None = None
     """Linux: the triton version torch's METADATA pins with ``==`` (None: none read)."""
+    triton_pin_name: str = "triton"
+    """Linux: the distribution that pin names (``pytorch-triton`` for nightlies)."""
     is_file: Callable[[str], bool] = _never
 
 
@@ -144,7 +146,19 @@ def _triton_fact(inputs: CompileInputs, paired: Pairing | None) -> CompileFact:
     triton = inputs.triton
     names = TRITON_WINDOWS if inputs.windows else TRITON_LINUX
     if triton is None:
-        return CompileFact("triton", False, f"not installed (looked for {', '.join(names)})")
+        wanted = ""
+        if inputs.triton_pin is not None and inputs.torch_version is not None:
+            wanted = (
+                f"; torch {inputs.torch_version} pins {inputs.triton_pin_name}=={inputs.triton_pin}"
+            )
+        elif inputs.windows and inputs.torch_version is not None:
+            known = paired_triton_windows(inputs.torch_version)
+            if known is not None:
+                release = f"{known[0]}.{known[1]}"
+                wanted = f"; torch {inputs.torch_version} pairs with triton-windows {release}"
+        return CompileFact(
+            "triton", False, f"not installed (looked for {', '.join(names)}){wanted}"
+        )
     where = (triton.site_dir,)
     text = f"{triton.name} {triton.version}"
     torch = inputs.torch_version
