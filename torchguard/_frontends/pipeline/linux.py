@@ -3,9 +3,10 @@
 locate: torch and its version (``torch/version.py`` read as text); plan: torch's preload
 lists; read: the shared objects' reader (files or wheels read in place) and the process as
 it starts, through the one facts cache; resolve: ``import torch`` replayed on the ld.so
-model; check: the Linux rules, with what loads later (cuDNN, NVRTC, ``libcuda.so.1``) and
-each package binary that links torch replayed into the process torch left; report. What is
-read once per file or folder state lives in :mod:`torchguard._platforms.linux.cached`.
+model; check: the Linux rules over what it read, with what loads later (cuDNN, NVRTC,
+``libcuda.so.1``), each package binary that links torch and torch's native neighbours
+replayed into the process torch left; report. What is read once per file or folder state
+lives in :mod:`torchguard._platforms.linux.cached`.
 """
 
 from __future__ import annotations
