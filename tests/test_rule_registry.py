@@ -147,6 +147,7 @@ def test_the_linux_package_checks_are_rules_over_a_context_built_by_hand() -> No
     from torchguard._facts.wheel_tags import Interpreter
     from torchguard._platforms.linux.ldso_types import MISSING, LoadError
     from torchguard._platforms.linux.neighbour_loads import Order
+    from torchguard._platforms.linux.neighbours import Neighbour
     from torchguard._platforms.linux.simulate import LinuxImport
     from torchguard._rules.linux_context import (
         Bitsandbytes,
@@ -183,9 +184,7 @@ def test_the_linux_package_checks_are_rules_over_a_context_built_by_hand() -> No
         ),
         neighbours=(
             NeighbourReplay(
-                ctranslate2,
-                "4.8.5",
-                library,
+                Neighbour(ctranslate2, "4.8.5", library),
                 Order(None, (), (("libcublas.so.12", cublas),)),
                 Order(LoadError(MISSING, library, "libcublas.so.12")),
                 (),

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 from torchguard._binary.fatbin import FatbinArchs
 from torchguard._facts.bitsandbytes import Install
-from torchguard._facts.neighbours import Kind
 from torchguard._facts.wheel_tags import Interpreter
 from torchguard._platforms.linux.late_loads import Late
 from torchguard._platforms.linux.ldso import IgnoredPreload, LateLoad, LoadError, SharedObject
 from torchguard._platforms.linux.neighbour_loads import Order
+from torchguard._platforms.linux.neighbours import Neighbour
 from torchguard._platforms.linux.simulate import LinuxImport
 from torchguard._report.findings import Finding
 from torchguard._rules.linux_driver_facts import LinuxDriverFacts
@@ -61,9 +61,7 @@ class Bitsandbytes:
 class NeighbourReplay:
     """One native neighbour's library loaded after torch and in a process without it."""
 
-    kind: Kind
-    version: str
-    library: str
+    neighbour: Neighbour
     after: Order
     solo: Order
     objects: tuple[SharedObject, ...]

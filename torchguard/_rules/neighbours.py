@@ -37,14 +37,9 @@ _MAJOR = re.compile(r"\.so\.(\d+)")
 @rule(LINUX)
 def check(context: LinuxContext) -> Iterator[Finding]:
     for each in context.neighbours:
+        kind, version, library = each.neighbour.kind, each.neighbour.version, each.neighbour.library
         yield from neighbour_findings(
-            each.kind,
-            each.version,
-            each.library,
-            each.after,
-            each.solo,
-            context.hints,
-            each.objects,
+            kind, version, library, each.after, each.solo, context.hints, each.objects
         )
 
 

@@ -343,16 +343,7 @@ def _neighbours(
     for neighbour in found:
         after = replay_order(ldso, neighbour.library, late_facts)
         solo = replay_order(alone, neighbour.library, late_facts)
-        replays.append(
-            NeighbourReplay(
-                neighbour.kind,
-                neighbour.version,
-                neighbour.library,
-                after,
-                solo,
-                tuple(ldso.objects),
-            )
-        )
+        replays.append(NeighbourReplay(neighbour, after, solo, tuple(ldso.objects)))
     return replays
 
 
