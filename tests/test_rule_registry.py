@@ -136,3 +136,69 @@ def test_the_linux_rules_judge_a_context_built_by_hand() -> None:
     (extension,) = [f for f in working if f.missing == "libjpeg.so.62"]
     assert extension.message.startswith("torchvision at /site/torchvision/_C.so: ")
     assert extension.package == "torchvision"
+
+
+def test_the_linux_package_checks_are_rules_over_a_context_built_by_hand() -> None:
+    """Issue 26: the wheel tags, bitsandbytes' binaries and torch's neighbours are Linux rules
+    over what the pipeline read and replayed, registered once, judged without the pipeline."""
+    from torchguard._facts.bitsandbytes import Install
+    from torchguard._facts.neighbours import KINDS
+    from torchguard._facts.vocab import Code
+    from torchguard._facts.wheel_tags import Interpreter
+    from torchguard._platforms.linux.ldso_types import MISSING, LoadError
+    from torchguard._platforms.linux.neighbour_loads import Order
+    from torchguard._platforms.linux.neighbours import Neighbour
+    from torchguard._platforms.linux.simulate import LinuxImport
+    from torchguard._rules.linux_context import (
+        Bitsandbytes,
+        LinuxContext,
+        NeighbourReplay,
+        WheelTags,
+    )
+    from torchguard._rules.linux_hints import LinuxHints
+
+    names = {r.name for r in registry.rules(LINUX)}
+    assert {"linux_wheel_tags.check", "linux_bitsandbytes.check", "neighbours.check"} <= names
+    assert names.isdisjoint(r.name for r in registry.rules(WINDOWS))
+
+    (ctranslate2,) = [k for k in KINDS if k.package == "ctranslate2"]
+    library = "/site/ctranslate2.libs/libctranslate2.so.4"
+    cublas = "/site/nvidia/cublas/lib/libcublas.so.12"
+    context = LinuxContext(
+        LinuxImport((), None),
+        LinuxHints(torch_version="2.8.0+cu128", cuda="12.8"),
+        "2.8.0+cu128",
+        "12.8",
+        python_cmd="python3.12",
+        wheel_tags=WheelTags(
+            Interpreter((3, 12), False, "linux_x86_64"),
+            (
+                ("numpy", "2.0.0", "Tag: cp311-cp311-manylinux_2_17_x86_64\n"),
+                ("six", "1.0", "Tag: py3-none-any\n"),
+            ),
+        ),
+        bitsandbytes=Bitsandbytes(
+            Install("0.45.2", "/site/bitsandbytes", ("libbitsandbytes_cuda126.so",), "", "/"),
+            (12, 8),
+            None,
+        ),
+        neighbours=(
+            NeighbourReplay(
+                Neighbour(ctranslate2, "4.8.5", library),
+                Order(None, (), (("libcublas.so.12", cublas),)),
+                Order(LoadError(MISSING, library, "libcublas.so.12")),
+                (),
+            ),
+        ),
+    )
+    findings = registry.run_rules(context, LINUX)
+    assert [(f.code, f.severity, f.package, f.missing) for f in findings] == [
+        (Code.WHEEL_TAG_MISMATCH, "warning", "numpy", None),
+        (Code.BITSANDBYTES_BINARY_MISSING, "warning", "bitsandbytes", "libbitsandbytes_cuda128.so"),
+        (Code.NEIGHBOUR_LOAD_ORDER, "warning", "ctranslate2", "libcublas.so.12"),
+    ]
+    assert "python3.12 -m pip" in findings[0].hints[0].commands[0]
+    assert findings[1].path == "/site/bitsandbytes/libbitsandbytes_cuda128.so"
+    assert "/site/nvidia/cublas/lib" in findings[2].message
+    # offline (no WHEEL read), no CUDA bitsandbytes, torch not importing: nothing to judge
+    assert registry.run_rules(LinuxContext(context.replay, context.hints, "2.8.0"), LINUX) == []

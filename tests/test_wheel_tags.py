@@ -140,7 +140,12 @@ def test_a_warm_linux_run_reads_no_wheel_file(
     from torchguard._frontends.pipeline import linux as pipeline
     from torchguard._platforms.linux.cache import LinuxCache
     from torchguard._platforms.linux.files import PosixFiles
+    from torchguard._platforms.linux.simulate import LinuxImport
     from torchguard._platforms.linux.system import LinuxSystem
+    from torchguard._report.findings import Finding
+    from torchguard._rules import linux_wheel_tags
+    from torchguard._rules.linux_context import LinuxContext
+    from torchguard._rules.linux_hints import LinuxHints
 
     site = tmp_path / "site-packages"
     info = site / "torch-2.6.0.dist-info"
@@ -155,7 +160,19 @@ def test_a_warm_linux_run_reads_no_wheel_file(
         executable="/usr/bin/python3.13t",
     )
     cache = LinuxCache(tmp_path / "cache")
-    cold = pipeline._wheel_tags(system, PosixFiles(), cache)
+
+    def judged() -> list[Finding]:
+        """The pipeline reads the rows (kept per folder state); the Linux rule judges them."""
+        context = LinuxContext(
+            LinuxImport((), None),
+            LinuxHints(torch_version="2.6.0"),
+            "2.6.0",
+            python_cmd="python3.13t",
+            wheel_tags=pipeline._wheel_tags(system, PosixFiles(), cache),
+        )
+        return list(linux_wheel_tags.check(context))
+
+    cold = judged()
     assert [f.code for f in cold] == [Code.WHEEL_TAG_MISMATCH]
     assert "python3.13t -m pip" in cold[0].hints[0].commands[0]
 
@@ -163,9 +180,9 @@ def test_a_warm_linux_run_reads_no_wheel_file(
         raise AssertionError(f"{folder} read again")
 
     monkeypatch.setattr(pipeline, "folder_wheels", unread)
-    assert pipeline._wheel_tags(system, PosixFiles(), cache) == cold
+    assert judged() == cold
     fixed = site / "torch-2.6.0.dist-info"
     (fixed / "WHEEL").write_text("Tag: cp313-cp313t-manylinux_2_28_x86_64\n")
     (site / "six-1.0.dist-info").mkdir()  # an install changes the folder: read again
     monkeypatch.undo()
-    assert pipeline._wheel_tags(system, PosixFiles(), cache) == []
+    assert judged() == []

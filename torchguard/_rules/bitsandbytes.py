@@ -1,14 +1,14 @@
 """bitsandbytes-binary-missing: the CUDA library bitsandbytes will pick for this torch's CUDA
 is not in its install (:mod:`torchguard._facts.bitsandbytes` says how each release picks it).
 
-A warning: ``import bitsandbytes`` works and its CUDA functions fail at first use. Both
-platforms use :func:`binary_findings`; :func:`check` is the Windows rule.
+A warning: ``import bitsandbytes`` works and its CUDA functions fail at first use. Shared
+wording: both platforms' rules (:mod:`~torchguard._rules.windows_bitsandbytes`,
+:mod:`~torchguard._rules.linux_bitsandbytes`) use :func:`binary_findings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from torchguard._facts.bitsandbytes import (
     FALLBACK_MARK,
@@ -23,31 +23,8 @@ from torchguard._facts.bitsandbytes import (
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 
-if TYPE_CHECKING:
-    from torchguard._rules.context import CheckContext
-from torchguard._rules.registry import WINDOWS, rule
-
 OVERRIDE = "BNB_CUDA_VERSION"
 RANK = 130
-
-
-@rule(WINDOWS)
-def check(context: CheckContext) -> Iterator[Finding]:
-    from torchguard._platforms.windows.tree import join
-
-    cuda = cuda_tuple(context.torch.cuda)
-    tree = context.system.tree
-    for dist in context.dists:
-        if dist.name.lower() != "bitsandbytes" or cuda is None:
-            continue
-        folder = join(dist.site_dir, "bitsandbytes")
-        names = tuple(name for name, _ in tree.listdir(folder).values())
-        source = tree.read_text(join(folder, "cextension.py"))
-        install = Install(dist.version, folder, names, source)
-        environ = context.system.interpreter.environ
-        yield from binary_findings(
-            install, cuda, "windows", environ.get(OVERRIDE), context.hints.python_cmd
-        )
 
 
 def binary_findings(

@@ -1,8 +1,9 @@
 """Everything a Linux rule may look at: the ld.so replay and the facts read for it, once.
 
-The pipeline reads files (RECORDs, ``.nv_fatbin`` sections, the driver); rules only look at
-what it read. A fact the pipeline had no reason to read stays empty: the driver of a CPU build,
-the late loads of an import that fails.
+The pipeline reads files (RECORDs, ``.nv_fatbin`` sections, the driver, ``WHEEL`` tags,
+bitsandbytes' folder) and runs the loader model (torch's neighbours replayed after it and
+without it); rules only look at what it read. A fact the pipeline had no reason to read stays
+empty: the driver of a CPU build, the late loads of an import that fails.
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torchguard._binary.fatbin import FatbinArchs
+from torchguard._facts.bitsandbytes import Install
+from torchguard._facts.wheel_tags import Interpreter
 from torchguard._platforms.linux.late_loads import Late
 from torchguard._platforms.linux.ldso import IgnoredPreload, LateLoad, LoadError, SharedObject
+from torchguard._platforms.linux.neighbour_loads import Order
+from torchguard._platforms.linux.neighbours import Neighbour
 from torchguard._platforms.linux.simulate import LinuxImport
 from torchguard._report.findings import Finding
 from torchguard._rules.linux_driver_facts import LinuxDriverFacts
@@ -30,6 +35,37 @@ class ExtensionLoad:
     package: str
     path: str
     error: LoadError
+
+
+@dataclass(frozen=True)
+class WheelTags:
+    """Each distribution in the real site folders as (name, version, ``WHEEL`` text)."""
+
+    interpreter: Interpreter
+    """The interpreter their tags must fit."""
+    rows: tuple[tuple[str, str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class Bitsandbytes:
+    """The bitsandbytes Python would import, against a CUDA build of torch."""
+
+    install: Install
+    cuda: tuple[int, int]
+    """torch's CUDA version."""
+    override: str | None
+    """``BNB_CUDA_VERSION`` (live only)."""
+
+
+@dataclass(frozen=True)
+class NeighbourReplay:
+    """One native neighbour's library loaded after torch and in a process without it."""
+
+    neighbour: Neighbour
+    after: Order
+    solo: Order
+    objects: tuple[SharedObject, ...]
+    """The process's objects once ``after`` ran (what a failure's hints may name)."""
 
 
 @dataclass(frozen=True)
@@ -77,3 +113,11 @@ class LinuxContext:
     """An extension's failed load as its package's consequence (None: as it is)."""
     used: Sequence[SharedObject] = ()
     """What torch and its extensions loaded, and what those use: checked for unread objects."""
+    python_cmd: str = "python3"
+    """The interpreter's file name, as a repair's pip command names it."""
+    wheel_tags: WheelTags | None = None
+    """None: not read (offline, the Python is inferred from torch's own tag)."""
+    bitsandbytes: Bitsandbytes | None = None
+    """None: no bitsandbytes installed, or torch is no CUDA build."""
+    neighbours: Sequence[NeighbourReplay] = ()
+    """torch's native neighbours replayed (empty unless torch imports)."""

@@ -8,7 +8,8 @@ replay of their library in two import orders (:mod:`torchguard._platforms.linux.
 - ``missing-dll`` with ``package`` (warning): found in neither order; the message names the
   CUDA major it was built for against torch's, and the hint the release built for torch's.
 A neighbour's failure costs its CUDA path only (onnxruntime falls back to the CPU provider,
-ctranslate2 fails at its first CUDA call), so every finding here is a warning.
+ctranslate2 fails at its first CUDA call), so every finding here is a warning. :func:`check`
+is the rule, over the replays the pipeline ran (:attr:`LinuxContext.neighbours`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from torchguard._facts.neighbours import Kind, pin_for
@@ -24,11 +25,22 @@ from torchguard._facts.vocab import Code
 from torchguard._platforms.linux.ldso import SharedObject
 from torchguard._platforms.linux.neighbour_loads import Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, nvidia_wheel
 from torchguard._rules.linux_missing import load_error_finding
+from torchguard._rules.registry import LINUX, rule
 
 RANK = 140
 _MAJOR = re.compile(r"\.so\.(\d+)")
+
+
+@rule(LINUX)
+def check(context: LinuxContext) -> Iterator[Finding]:
+    for each in context.neighbours:
+        kind, version, library = each.neighbour.kind, each.neighbour.version, each.neighbour.library
+        yield from neighbour_findings(
+            kind, version, library, each.after, each.solo, context.hints, each.objects
+        )
 
 
 def neighbour_findings(

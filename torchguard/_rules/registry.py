@@ -39,8 +39,8 @@ MODULES: Mapping[str, tuple[str, ...]] = {
         "pairing",
         "packages",
         "openmp",
-        "wheel_tags",
-        "bitsandbytes",
+        "windows_wheel_tags",
+        "windows_bitsandbytes",
         "smart_app_control",
         "compile_ready",
     ),
@@ -58,6 +58,10 @@ MODULES: Mapping[str, tuple[str, ...]] = {
         "linux_extensions",
         "linux_unread",
         "linux_compile",
+        # last, as their findings followed the others' before they became rules (issue 26)
+        "linux_wheel_tags",
+        "linux_bitsandbytes",
+        "neighbours",
     ),
 }
 

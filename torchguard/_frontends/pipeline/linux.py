@@ -3,9 +3,10 @@
 locate: torch and its version (``torch/version.py`` read as text); plan: torch's preload
 lists; read: the shared objects' reader (files or wheels read in place) and the process as
 it starts, through the one facts cache; resolve: ``import torch`` replayed on the ld.so
-model; check: the Linux rules, with what loads later (cuDNN, NVRTC, ``libcuda.so.1``) and
-each package binary that links torch replayed into the process torch left; report. What is
-read once per file or folder state lives in :mod:`torchguard._platforms.linux.cached`.
+model; check: the Linux rules over what it read, with what loads later (cuDNN, NVRTC,
+``libcuda.so.1``), each package binary that links torch and torch's native neighbours
+replayed into the process torch left; report. What is read once per file or folder state
+lives in :mod:`torchguard._platforms.linux.cached`.
 """
 
 from __future__ import annotations
@@ -49,14 +50,17 @@ from torchguard._platforms.linux.wheel_dists import (
 from torchguard._report.findings import ERROR, WARNING, Finding, RepairHint
 from torchguard._report.report import ImportOutcome, ModuleRecord, Report, TorchSummary
 from torchguard._rules.bitsandbytes import OVERRIDE as BNB_OVERRIDE
-from torchguard._rules.bitsandbytes import binary_findings
 from torchguard._rules.kernels import extension_losses
-from torchguard._rules.linux_context import ExtensionLoad, LinuxContext
+from torchguard._rules.linux_context import (
+    Bitsandbytes,
+    ExtensionLoad,
+    LinuxContext,
+    NeighbourReplay,
+    WheelTags,
+)
 from torchguard._rules.linux_driver_facts import LinuxDriverFacts, parse_cuda
 from torchguard._rules.linux_hints import LinuxHints
-from torchguard._rules.neighbours import neighbour_findings
 from torchguard._rules.registry import LINUX, run_rules
-from torchguard._rules.wheel_tags import tag_findings
 
 if TYPE_CHECKING:
     from torchguard._platforms.linux.wheel_files import WheelFiles
@@ -148,19 +152,18 @@ class LinuxAnalysis:
             if driver_late is not None:
                 lacks = driver_lacks(ldso, driver_late, late_facts)
         pins = cached.pins(torch_dir, cache, self.scratch)
-        # checks of their own, not yet rules over the context: kept in their order
-        others: list[Finding] = []
-        if system.live:  # offline, the Python is inferred from torch's own tag
-            others += _wheel_tags(system, files, cache)
-        others += _bitsandbytes(system, cuda)
+        # offline, the Python is inferred from torch's own tag: no WHEEL is judged
+        wheel_tags = _wheel_tags(system, files, cache) if system.live else None
+        bitsandbytes = _bitsandbytes(system, cuda)
         self.torch_end = len(ldso.objects)
         extension_loads: list[ExtensionLoad] = []
+        neighbours: list[NeighbourReplay] = []
         if replay.ok:  # each package binary that links torch, loaded into the process torch left
             for package, path in self._extensions():
                 opened = ldso.dlopen(path)  # as torch.ops.load_library or the extension import
                 if opened.error is not None:
                     extension_loads.append(ExtensionLoad(package, path, opened.error))
-            others += _neighbours(system, files, cache, ldso, hints)
+            neighbours = _neighbours(system, files, cache, ldso)  # into that process too
         context = LinuxContext(
             replay,
             hints,
@@ -187,8 +190,12 @@ class LinuxAnalysis:
             extension_loads=extension_loads,
             claim=_claimed,
             used=_used(ldso.objects[first_new:]),
+            python_cmd=os.path.basename(system.executable or "") or "python3",
+            wheel_tags=wheel_tags,
+            bitsandbytes=bitsandbytes,
+            neighbours=neighbours,
         )
-        findings = sorted(run_rules(context, LINUX) + others, key=Finding.sort_key)
+        findings = run_rules(context, LINUX)
         if isinstance(system.cache, CacheView):
             cache.store_lookups(system.cache.key, system.cache.memo)
         cache.save()
@@ -291,10 +298,9 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _wheel_tags(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> list[Finding]:
-    """wheel-tag-mismatch for each distribution built for another interpreter; each site
-    folder's WHEEL texts are kept by the folder's state (an install changes it), so a warm
-    run reads none."""
+def _wheel_tags(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> WheelTags:
+    """Each distribution's WHEEL text in the real site folders; each folder's texts are kept
+    by the folder's state (an install changes it), so a warm run reads none."""
     interpreter = Interpreter(
         system.python_version, system.free_threaded, linux_platform(system.machine)
     )
@@ -310,24 +316,22 @@ def _wheel_tags(system: LinuxSystem, files: PosixFiles, cache: LinuxCache) -> li
             rows += read
         else:
             rows += known
-    python = os.path.basename(system.executable or "") or "python3"
-    return list(tag_findings(rows, interpreter, python))
+    return WheelTags(interpreter, tuple(rows))
 
 
-def _bitsandbytes(system: LinuxSystem, cuda: str | None) -> list[Finding]:
-    """bitsandbytes-binary-missing for the bitsandbytes Python would import."""
+def _bitsandbytes(system: LinuxSystem, cuda: str | None) -> Bitsandbytes | None:
+    """The bitsandbytes Python would import, if torch is a CUDA build."""
     wanted = cuda_tuple(cuda)
     install = bitsandbytes_install(system.site_dirs) if wanted is not None else None
     if install is None or wanted is None:
-        return []
-    python = os.path.basename(system.executable or "") or "python3"
+        return None
     override = system.environ.get(BNB_OVERRIDE) if system.live else None
-    return list(binary_findings(install, wanted, "linux", override, python))
+    return Bitsandbytes(install, wanted, override)
 
 
 def _neighbours(
-    system: LinuxSystem, files: PosixFiles, cache: LinuxCache, ldso: Ldso, hints: LinuxHints
-) -> list[Finding]:
+    system: LinuxSystem, files: PosixFiles, cache: LinuxCache, ldso: Ldso
+) -> list[NeighbourReplay]:
     """onnxruntime-gpu's and ctranslate2's libraries, loaded after torch and without it."""
     found = find_neighbours(system.site_dirs)
     if not found:
@@ -335,14 +339,12 @@ def _neighbours(
     late_facts = cached.LateFacts(files, cache)
     alone = Ldso(files, environment(system), cache)
     alone.start(system.executable, system.mapped, live=system.live)
-    findings: list[Finding] = []
+    replays: list[NeighbourReplay] = []
     for neighbour in found:
         after = replay_order(ldso, neighbour.library, late_facts)
         solo = replay_order(alone, neighbour.library, late_facts)
-        findings += neighbour_findings(
-            neighbour.kind, neighbour.version, neighbour.library, after, solo, hints, ldso.objects
-        )
-    return findings
+        replays.append(NeighbourReplay(neighbour, after, solo, tuple(ldso.objects)))
+    return replays
 
 
 def _claimed(finding: Finding, package: str, path: str) -> Finding:
