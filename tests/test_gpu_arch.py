@@ -321,12 +321,20 @@ def test_a_hint_to_another_release_pins_the_siblings_made_for_it(tmp_path: Path)
         [site], system32=[system32(tmp_path / "s32")], gpus=["NVIDIA GeForce RTX 5090"]
     )
     (finding,) = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
-    assert finding.hints[0].commands[0].endswith(
-        "torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1 "
-        "--index-url https://download.pytorch.org/whl/cu128"
+    assert (
+        finding.hints[0]
+        .commands[0]
+        .endswith(
+            "torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1 "
+            "--index-url https://download.pytorch.org/whl/cu128"
+        )
     )
-    assert finding.hints[1].commands[0].endswith(
-        "torch==2.15.0 torchvision==0.29.2 torchaudio==2.11.1 "
-        "--index-url https://download.pytorch.org/whl/cu132"
+    assert (
+        finding.hints[1]
+        .commands[0]
+        .endswith(
+            "torch==2.15.0 torchvision==0.29.2 torchaudio==2.11.1 "
+            "--index-url https://download.pytorch.org/whl/cu132"
+        )
     )
     assert "read from the real 2.15.0 wheel's fatbin" in finding.hints[1].summary

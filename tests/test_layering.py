@@ -111,7 +111,9 @@ def test_a_planted_upward_import_is_caught() -> None:
     planted = ["torchguard._platforms.windows.live", "torchguard._binary.demangle"]
     assert _upward("_report", planted) == ["torchguard._platforms.windows.live"]
     assert _upward("_binary", ["torchguard._report.report"]) == ["torchguard._report.report"]
-    assert _upward("_rules", ["torchguard._frontends.pipeline"]) == ["torchguard._frontends.pipeline"]
+    assert _upward("_rules", ["torchguard._frontends.pipeline"]) == [
+        "torchguard._frontends.pipeline"
+    ]
     assert _upward("_frontends", planted) == []
 
 
@@ -224,7 +226,9 @@ def test_rules_never_touch_files() -> None:
 #: start-up watcher (``_boot``: the ``.start`` file's target) and the guard it calls (``_hook``:
 #: installed boot copies of earlier releases import ``torchguard._hook.run_guard``), the
 #: version and the typing marker. Everything else lives in a room.
-TOP_FILES = frozenset({"__init__.py", "__main__.py", "_boot.py", "_hook.py", "_version.py", "py.typed"})
+TOP_FILES = frozenset(
+    {"__init__.py", "__main__.py", "_boot.py", "_hook.py", "_version.py", "py.typed"}
+)
 MAX_TOP_ENTRIES = 12
 
 

@@ -265,7 +265,9 @@ def test_wsl_host_driver_is_read_once_per_file_state(
     assert codes(system, cache) == ["cuda-driver-too-old"]
     listed: list[str] = []
     real_listing = pipeline.driver_store_dlls
-    monkeypatch.setattr(pipeline, "driver_store_dlls", lambda s: listed.append(s) or real_listing(s))
+    monkeypatch.setattr(
+        pipeline, "driver_store_dlls", lambda s: listed.append(s) or real_listing(s)
+    )
     assert codes(system, LinuxCache(tmp_path / "cache")) == ["cuda-driver-too-old"]
     assert listed == [system.host_driver_store]
     long_ago = time.time() - 3600
