@@ -54,6 +54,7 @@ class Code(_Text):
     NEIGHBOUR_LOAD_ORDER = "neighbour-load-order"
     SMART_APP_CONTROL = "smart-app-control"
     COMPILE_NOT_READY = "compile-not-ready"
+    NO_MATCHING_WHEEL = "no-matching-wheel"
 
 
 class Severity(_Text):

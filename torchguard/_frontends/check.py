@@ -1,11 +1,13 @@
 """``torchguard check REQUIREMENT...``: will ``pip install`` of these work on Windows?
 
-pip's own resolver says what ``pip install`` would put into a Windows x64 CPython X.Y
-(dependencies included, Windows environment markers, wheels only) without downloading it
+pip's own resolver says what ``pip install`` would put into a Windows CPython X.Y (x64 or ARM64,
+free-threaded or not: :mod:`.target`; dependencies included, Windows environment markers,
+wheels only) without downloading it
 (:mod:`.resolve`); only the wheels that can hold Windows binaries are downloaded, into a cache
 reused next time (:mod:`.download`); the offline scan judges them together. The default machine
 is a Windows 10/11 x64 with the current Visual C++ redistributable; ``clean_windows`` drops it.
-``gpus`` and ``cuda`` describe the machine's NVIDIA GPU and driver.
+``gpus`` and ``cuda`` describe the machine's NVIDIA GPU and driver. A release with no wheel
+for the target is one ``no-matching-wheel`` error (:mod:`.no_wheel`): ``pip install`` fails.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from torchguard._frontends.pip_reasons import PipFailure
 from torchguard._frontends.pip_watch import RESOLVE_TIMEOUT, Status
 from torchguard._frontends.progress import Progress, human_size
 from torchguard._frontends.requirement_input import RequirementInput, Unchecked
-from torchguard._frontends.resolve import Planned, resolve, running_python, valid_python
+from torchguard._frontends.resolve import Planned, resolve, running_python
+from torchguard._frontends.target import PLATFORMS, Target, parse_target
 from torchguard._report.report import Report
 
 
@@ -49,6 +52,15 @@ class Check:
     index_problems: tuple[IndexProblem, ...] = ()
     gpu_answer: dict[str, object] | None = None
     """With ``--gpu``: the newest build for the GPU (:mod:`.gpu_answer`)."""
+    platform: str = "win_amd64"
+    """The Windows platform tag resolved for (``--platform``: ``win_amd64``, ``win_arm64``)."""
+    no_wheel: str | None = None
+    """pip finds no distribution of a release for this Python and platform: what it is (the
+    report's one ``no-matching-wheel`` error says it with what exists instead)."""
+
+    @property
+    def target(self) -> Target:
+        return parse_target(self.python, self.platform) or Target(self.python)
 
     @property
     def wheel_names(self) -> list[str]:
@@ -58,7 +70,8 @@ class Check:
         return {
             "requirements": list(self.requirements),
             "python": self.python,
-            "platform": "win_amd64",
+            "platform": self.platform,
+            "free_threaded": self.target.free_threaded,
             "vc_redist": not self.clean_windows,
             "gpus": list(self.gpus),
             "cuda": f"{self.cuda[0]}.{self.cuda[1]}" if self.cuda else None,
@@ -69,6 +82,7 @@ class Check:
             "unchecked": [u.to_dict() for u in self.unchecked],
             "index_problems": [p.to_dict() for p in self.index_problems],
             "gpu_answer": self.gpu_answer,
+            "no_wheel": self.no_wheel,
         }
 
 
@@ -102,11 +116,19 @@ def check(
     cuda: str | None = None,
     verify_fix: bool = True,
     resolve_timeout: float | None = None,
+    platform: str | None = None,
 ) -> Check:
-    """Resolve, download and scan ``requirements`` for Windows x64 CPython ``python``."""
+    """Resolve, download and scan ``requirements`` for Windows CPython ``python`` (``3.11``,
+    or ``3.13t`` free-threaded) on ``platform`` (``win_amd64``, the default, or ``win_arm64``)."""
     version = python or running_python()
-    if not valid_python(version):
-        raise CheckError(f"--python {version}: expected a CPython version such as 3.11")
+    target = parse_target(version, platform)
+    if target is None:
+        if parse_target(version) is None:
+            raise CheckError(
+                f"--python {version}: expected a CPython version such as 3.11, or 3.13t for "
+                "a free-threaded build (3.13 and later)"
+            )
+        raise CheckError(f"--platform {platform}: expected one of {', '.join(PLATFORMS)}")
     driver_cuda = parse_cuda_option(cuda)
     bar = Progress(progress)
     timeout = RESOLVE_TIMEOUT if resolve_timeout is None else resolve_timeout
@@ -114,7 +136,7 @@ def check(
         raise CheckError(f"--resolve-timeout {timeout:g}: expected seconds above 0")
     result = _run(
         requirements,
-        version,
+        target,
         index_urls,
         clean_windows,
         wheel_cache(cache),
@@ -134,7 +156,7 @@ def check(
             lambda reqs, urls: (
                 _run(
                     reqs,
-                    version,
+                    target,
                     urls,
                     clean_windows,
                     wheel_cache(cache),
@@ -151,7 +173,7 @@ def check(
 
 def _run(
     requirements: Sequence[str],
-    version: str,
+    target: Target,
     index_urls: Sequence[str],
     clean_windows: bool,
     cache: str,
@@ -163,6 +185,7 @@ def _run(
     verify_kernels: bool = False,
 ) -> Check:
     from torchguard._binary.cache import user_cache
+    from torchguard._binary.pe.machine import platform_machine
     from torchguard._frontends.download import fetch
     from torchguard._frontends.install_python import install_python
     from torchguard._frontends.pipeline import analyze
@@ -170,6 +193,7 @@ def _run(
     from torchguard._platforms.windows.assumptions import assumed_line, assumed_system32
     from torchguard._platforms.windows.system import TargetError, offline_windows
 
+    version = target.build
     given = read_requirements(requirements)
     problems, index_urls, arguments = _reachable_indexes(given, index_urls, bar)
     if problems:
@@ -187,6 +211,7 @@ def _run(
             built,
             given,
             python=version,
+            platform=target.platform,
             index_urls=index_urls,
             memo_dir=cache,
             status=bar.stream,
@@ -205,13 +230,22 @@ def _run(
         fetched = fetch(binary, cache, version, bar)
     except PipFailure as exc:
         unchecked = unchecked_lines(given.unchecked)
+        if exc.no_wheel is not None:
+            return _no_wheel_check(
+                requirements, target, clean_windows, exc, given, problems, arguments, gpus, cuda
+            )
         raise CheckError([*exc.lines, *unchecked, *problem_lines(problems)], exc.kind) from None
     unchecked = unchecked_lines(given.unchecked)
     bar.show(f"reading {len(fetched.paths)} wheel(s)...", force=True)
     assumed = assumed_system32(clean_windows)
     try:
         system = offline_windows(
-            fetched.paths, assumed_system32=assumed, gpus=gpus, driver_cuda=cuda
+            fetched.paths,
+            assumed_system32=assumed,
+            gpus=gpus,
+            driver_cuda=cuda,
+            machine=platform_machine(target.platform),
+            free_threaded=target.free_threaded,
         )
         system.python_cmd = install_python(version, given.files)
         python_cmd = system.python_cmd
@@ -224,7 +258,7 @@ def _run(
     finally:
         bar.clear()
     pure = len(planned) - len(binary)
-    machine = assumed_line(clean_windows)
+    machine = assumed_line(clean_windows, platform=target.platform)
     machine += gpu_assumption(gpus, cuda)
     transfer = (
         f"downloaded {human_size(fetched.downloaded_bytes)}"
@@ -233,7 +267,7 @@ def _run(
     )
     notes = [
         f"checked: pip install {' '.join(requirements)} for python.org CPython {version}, "
-        f"win_amd64 ({len(planned)} wheel(s): {len(binary)} with binaries scanned, "
+        f"{target.platform} ({len(planned)} wheel(s): {len(binary)} with binaries scanned, "
         f"{pure} pure-Python; {transfer}"
         + ("; pip's resolution from the last 10 minutes reused" if reused else "")
         + ")",
@@ -245,7 +279,7 @@ def _run(
     notes += _cpu_build_note(report, gpus, cuda, planned)
     from torchguard._frontends.gpu_answer import answer
 
-    python = tuple(int(p) for p in version.split(".")[:2])
+    python = tuple(int(p) for p in target.version.split(".")[:2])
     gpu = answer(gpus, cuda, (python[0], python[1]), [p.name for p in planned], python_cmd)
     notes += gpu.lines if gpu else ()
     gpu_answer = gpu.to_dict() if gpu else None
@@ -275,6 +309,64 @@ def _run(
         unchecked=tuple(given.unchecked),
         index_problems=tuple(problems),
         gpu_answer=gpu_answer,
+        platform=target.platform,
+    )
+
+
+def _no_wheel_check(
+    requirements: Sequence[str],
+    target: Target,
+    clean_windows: bool,
+    failure: PipFailure,
+    given: RequirementInput,
+    problems: Sequence[IndexProblem],
+    arguments: Sequence[str],
+    gpus: tuple[str, ...],
+    cuda: tuple[int, int] | None,
+) -> Check:
+    """pip finds no distribution of a release for this Python and platform: ``pip install``
+    itself fails, so the answer is one error (``no-matching-wheel``, exit 1), never a DLL
+    error, with the nearest release and the nearest Python or platform that have one."""
+    from torchguard._facts.vocab import Code, Severity
+    from torchguard._frontends.install_python import install_python
+    from torchguard._platforms.windows.assumptions import assumed_line
+    from torchguard._report.findings import Finding, RepairHint
+
+    missing = failure.no_wheel
+    assert missing is not None
+    python_cmd = install_python(target.build, given.files)
+    hints = tuple(RepairHint(summary, commands) for summary, commands in missing.hints(python_cmd))
+    finding = Finding(
+        code=Code.NO_MATCHING_WHEEL,
+        severity=Severity.ERROR,
+        message=missing.message,
+        hints=hints,
+        package=None if missing.project.lower() == "torch" else missing.project,
+        rank=0,
+    )
+    notes = [
+        f"checked: pip install {' '.join(requirements)} for python.org CPython {target.build}, "
+        f"{target.platform}: pip found no distribution of {missing.project} for it (nothing "
+        "downloaded, nothing scanned)",
+        assumed_line(clean_windows, platform=target.platform) + gpu_assumption(gpus, cuda),
+        *unchecked_lines(given.unchecked),
+        *problem_lines(problems),
+    ]
+    return Check(
+        tuple(requirements),
+        target.build,
+        clean_windows,
+        (),
+        (),
+        Report(findings=(finding,)),
+        notes,
+        gpus,
+        cuda,
+        arguments=tuple(arguments),
+        unchecked=tuple(given.unchecked),
+        index_problems=tuple(problems),
+        platform=target.platform,
+        no_wheel=missing.verdict,
     )
 
 

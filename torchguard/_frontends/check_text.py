@@ -19,11 +19,14 @@ def verdict(check: Check) -> str:
     outcome = report.import_torch
     torch = report.torch
     what = f"torch {torch.version}" if torch else "torch"
-    head = f"pip install {' '.join(check.requirements)} on Windows x64, CPython {check.python}"
+    where = f"{check.target.machine_name}, CPython {check.python}"
+    head = f"pip install {' '.join(check.requirements)} on {where}"
     if check.unchecked:
         head += f" ({len(check.unchecked)} requirement(s) not checked: named below)"
     if check.index_problems:
         head += f" (without {len(check.index_problems)} index(es) that failed: see below)"
+    if check.no_wheel is not None:
+        return f"{head}: pip install fails: {check.no_wheel}"
     if outcome is not None and not outcome.ok:
         return f"{head}: import torch fails ({what}): {outcome.describe()[len('fails: ') :]}"
     errors = len(report.errors)

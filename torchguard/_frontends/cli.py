@@ -116,14 +116,19 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("action", choices=("install", "uninstall", "status"))
     hook.add_argument("--user", action="store_true", help="use the user site-packages")
     check = commands.add_parser(
-        "check", help="will `pip install REQUIREMENT...` work on Windows x64? (from any OS)"
+        "check", help="will `pip install REQUIREMENT...` work on Windows? (from any OS)"
     )
     check.add_argument("requirements", nargs="+", metavar="REQUIREMENT", help="as for pip")
     check.add_argument(
         "--python",
         metavar="X.Y",
-        help="the Windows CPython version (default: this Python's); with --env: the "
-        "interpreter (a PATH) whose environment pip would change",
+        help="the Windows CPython version (default: this Python's; 3.13t: free-threaded); "
+        "with --env: the interpreter (a PATH) whose environment pip would change",
+    )
+    check.add_argument(
+        "--platform",
+        metavar="TAG",
+        help="the Windows platform: win_amd64 (default, x64) or win_arm64 (Windows on ARM64)",
     )
     check.add_argument(
         "--env",
@@ -289,6 +294,10 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "doctor":
         return _doctor(args)
     if args.command == "check":
+        if args.env and args.platform is not None:
+            return _usage_error(
+                args, ["--platform is for a Windows target; --env checks this environment"]
+            )
         return _check_env(args) if args.env else _check(args)
     if args.command == "cache":
         from torchguard._frontends.cache_command import cache_command
@@ -382,6 +391,7 @@ def _check(args: argparse.Namespace) -> int:
         result = check(
             args.requirements,
             python=args.python,
+            platform=args.platform,
             index_urls=args.index_url,
             clean_windows=args.clean_windows,
             cache=args.cache_dir,

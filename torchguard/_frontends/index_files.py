@@ -13,6 +13,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import unquote, urljoin, urlparse
 from urllib.request import Request, url2pathname, urlopen
 
+from packaging.tags import Tag
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -36,6 +37,8 @@ class IndexFile:
     platforms: frozenset[str]
     url: str = ""
     """Where the index says the file is (absolute)."""
+    tags: frozenset[Tag] = frozenset()
+    """A wheel's tags (``cp313-cp313t-win_amd64``); empty for an sdist."""
 
 
 def parse_filename(filename: str) -> IndexFile | None:
@@ -51,6 +54,7 @@ def parse_filename(filename: str) -> IndexFile | None:
             True,
             frozenset(t.interpreter for t in tags),
             frozenset(t.platform for t in tags),
+            tags=frozenset(tags),
         )
     if filename.endswith((".tar.gz", ".zip")):
         try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from torchguard._frontends.index_files import IndexFile
+    from torchguard._frontends.no_wheel import NoWheel
 
 _NETWORK = re.compile(
     r"NewConnectionError|ConnectTimeout|Could not fetch URL|NameResolutionError|ReadTimeout|"
@@ -44,6 +45,8 @@ class PipFailure(Exception):
         self.kind = kind
         self.sdist: tuple[str, IndexFile] | None = None
         """(project, newest matching sdist) when pip failed on a release with no wheels."""
+        self.no_wheel: NoWheel | None = None
+        """The release has wheels, but none for the Python and platform asked about."""
 
 
 _ERROR_LINE = re.compile(r"^\s*error:\s*(.*)$", re.IGNORECASE)
@@ -168,9 +171,15 @@ def network_failure(lines: Sequence[str], index_urls: Sequence[str]) -> PipFailu
 
 
 def explain_failure(
-    lines: Sequence[str], requirements: Sequence[str], index_urls: Sequence[str], python: str
+    lines: Sequence[str],
+    requirements: Sequence[str],
+    index_urls: Sequence[str],
+    python: str,
+    platform: str = "win_amd64",
 ) -> PipFailure:
-    """pip's reasons for failing: a summary line and the lines that explain it."""
+    """pip's reasons for failing: a summary line and the lines that explain it. A release
+    with wheels, none of them for CPython ``python`` (``3.13t``: free-threaded) on
+    ``platform``, is named as such (``no_wheel``)."""
     lines = [line.rstrip() for line in lines]
     network = network_failure(lines, index_urls)
     if network is not None:
@@ -193,6 +202,11 @@ def explain_failure(
     for error in errors:
         found = _NOT_FOUND.search(error)
         if found:
+            lacking = _no_wheel(found.group(1), index_urls, python, platform)
+            if lacking is not None:
+                failure = PipFailure([lacking.message, error, *_constraint_note()])
+                failure.no_wheel = lacking
+                return failure
             why = _why_not_found(found.group(1), found.group(2), index_urls, python)
             failure = PipFailure([error, *why, *_constraint_note()])
             failure.sdist = sdist_only(found.group(1), index_urls)
@@ -205,6 +219,23 @@ def explain_failure(
         if line.strip() and not line.strip().lower().startswith(("note:", "hint:"))
     ]
     return PipFailure([_short(tail[-1]) if tail else "pip failed without a message"], "pip")
+
+
+def _no_wheel(
+    requirement: str, index_urls: Sequence[str], python: str, platform: str
+) -> NoWheel | None:
+    """The release pip found no distribution of, when it has wheels for other targets only."""
+    from torchguard._frontends.index_files import project_files
+    from torchguard._frontends.no_wheel import no_wheel
+    from torchguard._frontends.target import parse_target
+
+    target = parse_target(python, platform)
+    name = requirement.split(" (from ")[0].split(";")[0].strip()
+    project = re.split(r"[\s<>=!~\[@(]", name, maxsplit=1)[0]
+    if target is None or not project:
+        return None
+    index = index_urls[0] if index_urls else os.environ.get("PIP_INDEX_URL", PYPI)
+    return no_wheel(name, project_files(index, project), target)
 
 
 def _unreachable(lines: Sequence[str], index_urls: Sequence[str]) -> PipFailure | None:

@@ -1,7 +1,9 @@
-"""Run pip as if on a Windows x64 CPython.
+"""Run pip as if on a Windows CPython (x64, or ARM64).
 
-``python -m torchguard._frontends.pip_windows X.Y ARGS...``, or ``python pip_windows.py X.Y
-ARGS...`` with any Python that has pip (see :mod:`.pip_python`).
+``python -m torchguard._frontends.pip_windows X.Y[t][:PLATFORM] ARGS...``, or ``python
+pip_windows.py X.Y ARGS...`` with any Python that has pip (see :mod:`.pip_python`); ``3.13t``
+is a free-threaded 3.13 (the markers are the same), ``PLATFORM`` ``win_amd64`` (the default) or
+``win_arm64``.
 
 ``pip download --platform win_amd64 --python-version X.Y`` picks Windows wheels but still
 evaluates environment markers against the running interpreter, so on Linux it would pull
@@ -15,14 +17,20 @@ from __future__ import annotations
 import runpy
 import sys
 
+_MACHINES = {"win_amd64": "AMD64", "win_arm64": "ARM64"}
+"""``platform.machine()`` of a python.org CPython for each platform tag: the
+``PROCESSOR_ARCHITECTURE`` Windows gives a native process (``AMD64``, ``ARM64``)."""
 
-def windows_markers(python: str) -> dict[str, str]:
-    """PEP 508 marker values of a 64-bit python.org CPython ``python`` on Windows 10/11."""
+
+def windows_markers(python: str, platform: str = "win_amd64") -> dict[str, str]:
+    """PEP 508 marker values of a 64-bit python.org CPython ``python`` (``3.13`` or the
+    free-threaded ``3.13t``, whose markers are the same) on Windows 10/11 for ``platform``."""
+    python = python.rstrip("t")
     return {
         "implementation_name": "cpython",
         "implementation_version": f"{python}.0",
         "os_name": "nt",
-        "platform_machine": "AMD64",
+        "platform_machine": _MACHINES.get(platform, "AMD64"),
         "platform_python_implementation": "CPython",
         "platform_release": "10",
         "platform_system": "Windows",
@@ -66,14 +74,15 @@ def lazy_metadata(args: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    python, args = argv[0], argv[1:]
+    target, args = argv[0], argv[1:]
+    python, _, platform = target.partition(":")
     try:
         from pip._vendor.packaging import markers  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         print(f"ERROR: {sys.executable} has no pip (install it with: -m ensurepip)")
         raise SystemExit(1) from None
 
-    environment = windows_markers(python)
+    environment = windows_markers(python, platform or "win_amd64")
     # setattr: pip's vendored packaging may or may not carry types, by pip version
     setattr(markers, "default_environment", lambda: dict(environment))  # noqa: B010
     sys.argv = ["pip", *lazy_metadata(args)]

@@ -1,4 +1,4 @@
-"""What ``pip install`` would put into a Windows x64 CPython, without downloading it.
+"""What ``pip install`` would put into a Windows CPython (x64 or ARM64), without downloading it.
 
 pip resolves (``pip install --dry-run --report``) under a Windows marker environment
 (:mod:`.pip_windows`); its JSON report names every distribution with its URL and hash, so only
@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from typing import IO
 from torchguard._frontends.pip_python import pip_interpreter
 from torchguard._frontends.pip_reasons import PipFailure, explain_failure
 from torchguard._frontends.pip_watch import RESOLVE_TIMEOUT, Status, run_watched
+from torchguard._frontends.target import Target, parse_target
 
 RESOLUTION_TTL = 600.0
 
@@ -63,23 +63,36 @@ class Planned:
 
 
 def pip_arguments(
-    requirements: Sequence[str], python: str, index_urls: Sequence[str], target: str
+    requirements: Sequence[str],
+    python: str,
+    index_urls: Sequence[str],
+    target: str,
+    platform: str = "win_amd64",
 ) -> list[str]:
-    """pip's own command line for a dry-run resolution for Windows x64 CPython ``python``."""
+    """pip's own command line for a dry-run resolution for Windows CPython ``python``
+    (``3.11``, or ``3.13t`` free-threaded) on ``platform`` (``win_amd64``, ``win_arm64``)."""
     report = os.path.join(target, "report.json")  # not stdout: pip's reasons go there
     command = ["install", "--dry-run", "--ignore-installed", "--report", report]
-    command += ["--only-binary=:all:", "--platform", "win_amd64", "--python-version", python]
-    command += ["--implementation", "cp", "--target", os.path.join(target, "site")]
+    command += ["--only-binary=:all:", *_target(python, platform).pip_options()]
+    command += ["--target", os.path.join(target, "site")]
     command += ["--progress-bar", "off"]
     for number, url in enumerate(index_urls):
         command += ["--index-url" if number == 0 else "--extra-index-url", url]
     return [*command, *requirements]
 
 
+def _target(python: str, platform: str) -> Target:
+    chosen = parse_target(python, platform)
+    if chosen is None:
+        raise PipFailure([f"not a Windows CPython pip resolves for: {python} on {platform}"])
+    return chosen
+
+
 def resolve(
     requirements: Sequence[str],
     *,
     python: str,
+    platform: str = "win_amd64",
     index_urls: Sequence[str] = (),
     memo_dir: str | None = None,
     status: IO[str] | None = None,
@@ -92,7 +105,7 @@ def resolve(
     when it has not finished within ``timeout`` seconds; ``watch`` sees it working.
     """
     with tempfile.TemporaryDirectory(prefix="torchguard-pip-") as target:
-        arguments = pip_arguments(requirements, python, index_urls, target)
+        arguments = pip_arguments(requirements, python, index_urls, target, platform)
         key = _memo_key(arguments, requirements, target)
         memo = os.path.join(memo_dir, ".resolutions", key + ".json") if memo_dir else None
         remembered = _remembered(memo)
@@ -102,7 +115,8 @@ def resolve(
             status.write("\r\x1b[Kresolving with pip...")
             status.flush()
         try:
-            command = pip_interpreter().command(python, arguments)
+            runner = _target(python, platform).runner_argument()
+            command = pip_interpreter().command(runner, arguments)
             done = run_watched(command, timeout=timeout, status=watch)
         finally:
             if status is not None:
@@ -110,7 +124,7 @@ def resolve(
                 status.flush()
         if done.returncode != 0:
             lines = (done.stdout + "\n" + done.stderr).splitlines()
-            raise explain_failure(lines, requirements, index_urls, python)
+            raise explain_failure(lines, requirements, index_urls, python, platform)
         try:
             with open(os.path.join(target, "report.json"), encoding="utf-8") as handle:
                 planned = parse_report(handle.read())
@@ -201,7 +215,8 @@ def _remember(memo: str, planned: Sequence[Planned]) -> None:
 
 
 def valid_python(version: str) -> bool:
-    return re.fullmatch(r"3\.\d{1,2}", version) is not None
+    """``3.11``, or a free-threaded ``3.13t`` (3.13 and later)."""
+    return parse_target(version) is not None
 
 
 def running_python() -> str:

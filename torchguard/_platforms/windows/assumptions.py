@@ -23,13 +23,19 @@ def assumed_system32(clean_windows: bool) -> tuple[tuple[str, frozenset[str]], .
 
 
 def assumed_line(
-    clean_windows: bool, system32_dirs: Sequence[str] = (), python_dir: str | None = None
+    clean_windows: bool,
+    system32_dirs: Sequence[str] = (),
+    python_dir: str | None = None,
+    *,
+    platform: str = "win_amd64",
 ) -> str:
-    """The ``assumed:`` line: the Windows, its System32 additions and python.exe's folder."""
+    """The ``assumed:`` line: the Windows, its System32 additions and python.exe's folder
+    (``platform`` ``win_arm64``: Windows 11 on ARM64, for ``check --platform win_arm64``)."""
+    windows = "Windows 11 ARM64" if platform == "win_arm64" else "Windows 10/11 x64"
     if clean_windows:
-        machine = "a clean Windows 10/11 x64 (no Visual C++ redistributable)"
+        machine = f"a clean {windows} (no Visual C++ redistributable)"
     else:
-        machine = f"Windows 10/11 x64 with {VC_REDIST} (current); --clean-windows assumes none"
+        machine = f"{windows} with {VC_REDIST} (current); --clean-windows assumes none"
     parts = [machine]
     if system32_dirs:
         parts.append("System32 also holds the DLLs of " + ", ".join(system32_dirs))

@@ -130,6 +130,8 @@ def offline_windows(
     assumed_system32: Sequence[tuple[str, Iterable[str]]] = (),
     gpus: Sequence[str] = (),
     driver_cuda: tuple[int, int] | None = None,
+    machine: int | None = None,
+    free_threaded: bool | None = None,
 ) -> System:
     """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
 
@@ -141,7 +143,10 @@ def offline_windows(
     The interpreter's CPU is the platform tag of torch's ``_C`` extension, else of the first
     Windows wheel (``win_amd64``, ``win32``, ``win_arm64``), else x64. ``gpus`` names the
     machine's display adapters (``"NVIDIA GeForce RTX 5090"``); ``driver_cuda`` the newest
-    CUDA version its NVIDIA driver supports (as ``nvidia-smi`` prints it).
+    CUDA version its NVIDIA driver supports (as ``nvidia-smi`` prints it). ``machine`` and
+    ``free_threaded`` state the interpreter's CPU and build where the caller knows them
+    (``check --platform win_arm64 --python 3.13t``) instead of reading them from the wheels:
+    a wheel of another CPU is then judged against the Python it would be installed into.
     Raises :class:`TargetError` for a target or folder that cannot be read.
     """
     from torchguard._platforms.windows.locate import find_torch_package
@@ -175,8 +180,10 @@ def offline_windows(
         if refusal is not None:
             raise TargetError(refusal)
         version = _python_version(tree, package_dir, tags)
-        free_threaded = _python_free_threaded(tree, package_dir, tags)
-        machine = _python_machine(tree, package_dir, platforms)
+        if free_threaded is None:
+            free_threaded = _python_free_threaded(tree, package_dir, tags)
+        if machine is None:
+            machine = _python_machine(tree, package_dir, platforms)
         python_dll, stable_dll = python_dlls(version, free_threaded=free_threaded)
         if python_dir is not None:
             _mount_folder(tree, places.prefix, python_dir, "--python-dir")
