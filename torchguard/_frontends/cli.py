@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--env",
         action="store_true",
         help="what would `pip install REQUIREMENT...` change in this environment (or --python "
-        "PATH's), and would torch still work? (Linux)",
+        "PATH's), and would torch still work? (Linux and Windows)",
     )
     check.add_argument(
         "--index-url",

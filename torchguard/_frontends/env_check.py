@@ -1,9 +1,10 @@
 """``torchguard check REQ... --env``: what ``pip install REQ`` would do to this environment.
 
 The environment's own pip resolves (:mod:`.env_resolve`, a dry run: nothing installed); the
-result is laid over the installed folders without touching them (:mod:`.env_overlay`); torch
-is judged there by the same offline Linux pipeline ``scan`` and ``ensure()`` use, and compared
-with the environment as it is, so only what the install changes is said (:mod:`.env_changes`).
+result is laid over the installed folders without touching them (:mod:`.env_overlay` on Linux,
+:mod:`.env_windows` on Windows); torch is judged there by the same offline pipeline of that
+platform ``scan`` uses, and compared with the environment as it is, so only what the install
+changes is said (:mod:`.env_changes`).
 Only the wheels holding binaries are read: a file pip would take from the disk is read in
 place, another is downloaded once into ``check``'s wheel cache; a pure-Python wheel is never
 fetched (its metadata is in pip's report). When something would break, a safer command is
@@ -110,15 +111,15 @@ def check_env(
     from torchguard._frontends.pip_watch import RESOLVE_TIMEOUT
 
     target = probe(python or sys.executable)
-    if not target.platform.startswith("linux"):
+    if not target.platform.startswith("linux") and target.platform != "win32":
         raise CheckError(
-            [
-                f"{target.python} runs on {target.platform}: `--env` judges Linux environments "
-                "in this version",
-                "a Windows environment can be scanned offline: torchguard scan "
-                "<its site-packages folder>",
-            ]
+            f"{target.python} runs on {target.platform}: `--env` judges Linux and Windows "
+            "environments in this version"
         )
+    if target.platform == "win32":
+        from torchguard._frontends.env_windows import readable_here
+
+        readable_here(target)
     if target.pip is None:
         raise CheckError(f"{target.python} has no pip: nothing would install there")
     odd = elsewhere(arguments)
@@ -215,8 +216,14 @@ def judge(
         return result
     replaced = replaced_dists(target, items)
     bar.show("reading the environment as it is and as it would be...", force=True)
+    wheels = [paths[i.key] for i in binary]
     try:
-        now, later = _scan_both(target, replaced, [paths[i.key] for i in binary], pure)
+        if target.platform == "win32":
+            from torchguard._frontends.env_windows import scan_both
+
+            now, later = scan_both(target, replaced, wheels, pure)
+        else:
+            now, later = _scan_both(target, replaced, wheels, pure)
     finally:
         bar.clear()
     result.report = later

@@ -43,7 +43,8 @@ def removed_paths(replaced: Iterable[Installed], folder: str) -> set[str]:
     return gone
 
 
-def _ancestors(paths: Iterable[str], root: str) -> set[str]:
+def ancestors(paths: Iterable[str], root: str) -> set[str]:
+    """The folders below ``root`` that hold ``paths``, at any depth."""
     found: set[str] = set()
     for path in paths:
         parent = os.path.dirname(path)
@@ -111,5 +112,5 @@ def build_overlay(
     for folder, mirror in zip(folders, mirrors):
         root = os.path.normpath(folder)
         gone = removed_paths(replaced, root)
-        merge(root, mirror, gone, _ancestors(gone, root))
+        merge(root, mirror, gone, ancestors(gone, root))
     return Overlay(mirrors, layout)

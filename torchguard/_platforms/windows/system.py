@@ -132,6 +132,7 @@ def offline_windows(
     driver_cuda: tuple[int, int] | None = None,
     machine: int | None = None,
     free_threaded: bool | None = None,
+    hidden: Iterable[str] = (),
 ) -> System:
     """A Windows install described by wheels and folders, for :func:`torchguard.scan`.
 
@@ -147,6 +148,8 @@ def offline_windows(
     ``free_threaded`` state the interpreter's CPU and build where the caller knows them
     (``check --platform win_arm64 --python 3.13t``) instead of reading them from the wheels:
     a wheel of another CPU is then judged against the Python it would be installed into.
+    ``hidden`` host files and folders are left out of the folders mounted, as if removed
+    (what ``pip install`` would uninstall, for ``check --env``).
     Raises :class:`TargetError` for a target or folder that cannot be read.
     """
     from torchguard._platforms.windows.locate import find_torch_package
@@ -155,6 +158,7 @@ def offline_windows(
     places = _places(env)
     site_dir = places.site_dir
     tree = WinTree()
+    tree.hide_host_paths(hidden)
     try:
         if env is not None and env_target is not None:
             # the environment itself: its root (python.exe, DLLs, Library\bin, conda-meta)

@@ -15,6 +15,7 @@ import ntpath
 import os
 import zipfile
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NewType, Union
 
@@ -211,11 +212,21 @@ class WinTree:
     _unlistable: set[str] = field(default_factory=set)
     _subdirs_cache: dict[str, list[str]] = field(default_factory=dict)
     _hosts_cache: dict[str, list[str]] = field(default_factory=dict)
+    _hidden: frozenset[str] = frozenset()
 
     # -- building ---------------------------------------------------------------------------
     def mount_host_dir(self, path: str, host_dir: str) -> None:
         """Make ``host_dir`` (a host folder) appear at the Windows path ``path``."""
         self._host_mounts.append((path_key(path), os.path.abspath(host_dir)))
+        self._hosts_cache.clear()
+        self._listing_cache.clear()
+        self._listdir_cache.clear()
+        self._subdirs_cache.clear()
+
+    def hide_host_paths(self, paths: Iterable[str]) -> None:
+        """Leave the host files and folders ``paths`` out of every mount, as if removed (what
+        ``pip install`` would uninstall, judged without touching it)."""
+        self._hidden = self._hidden | {_host_key(path) for path in paths}
         self._hosts_cache.clear()
         self._listing_cache.clear()
         self._listdir_cache.clear()
@@ -306,7 +317,7 @@ class WinTree:
         for host in reversed(self._host_dirs(directory)):
             if self._host_listing(host) is None and host in self._unlistable:
                 candidate = os.path.join(host, name)
-                if os.path.isfile(candidate):
+                if _host_key(candidate) not in self._hidden and os.path.isfile(candidate):
                     return (name, HostFile(candidate))
         return None
 
@@ -352,6 +363,8 @@ class WinTree:
             return None
         states: list[str] = []
         for host in self._host_dirs(path):
+            if self._hides_within(host):
+                return None  # not the folder as it is on the disk
             state = host_state(host)
             if state is None:
                 return None
@@ -371,7 +384,9 @@ class WinTree:
         if name.lower() in self._files.get(path_key(directory), {}):
             return None
         hosts = self._host_dirs(directory)
-        return host_state(os.path.join(hosts[-1], name)) if hosts else None
+        if not hosts or _host_key(os.path.join(hosts[-1], name)) in self._hidden:
+            return None
+        return host_state(os.path.join(hosts[-1], name))
 
     def is_dir(self, path: str) -> bool:
         if any(os.path.isdir(host) for host in self._host_dirs(path)):
@@ -455,6 +470,12 @@ class WinTree:
         hosts = self._host_dirs(path)
         return hosts[-1] if hosts else path
 
+    def _hides_within(self, host: str) -> bool:
+        if not self._hidden:
+            return False
+        below = _host_key(host).rstrip(os.sep) + os.sep
+        return any(hidden.startswith(below) for hidden in self._hidden)
+
     # -- host mapping ----------------------------------------------------------------------
     def _host_dirs(self, path: str) -> list[str]:
         """The host folders behind the Windows folder ``path``, in mount order.
@@ -502,9 +523,12 @@ class WinTree:
         if host_dir in self._listing_cache:
             return self._listing_cache[host_dir]
         listing: dict[str, tuple[str, bool]] = {}
+        hidden = self._hidden
         try:
             with os.scandir(host_dir) as entries:
                 for item in entries:  # directory order kept: torch's glob sees this order
+                    if hidden and _host_key(os.path.join(host_dir, item.name)) in hidden:
+                        continue
                     try:
                         is_dir = item.is_dir()
                     except OSError:
@@ -519,3 +543,8 @@ class WinTree:
             return None
         self._listing_cache[host_dir] = listing
         return listing
+
+
+def _host_key(path: str) -> str:
+    """A host path compared as the host does (case-folded on Windows)."""
+    return os.path.normcase(os.path.normpath(os.path.abspath(path)))
