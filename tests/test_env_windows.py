@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import KERNEL, TORCH_241_GRAPH, FakeTorch, record, write_tree, write_wheel
+from fakes import KERNEL, TORCH_241_GRAPH, FakeTorch, record, system32, write_tree, write_wheel
 from pe_builder import DEFAULT_SYMBOL, build_pe
 
 from torchguard._frontends import api, env_alternatives, env_resolve, env_target, pip_front
@@ -173,6 +173,7 @@ def test_a_torch_whose_dlls_miss_a_dependency_is_refused(
     (broken,) = result.breaks
     assert broken.code == "missing-dll"
     assert "mkl_core.2.dll" in broken.message and "import torch would fail" in broken.message
+    assert any("System32 assumed" in note for note in result.notes)
     assert [c.line for c in result.changes] == ["torch 2.4.1+cpu -> 2.5.0+cpu (upgrade)"]
     assert result.report is not None and result.report.blockers
     assert venv.snapshot() == before  # judged without touching the environment
@@ -271,6 +272,24 @@ def test_what_the_live_machine_shows_today_is_not_the_installs(
     monkeypatch.setattr(sys, "prefix", str(venv.root))
     result = check_env(["torch==2.5.0+cpu"], cache=str(tmp_path / "cache"), alternatives=False)
     assert result.breaks == []
+
+
+def test_on_windows_this_machines_system32_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DLL the new torch needs is in the real System32: nothing breaks (off Windows it is
+    assumed missing, as `scan` assumes: the first test)."""
+    graph = dict(TORCH_241_GRAPH)
+    graph["torch_cpu.dll"] = (*graph["torch_cpu.dll"], "mkl_core.2.dll")
+    venv = Venv(tmp_path / "venv", old_torch().files())
+    url = torch_wheel(tmp_path / "wheels", FakeTorch(version="2.5.0+cpu", graph=graph))
+    use(monkeypatch, venv, report(entry("torch", "2.5.0+cpu", url, True)))
+    system32(tmp_path / "Windows" / "System32", ["mkl_core.2.dll"])
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("SYSTEMROOT", str(tmp_path / "Windows"))
+    result = check_env(["torch==2.5.0+cpu"], cache=str(tmp_path / "cache"), alternatives=False)
+    assert result.safe, result.breaks
+    assert any(str(tmp_path / "Windows" / "System32") in note for note in result.notes)
 
 
 def test_folders_unreadable_from_here_are_not_checked(

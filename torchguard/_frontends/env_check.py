@@ -219,9 +219,10 @@ def judge(
     wheels = [paths[i.key] for i in binary]
     try:
         if target.platform == "win32":
-            from torchguard._frontends.env_windows import scan_both
+            from torchguard._frontends.env_windows import assumed_note, scan_both
 
             now, later = scan_both(target, replaced, wheels, pure)
+            result.notes.append(assumed_note())
         else:
             now, later = _scan_both(target, replaced, wheels, pure)
     finally:

@@ -9,9 +9,10 @@ would install is read in place at the paths pip installs its members to (the pac
 ``.data/data``: the prefix). A pure-Python wheel is only its ``METADATA`` from pip's report,
 written in a scratch folder mounted over site-packages. torch is then judged by the offline
 Windows pipeline ``scan`` uses, with the machine ``scan`` assumes (Windows 10/11 with the
-current Visual C++ runtime in System32). The environment as it is gets the same offline
-judgement, plus the live one when torchguard runs in it on Windows, so that only what the
-install changes is said.
+current Visual C++ runtime in System32), and on Windows this machine's own System32 read as
+``scan --system32`` reads it (its NVIDIA driver included). The environment as it is gets the
+same offline judgement, plus the live one when torchguard runs in it on Windows, so that only
+what the install changes is said.
 """
 
 from __future__ import annotations
@@ -105,7 +106,12 @@ def scan_offline(targets: Sequence[str], hidden: Iterable[str] = ()) -> Report |
     from torchguard._platforms.windows.system import TargetError, offline_windows
 
     try:
-        system = offline_windows(targets, assumed_system32=assumed_system32(False), hidden=hidden)
+        system = offline_windows(
+            targets,
+            system32_dirs=machine_system32(),
+            assumed_system32=assumed_system32(False),
+            hidden=hidden,
+        )
     except TargetError as exc:
         raise CheckError(f"cannot lay out the install: {exc}") from None
     try:
@@ -114,6 +120,33 @@ def scan_offline(targets: Sequence[str], hidden: Iterable[str] = ()) -> Report |
         return analyze(system, cache=user_cache())
     finally:
         system.close()
+
+
+def machine_system32() -> list[str]:
+    """This machine's System32 when torchguard runs on Windows (its DLLs and NVIDIA driver are
+    read as they are, in both states); elsewhere none: assumed as ``scan`` assumes it."""
+    if sys.platform != "win32":
+        return []
+    root = os.environ.get("SYSTEMROOT") or os.environ.get("WINDIR") or "C:\\Windows"
+    folder = os.path.join(root, "System32")
+    return [folder] if os.path.isdir(folder) else []
+
+
+def assumed_note() -> str:
+    """What the offline judgement took the machine to be (one of the check's notes)."""
+    from torchguard._platforms.windows.assumptions import VC_REDIST
+
+    read = machine_system32()
+    machine = (
+        f"this machine's System32 ({read[0]}) read as it is, and {VC_REDIST} assumed where "
+        "it lacks it"
+        if read
+        else f"System32 assumed to hold Windows 10/11 x64's DLLs and {VC_REDIST}"
+    )
+    return (
+        f"judged offline as `torchguard scan` judges a site-packages: {machine}; PATH and the "
+        "folders a program registers are not read"
+    )
 
 
 def _live(target: TargetEnv) -> Report | None:
