@@ -118,25 +118,28 @@ def build_once(folder: Path, fill: Callable[[Path], None]) -> Path:
 
 
 def installs_on(name: str, python: str) -> bool:
-    """Whether wheel file ``name`` installs on Windows x64 under CPython ``python`` ("3.11").
+    """Whether wheel file ``name`` installs on Windows x64 under CPython ``python`` ("3.11"):
+    the tags pip accepts there (``packaging.tags``, as pip computes them), so ``py39-none``,
+    ``cp39-abi3`` and ``py3-none-any`` fit 3.11 and ``cp312-cp312`` does not.
 
     Read from its tags, never from the folder it sits in: a ``check --python 3.12`` run that
     shares the cache leaves cp312 wheels beside the cp311 ones (a CI run once replayed a
     Python 3.11 layout with torch's cp312 wheel, and reported python312.dll missing).
     """
-    parts = name[: -len(".whl")].split("-")
-    if len(parts) < 5:
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        *_, tags = parse_wheel_filename(name)
+    except InvalidWheelFilename:
         return False
-    python_tags, abi, platform = parts[-3].split("."), parts[-2], parts[-1]
-    if platform not in ("win_amd64", "any"):
-        return False
-    wanted = "cp" + python.replace(".", "")
-    if wanted in python_tags or "py3" in python_tags or f"py{wanted[2:]}" in python_tags:
-        return True
-    if abi == "abi3":  # stable ABI: any CPython at least as new as the tag
-        minor = int(python.split(".")[1])
-        return any(t.startswith("cp3") and int(t[3:]) <= minor for t in python_tags)
-    return False
+    version = tuple(int(part) for part in python.split("."))
+    interpreter = "cp" + python.replace(".", "")
+    accepted = {
+        *cpython_tags(version, abis=[interpreter, "abi3", "none"], platforms=["win_amd64"]),
+        *compatible_tags(version, interpreter=interpreter, platforms=["win_amd64"]),
+    }
+    return not tags.isdisjoint(accepted)
 
 
 def _windows_wheels(folder: Path, prefix: str, python: str = PYTHON_VERSION) -> list[Path]:

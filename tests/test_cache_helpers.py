@@ -102,6 +102,9 @@ def test_a_cached_wheel_for_another_python_is_never_taken(
         ("ext-1.0-cp39-abi3-win_amd64.whl", "3.11", True),
         ("ext-1.0-cp312-abi3-win_amd64.whl", "3.11", False),
         ("torch-2.4.1-1-cp311-cp311-win_amd64.whl", "3.11", True),
+        ("xformers-0.0.35-py39-none-win_amd64.whl", "3.11", True),
+        ("xformers-0.0.35-py39-none-win_amd64.whl", "3.9", True),
+        ("future-1.0-py312-none-win_amd64.whl", "3.11", False),
         ("broken.whl", "3.11", False),
     ],
 )
