@@ -85,3 +85,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             "-", f"differential tier: with vs without torchguard (also in {differential.RESULTS})"
         )
         terminalreporter.write_line(text)
+
+
+@pytest.fixture(autouse=True)
+def _pip_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check`` asks pip in the tests, whose fakes stand in for pip, even where uv is
+    installed; the tests of uv's resolver (tests/test_uv_resolve.py) ask for it by name."""
+    monkeypatch.setenv("TORCHGUARD_RESOLVER", "pip")

@@ -26,6 +26,7 @@ from torchguard._frontends.progress import Progress, human_size
 from torchguard._frontends.requirement_input import RequirementInput, Unchecked
 from torchguard._frontends.resolve import Planned, resolve, running_python
 from torchguard._frontends.target import PLATFORMS, Target, parse_target
+from torchguard._frontends.uv_resolve import Resolver
 from torchguard._report.report import Report
 
 
@@ -117,9 +118,15 @@ def check(
     verify_fix: bool = True,
     resolve_timeout: float | None = None,
     platform: str | None = None,
+    resolver: str | None = None,
 ) -> Check:
     """Resolve, download and scan ``requirements`` for Windows CPython ``python`` (``3.11``,
-    or ``3.13t`` free-threaded) on ``platform`` (``win_amd64``, the default, or ``win_arm64``)."""
+    or ``3.13t`` free-threaded) on ``platform`` (``win_amd64``, the default, or ``win_arm64``).
+
+    ``resolver``: ``auto`` (the default, else ``TORCHGUARD_RESOLVER``: uv where it is found,
+    else pip), ``pip`` or ``uv`` (:mod:`.uv_resolve`)."""
+    from torchguard._frontends.uv_resolve import choose
+
     version = python or running_python()
     target = parse_target(version, platform)
     if target is None:
@@ -130,6 +137,7 @@ def check(
             )
         raise CheckError(f"--platform {platform}: expected one of {', '.join(PLATFORMS)}")
     driver_cuda = parse_cuda_option(cuda)
+    chosen = choose(resolver)
     bar = Progress(progress)
     timeout = RESOLVE_TIMEOUT if resolve_timeout is None else resolve_timeout
     if timeout <= 0:
@@ -144,6 +152,7 @@ def check(
         tuple(gpus),
         driver_cuda,
         timeout,
+        chosen,
         verify_kernels=verify_fix,
     )
     if verify_fix:
@@ -164,6 +173,7 @@ def check(
                     tuple(gpus),
                     driver_cuda,
                     timeout,
+                    chosen,
                 ).report
             ),
             index_urls,
@@ -181,6 +191,7 @@ def _run(
     gpus: tuple[str, ...],
     cuda: tuple[int, int] | None,
     timeout: float,
+    resolver: Resolver,
     *,
     verify_kernels: bool = False,
 ) -> Check:
@@ -217,6 +228,7 @@ def _run(
             status=bar.stream,
             timeout=timeout,
             watch=_watcher(bar),
+            resolver=resolver,
         )
         if not any(p.name.lower() == "torch" for p in planned):
             names = ", ".join(p.filename for p in planned) or "nothing"
@@ -268,10 +280,11 @@ def _run(
     notes = [
         f"checked: pip install {' '.join(requirements)} for python.org CPython {version}, "
         f"{target.platform} ({len(planned)} wheel(s): {len(binary)} with binaries scanned, "
-        f"{pure} pure-Python; {transfer}"
-        + ("; pip's resolution from the last 10 minutes reused" if reused else "")
+        f"{pure} pure-Python; {transfer}; {resolver.describe()}"
+        + ("; the resolution from the last 10 minutes reused" if reused else "")
         + ")",
         machine,
+        *resolver.notes,
         *built,
         *unchecked,
         *problem_lines(problems),

@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop pip's resolution after this long and say what it was doing (default 900)",
     )
     check.add_argument(
+        "--resolver",
+        choices=("auto", "pip", "uv"),
+        help="who resolves what pip install would install: auto (default, or "
+        "TORCHGUARD_RESOLVER: uv where it is found, else pip), pip, or uv",
+    )
+    check.add_argument(
         "--no-verify",
         action="store_true",
         help="do not resolve and scan the fix a hint proposes (by default it is verified)",
@@ -400,6 +406,7 @@ def _check(args: argparse.Namespace) -> int:
             cuda=args.cuda,
             verify_fix=not args.no_verify,
             resolve_timeout=args.resolve_timeout,
+            resolver=args.resolver,
         )
     except CheckError as exc:
         return _usage_error(args, exc.lines, exc.kind)

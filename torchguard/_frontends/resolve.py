@@ -20,12 +20,15 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from torchguard._frontends.pip_python import pip_interpreter
 from torchguard._frontends.pip_reasons import PipFailure, explain_failure
 from torchguard._frontends.pip_watch import RESOLVE_TIMEOUT, Status, run_watched
 from torchguard._frontends.target import Target, parse_target
+
+if TYPE_CHECKING:
+    from torchguard._frontends.uv_resolve import Resolver
 
 RESOLUTION_TTL = 600.0
 
@@ -98,17 +101,28 @@ def resolve(
     status: IO[str] | None = None,
     timeout: float = RESOLVE_TIMEOUT,
     watch: Status | None = None,
+    resolver: Resolver | None = None,
 ) -> tuple[list[Planned], bool]:
     """The wheels pip would install, and whether a recent resolution was reused.
 
     Raises :class:`~.pip_reasons.PipFailure` with pip's reasons when pip cannot resolve, or
-    when it has not finished within ``timeout`` seconds; ``watch`` sees it working.
+    when it has not finished within ``timeout`` seconds; ``watch`` sees it working. With a
+    ``resolver`` that has uv, uv answers the same question (:mod:`.uv_resolve`), pip where uv
+    cannot: ``resolver`` records which one did, and why pip.
     """
     with tempfile.TemporaryDirectory(prefix="torchguard-pip-") as target:
         arguments = pip_arguments(requirements, python, index_urls, target, platform)
+        if resolver is not None and resolver.uv is not None:
+            answered = _with_uv(
+                resolver, requirements, (python, platform), index_urls, memo_dir, timeout, status
+            )
+            if answered is not None:
+                return answered
         key = _memo_key(arguments, requirements, target)
         memo = os.path.join(memo_dir, ".resolutions", key + ".json") if memo_dir else None
         remembered = _remembered(memo)
+        if resolver is not None:
+            resolver.used.add("pip")
         if remembered is not None:
             return remembered, True
         if status is not None:
@@ -130,6 +144,46 @@ def resolve(
                 planned = parse_report(handle.read())
         except OSError:
             planned = parse_report("")
+    if memo is not None:
+        _remember(memo, planned)
+    return planned, False
+
+
+def _with_uv(
+    resolver: Resolver,
+    requirements: Sequence[str],
+    target: tuple[str, str],
+    index_urls: Sequence[str],
+    memo_dir: str | None,
+    timeout: float,
+    status: IO[str] | None,
+) -> tuple[list[Planned], bool] | None:
+    """uv's answer (remembered as pip's is), or None with the reason pip answers instead."""
+    from torchguard._frontends.uv_resolve import UvFallback, resolve_with_uv
+
+    python, platform = target
+    words = [*requirements, f"--torchguard-resolver=uv {python} {platform}", *index_urls]
+    key = _memo_key(words, requirements, "<none>")
+    memo = os.path.join(memo_dir, ".resolutions", key + ".json") if memo_dir else None
+    remembered = _remembered(memo)
+    if remembered is not None:
+        resolver.used.add("uv")
+        return remembered, True
+    if status is not None:
+        status.write("\r\x1b[Kresolving with uv...")
+        status.flush()
+    try:
+        planned = resolve_with_uv(resolver, requirements, python, platform, index_urls, timeout)
+    except UvFallback as exc:
+        line = f"note: resolved by pip, not uv: {exc}"
+        if line not in resolver.notes:
+            resolver.notes.append(line)
+        return None
+    finally:
+        if status is not None:
+            status.write("\r\x1b[K")
+            status.flush()
+    resolver.used.add("uv")
     if memo is not None:
         _remember(memo, planned)
     return planned, False
