@@ -209,8 +209,10 @@ def test_uv_failing_on_an_index_sends_check_to_pip_and_says_so(
     index = local_index(tmp_path / "index", FakeTorch(version="2.4.1"))
     uv = _fake_uv(
         tmp_path,
-        "error: Failed to fetch: `https://download.pytorch.org/whl/cu126/torch/`\n"
-        "  Caused by: dns error: failed to lookup address information",
+        "error: Request failed after 3 retries in 4.8s\n"  # uv 0.13.9's words, recorded
+        "  cause: Failed to fetch: https://download.pytorch.org/whl/cpu/torch/\n"
+        "  cause: dns error\n"
+        "  cause: failed to lookup address information: Name or service not known",
         2,
     )
     monkeypatch.setattr(uv_resolve, "find_uv", lambda: uv)
@@ -232,9 +234,19 @@ def test_uv_failing_on_an_index_sends_check_to_pip_and_says_so(
     checked = next(line for line in out.splitlines() if line.startswith("checked:"))
     assert "resolved by pip)" in checked and "uv" not in checked
     assert (
-        "note: resolved by pip, not uv: uv failed: error: Failed to fetch: "
-        "`https://download.pytorch.org/whl/cu126/torch/` Caused by: dns error" in out
+        "note: resolved by pip, not uv: uv failed: Request failed after 3 retries in 4.8s; "
+        "Failed to fetch: https://download.pytorch.org/whl/cpu/torch/ (failed to lookup "
+        "address information: Name or service not known)\n" in out
     )
+
+
+def test_a_conflict_uv_reports_is_said_in_one_line() -> None:
+    said = uv_resolve._first_error(
+        "  \u00d7 No solution found when resolving dependencies:\n"
+        "  ╰─▶ Because torchvision==0.19.0 depends on torch==2.4.0 and you require "
+        "torch==2.5.0, we can conclude that your requirements are unsatisfiable.\n"
+    )
+    assert said.startswith("No solution found when resolving dependencies; Because torchvision")
 
 
 def test_a_free_threaded_target_is_resolved_by_pip_with_a_note(tmp_path: Path) -> None:

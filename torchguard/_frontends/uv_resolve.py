@@ -306,14 +306,24 @@ def resolve_with_uv(
     return parse_pylock(done.stdout, python, platform)
 
 
+_CROSS = "\u00d7"  # uv's heading of a resolution failure, as pip's
+
+
 def _first_error(text: str) -> str:
-    """uv's reason, in one line: its ``error:`` line and the last ``cause:`` under it."""
+    """uv's reason in one line: its ``error:`` (or multiplication sign) line, then the first
+    and the last ``cause:`` under it (which URL, what went wrong there), or the ``╰─▶`` line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    error = next((line for line in lines if line.startswith("error:")), "")
-    causes = [line for line in lines if line.startswith(("Caused by:", "cause:"))]
-    hints = [line for line in lines if line.startswith(("╰─▶", "Because"))]
-    reason = causes[-1] if causes else (hints[-1] if hints else "")
-    return " ".join(part for part in (error, reason) if part)[:300]
+    error = next((line for line in lines if line.startswith(("error:", _CROSS))), "")
+    error = error.removeprefix("error:").removeprefix(_CROSS).strip().rstrip(":")
+    causes = [
+        line.split(":", 1)[1].strip() for line in lines if line.startswith(("cause:", "Caused by:"))
+    ]
+    causes += [line.removeprefix("╰─▶").strip() for line in lines if line.startswith("╰─▶")]
+    if len(causes) > 1:
+        error += f"; {causes[0]} ({causes[-1]})"
+    elif causes:
+        error += f"; {causes[0]}"
+    return error[:400]
 
 
 def parse_pylock(text: str, python: str, platform: str) -> list[Any]:
