@@ -283,6 +283,7 @@ def test_uv_and_pip_resolve_a_local_index_alike(tmp_path: Path) -> None:
         done = run(*args, "--clean-windows", "--no-verify", "--json", "--resolver", resolver)
         assert done.returncode == 1, done.stderr
         results[resolver] = json.loads(done.stdout)
+        assert results[resolver]["check"]["resolved_by"] == resolver
         text = run(*args, "--clean-windows", "--no-verify", "--resolver", resolver).stdout
         assert f"resolved by {resolver}" in text and "not uv" not in text
     assert sorted(results["uv"]["check"]["wheels"]) == sorted(results["pip"]["check"]["wheels"])

@@ -58,6 +58,8 @@ class Check:
     no_wheel: str | None = None
     """pip finds no distribution of a release for this Python and platform: what it is (the
     report's one ``no-matching-wheel`` error says it with what exists instead)."""
+    resolved_by: str = "pip"
+    """Which resolver answered what pip would install: ``uv`` or ``pip`` (``--resolver``)."""
 
     @property
     def target(self) -> Target:
@@ -84,6 +86,7 @@ class Check:
             "index_problems": [p.to_dict() for p in self.index_problems],
             "gpu_answer": self.gpu_answer,
             "no_wheel": self.no_wheel,
+            "resolved_by": self.resolved_by,
         }
 
 
@@ -323,6 +326,7 @@ def _run(
         index_problems=tuple(problems),
         gpu_answer=gpu_answer,
         platform=target.platform,
+        resolved_by=resolver.by,
     )
 
 

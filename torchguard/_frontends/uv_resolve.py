@@ -87,10 +87,14 @@ class Resolver:
     notes: list[str] = field(default_factory=list)
     _settings: dict[str, list[str]] | None = None
 
+    @property
+    def by(self) -> str:
+        """``uv``, ``pip``, or ``uv and pip`` (a fallback after a resolution uv gave)."""
+        return " and ".join(sorted(self.used, reverse=True)) or "pip"
+
     def describe(self) -> str:
         """For the ``checked:`` line: ``resolved by uv``, ``resolved by pip``."""
-        used = " and ".join(sorted(self.used, reverse=True)) or "pip"
-        return f"resolved by {used}"
+        return f"resolved by {self.by}"
 
 
 def choose(flag: str | None = None, environ: Mapping[str, str] | None = None) -> Resolver:
