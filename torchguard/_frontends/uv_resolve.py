@@ -269,6 +269,7 @@ def resolve_with_uv(
     import tempfile
 
     assert resolver.uv is not None
+    _toml_reader()  # before uv's seconds, not after
     settings = pip_settings(resolver)
     with tempfile.TemporaryDirectory(prefix="torchguard-uv-") as folder:
         command = uv_command(
@@ -354,17 +355,22 @@ def parse_pylock(text: str, python: str, platform: str) -> list[Any]:
 
 def _toml(text: str) -> dict[str, Any]:
     try:
+        lock: dict[str, Any] = _toml_reader()(text)
+    except ValueError as exc:
+        raise UvFallback(f"uv's lock could not be read ({exc})") from None
+    return lock
+
+
+def _toml_reader() -> Any:
+    """tomllib's ``loads`` (or tomli's before Python 3.11); :class:`UvFallback` without one."""
+    try:
         import tomllib  # type: ignore[import-not-found,unused-ignore]
     except ImportError:  # Python 3.9 and 3.10
         try:
             import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
         except ImportError:
             raise UvFallback("this Python reads no TOML (Python 3.11+, or tomli)") from None
-    try:
-        lock: dict[str, Any] = tomllib.loads(text)
-    except ValueError as exc:
-        raise UvFallback(f"uv's lock could not be read ({exc})") from None
-    return lock
+    return tomllib.loads
 
 
 def _best_wheel(wheels: Sequence[Any], python: str, platform: str) -> Any:
