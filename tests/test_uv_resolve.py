@@ -158,6 +158,7 @@ def test_pips_question_is_put_to_uv(tmp_path: Path) -> None:
     words = " ".join(command)
     assert "--python-platform aarch64-pc-windows-msvc --python-version 3.11" in words
     assert "--index-strategy unsafe-best-match" in words and "--only-binary :all:" in words
+    assert f"--python {sys.executable} --no-python-downloads" in words  # no search for a 3.11
     assert "-c /c.txt --extra-index-url https://x/simple --prerelease allow" in words
     assert "-c /etc/pip/c.txt --index-url https://mirror/simple --find-links /opt/wheels" in words
     assert file.read_text() == 'torch==2.4.1\nnumpy>=2; sys_platform == "win32"\n'

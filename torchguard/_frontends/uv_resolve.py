@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,6 +156,9 @@ def uv_command(
     command += ["--python-platform", PLATFORMS[platform], "--python-version", python]
     command += ["--only-binary", ":all:", "--index-strategy", "unsafe-best-match"]
     command += ["--no-config", "--no-header", "--quiet"]
+    # the target is --python-version's; an interpreter given spares uv's search of PATH for a
+    # 3.X one (seconds where pyenv's shims answer each query), never a download of one
+    command += ["--python", sys.executable, "--no-python-downloads"]
     options: list[str] = []
     main_given = bool(index_urls)
     for number, url in enumerate(index_urls):
