@@ -15,6 +15,7 @@ from test_check import local_index, run
 from torchguard._frontends import resolve as resolve_module
 from torchguard._frontends import uv_resolve
 from torchguard._frontends.check_error import CheckError
+from torchguard._frontends.resolve import Planned
 from torchguard._frontends.uv_resolve import (
     Resolver,
     UvFallback,
@@ -71,7 +72,7 @@ needs_toml = pytest.mark.skipif(
 
 @needs_toml
 def test_a_recorded_lock_gives_the_rows_pips_report_gives() -> None:
-    planned = parse_pylock(RECORDED, "3.12", "win_amd64")
+    planned = [Planned(*row) for row in parse_pylock(RECORDED, "3.12", "win_amd64")]
     assert [(p.name, p.version, p.filename) for p in planned] == [
         ("markupsafe", "3.0.4", "markupsafe-3.0.4-cp312-cp312-win_amd64.whl"),
         ("six", "1.17.0", "six-1.17.0-py2.py3-none-any.whl"),

@@ -173,7 +173,7 @@ def _with_uv(
         status.write("\r\x1b[Kresolving with uv...")
         status.flush()
     try:
-        planned = resolve_with_uv(resolver, requirements, python, platform, index_urls, timeout)
+        locked = resolve_with_uv(resolver, requirements, python, platform, index_urls, timeout)
     except UvFallback as exc:
         line = f"note: resolved by pip, not uv: {exc}"
         if line not in resolver.notes:
@@ -184,6 +184,7 @@ def _with_uv(
             status.write("\r\x1b[K")
             status.flush()
     resolver.used.add("uv")
+    planned = [Planned(*row) for row in locked]
     if memo is not None:
         _remember(memo, planned)
     return planned, False

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchguard._frontends.pip_reasons import PipFailure
 
@@ -71,6 +71,16 @@ _HARMLESS_SETTINGS = frozenset(
 _UV_KEPT = ("UV_CACHE_DIR", "UV_NATIVE_TLS", "UV_HTTP_TIMEOUT", "UV_NO_CACHE")
 """uv's own environment settings kept; the others (``UV_INDEX_URL``, ``UV_CONSTRAINT``, ...)
 would make uv answer another question than pip's."""
+
+
+class Locked(NamedTuple):
+    """One distribution of uv's lock: the fields of :class:`~.resolve.Planned`."""
+
+    name: str
+    version: str
+    filename: str
+    url: str
+    sha256: str | None
 
 
 class UvFallback(Exception):
@@ -267,8 +277,8 @@ def resolve_with_uv(
     platform: str,
     index_urls: Sequence[str],
     timeout: float,
-) -> list[Any]:
-    """uv's answer as :class:`~.resolve.Planned` rows; :class:`UvFallback` when pip must
+) -> list[Locked]:
+    """uv's answer, a row for each :class:`~.resolve.Planned`; :class:`UvFallback` when pip must
     answer instead, :class:`~.pip_reasons.PipFailure` when uv ran out of time."""
     import tempfile
 
@@ -335,13 +345,11 @@ def _first_error(text: str) -> str:
     return error[:400]
 
 
-def parse_pylock(text: str, python: str, platform: str) -> list[Any]:
-    """A PEP 751 lock (uv's ``--format pylock.toml``) as :class:`~.resolve.Planned` rows: each
+def parse_pylock(text: str, python: str, platform: str) -> list[Locked]:
+    """A PEP 751 lock (uv's ``--format pylock.toml``) as :class:`~.resolve.Planned`'s rows: each
     package's wheel that pip would pick for CPython ``python`` on ``platform`` (the most
     specific tag it accepts). :class:`UvFallback` when a package comes with no wheel."""
     from urllib.parse import unquote
-
-    from torchguard._frontends.resolve import Planned
 
     lock = _toml(text)
     planned = []
@@ -353,7 +361,7 @@ def parse_pylock(text: str, python: str, platform: str) -> list[Any]:
         url = str(wheel.get("url", ""))
         filename = str(wheel.get("name") or unquote(url.rsplit("/", 1)[-1].split("#", 1)[0]))
         hashes = wheel.get("hashes") or {}
-        planned.append(Planned(name, version, filename, url, hashes.get("sha256")))
+        planned.append(Locked(name, version, filename, url, hashes.get("sha256")))
     return planned
 
 
