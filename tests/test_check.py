@@ -256,11 +256,21 @@ class TestRealIndex:
         )
         assert clean.returncode == 1 and "error[missing-dll]: MSVCP140.dll" in clean.stdout
 
+    def test_a_release_without_a_windows_wheel_is_no_matching_wheel(self, cache: Path) -> None:
+        """torch 1.0.0 is on PyPI with Linux wheels only: `pip install` fails on Windows, so
+        the answer is exit 1 with the nearest release that has a wheel, not a DLL error."""
+        result = run("torch==1.0", "--python", "3.11", "--cache-dir", str(cache), "--no-verify")
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert (
+            "error[no-matching-wheel]: torch 1.0.0 publishes no wheel for CPython 3.11 on "
+            "win_amd64 (no Windows wheel)" in result.stdout
+        )
+        assert "-m pip install torch==2.0.0\n" in result.stdout  # the first with cp311 wheels
+
     def test_unknown_version_is_exit_2(self, cache: Path) -> None:
-        result = run("torch==1.0", "--python", "3.11", "--cache-dir", str(cache))
-        assert result.returncode == 2 and result.stderr.count("\n") == 2
-        assert "torch ==1.0 has wheels, but none for Windows x64" in result.stderr  # Linux only
-        assert "torch==1.0" in result.stderr and "2.4.1" in result.stderr
+        result = run("torch==1.99.5", "--python", "3.11", "--cache-dir", str(cache))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "torch==1.99.5 (from versions: 2.0.0," in result.stderr
 
     @pytest.mark.skipif(sys.platform == "win32", reason="pty")
     def test_progress_on_a_terminal_stderr(self, cache: Path) -> None:
