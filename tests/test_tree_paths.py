@@ -4,6 +4,7 @@ and ``packaging`` answer."""
 from __future__ import annotations
 
 import ntpath
+import os
 import random
 from pathlib import Path
 
@@ -94,3 +95,43 @@ def test_one_name_is_found_as_the_whole_listing_finds_it(tmp_path: Path) -> None
         assert tree().lookup("C:\\bin", name) == listed.get(name.lower()), name
     assert tree().names("C:\\bin") == set(listed)
     assert tree().lookup("C:\\bin", "y.dll") == ("y.dll", HostFile(str(first / "y.dll")))
+
+
+def test_assumed_names_land_where_one_file_at_a_time_would_put_them(tmp_path: Path) -> None:
+    """System32's assumed DLLs are added in one batch: the same files, in the same folders,
+    the same one winning between names that differ only in case, and a folder left with no
+    file of the tree's own when every name is already there (its state still the host's)."""
+    from torchguard._platforms.windows.system import _assume
+    from torchguard._platforms.windows.tree import AssumedFile, WinTree, join
+
+    host = tmp_path / "sys32"
+    host.mkdir()
+    (host / "Present.dll").write_bytes(b"MZ")
+    os.utime(host, (1e9, 1e9))  # settled long ago: its state is trusted
+
+    def one_at_a_time(tree: WinTree, folder: str, names: list[str], source: str) -> None:
+        present = set(tree.listdir(folder))
+        for name in sorted(names):
+            if name.lower() not in present:
+                tree.add_file(join(folder, name), AssumedFile(f"part of {source}"))
+
+    def tree() -> WinTree:
+        made = WinTree()
+        made.mount_host_dir("C:\\Windows\\System32", str(host))
+        return made
+
+    folders = ("C:\\Windows\\System32", "C:\\Windows\\System32\\", "c:/windows/system32")
+    pool = ("a.dll", "A.DLL", "b.dll", "present.dll", "PRESENT.DLL", "sub\\c.dll", "..\\d.dll")
+    pool += ("./e.dll", "x/y.dll", "f:g.dll", ".", "..")
+    draw = random.Random(22)
+    for _ in range(300):
+        folder = draw.choice(folders)
+        names = draw.sample(pool, draw.randint(0, 6))
+        batched, single = tree(), tree()
+        _assume(batched, folder, names, "a test")
+        one_at_a_time(single, folder, names, "a test")
+        assert batched._files == single._files, names
+        for where in ("C:\\Windows\\System32", "C:\\Windows", "C:\\Windows\\System32\\sub"):
+            assert batched.listdir(where) == single.listdir(where), (names, where)
+            assert batched.subdirs(where) == single.subdirs(where), (names, where)
+            assert batched.folder_state(where) == single.folder_state(where), (names, where)
