@@ -135,3 +135,40 @@ def test_assumed_names_land_where_one_file_at_a_time_would_put_them(tmp_path: Pa
             assert batched.listdir(where) == single.listdir(where), (names, where)
             assert batched.subdirs(where) == single.subdirs(where), (names, where)
             assert batched.folder_state(where) == single.folder_state(where), (names, where)
+
+
+def test_an_environment_is_told_from_its_folder_as_before(tmp_path: Path) -> None:
+    """``_kind`` lists the folder once and matches only ``python3*`` names against its
+    patterns: the same answer as one pass per marker over every name (any case)."""
+    from torchguard._platforms.windows import environment
+    from torchguard._platforms.windows.environment import CONDA, EMBEDDED, PLAIN, VENV
+
+    def before(root: str) -> str | None:
+        names = os.listdir(root)
+        meta = environment.child(root, "conda-meta")
+        if meta is not None and os.path.isdir(meta):
+            return CONDA
+        if any(n.lower() == "pyvenv.cfg" for n in names):
+            return VENV
+        if any(environment._PTH.fullmatch(n) for n in names):
+            return EMBEDDED
+        if any(n.lower() == "python.exe" or environment._PYTHON_DLL.fullmatch(n) for n in names):
+            return PLAIN
+        return None
+
+    pool = ("pyvenv.cfg", "PyVenv.CFG", "python311._pth", "PYTHON3._PTH", "python3111._pth")
+    pool += ("Python.EXE", "python3.dll", "PYTHON312T.DLL", "python3.11.dll", "python2.dll")
+    pool += ("xpython3.dll", "python3.dllx", "conda-meta", "Conda-Meta", "numpy", "İpython3.dll")
+    draw = random.Random(22)
+    kinds = set()
+    for index in range(200):
+        root = tmp_path / str(index)
+        root.mkdir()
+        for name in draw.sample(pool, draw.randint(0, 4)):
+            if "conda" in name.lower() and draw.random() < 0.7:
+                (root / name).mkdir(exist_ok=True)
+            elif not (root / name).exists():
+                (root / name).write_text("")
+        kinds.add(before(str(root)))
+        assert environment._kind(str(root)) == before(str(root)), sorted(os.listdir(root))
+    assert kinds == {CONDA, VENV, EMBEDDED, PLAIN, None}

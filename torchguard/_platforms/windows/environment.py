@@ -71,6 +71,11 @@ def child(folder: str, name: str) -> str | None:
         names = os.listdir(folder)
     except OSError:
         return None
+    return _child_in(folder, names, name)
+
+
+def _child_in(folder: str, names: list[str], name: str) -> str | None:
+    """:func:`child`, given the listing of ``folder``."""
     if name in names:
         return os.path.join(folder, name)
     lower = name.lower()
@@ -111,14 +116,17 @@ def _kind(root: str) -> str | None:
         names = os.listdir(root)
     except OSError:
         return None
-    meta = child(root, "conda-meta")
+    meta = _child_in(root, names, "conda-meta")
     if meta is not None and os.path.isdir(meta):
         return CONDA
-    if any(n.lower() == "pyvenv.cfg" for n in names):
+    lowered = {n.lower() for n in names}  # one pass over a site-packages of hundreds
+    if "pyvenv.cfg" in lowered:
         return VENV
-    if any(_PTH.fullmatch(n) for n in names):
+    # both patterns start with "python3" (case aside): only such names are matched
+    pythons = [n for n in names if n[:7].lower() == "python3"]
+    if any(_PTH.fullmatch(n) for n in pythons):
         return EMBEDDED
-    if any(n.lower() == "python.exe" or _PYTHON_DLL.fullmatch(n) for n in names):
+    if "python.exe" in lowered or any(_PYTHON_DLL.fullmatch(n) for n in pythons):
         return PLAIN
     return None
 
