@@ -71,11 +71,6 @@ def child(folder: str, name: str) -> str | None:
         names = os.listdir(folder)
     except OSError:
         return None
-    return _child_in(folder, names, name)
-
-
-def _child_in(folder: str, names: list[str], name: str) -> str | None:
-    """:func:`child`, given the listing of ``folder``."""
     if name in names:
         return os.path.join(folder, name)
     lower = name.lower()
@@ -116,14 +111,19 @@ def _kind(root: str) -> str | None:
         names = os.listdir(root)
     except OSError:
         return None
-    meta = _child_in(root, names, "conda-meta")
+    lowered = [n.lower() for n in names]  # one pass over a site-packages of hundreds
+    if "conda-meta" in names:  # as :func:`child` finds it: this name, else the first in any case
+        meta: str | None = os.path.join(root, "conda-meta")
+    elif "conda-meta" in lowered:
+        meta = os.path.join(root, names[lowered.index("conda-meta")])
+    else:
+        meta = None
     if meta is not None and os.path.isdir(meta):
         return CONDA
-    lowered = {n.lower() for n in names}  # one pass over a site-packages of hundreds
     if "pyvenv.cfg" in lowered:
         return VENV
     # both patterns start with "python3" (case aside): only such names are matched
-    pythons = [n for n in names if n[:7].lower() == "python3"]
+    pythons = [n for n, low in zip(names, lowered) if low.startswith("python3")]
     if any(_PTH.fullmatch(n) for n in pythons):
         return EMBEDDED
     if "python.exe" in lowered or any(_PYTHON_DLL.fullmatch(n) for n in pythons):
