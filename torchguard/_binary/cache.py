@@ -234,7 +234,8 @@ class FactsCache:
     # -- loading and saving --------------------------------------------------------------
     def _entry(self, name: str) -> list[Any] | None:
         """The well-formed entry ``name``: from the hot file, else from the cold one."""
-        entry = self._loaded().get(name)
+        entries = self._entries  # loaded once; asked hundreds of times a warm run
+        entry = (entries if entries is not None else self._loaded()).get(name)
         if entry is None:
             entry = self._cold_loaded().get(name)
             if entry is not None:
