@@ -401,3 +401,24 @@ def test_a_damaged_library_bin_entry_is_listed_again(
     document["entries"][key][1] = damage(document["entries"][key][1])
     cache_file().write_text(json.dumps(document))
     same(conda_scan(root, prefix, runtime_dir), fresh)
+
+
+def test_cached_lists_of_names_are_checked_as_before() -> None:
+    """The checks of cached name lists (a RECORD summary's, an OpenMP summary's, the
+    torch-linked answers') answer what one test per item answered: a ``str`` subclass is a
+    string where ``isinstance`` was asked, and not where the exact type was."""
+    from torchguard._platforms.windows import linked, openmp, records
+
+    class Sub(str):
+        pass
+
+    values: list[object] = [[], ["a"], ["a", "b"], ["a", 1], [None], [["a"]], [Sub("a")]]
+    values += [["a", Sub("b")], ("a",), "ab", None, {"a": 1}, [b"a"], [1.0, "a"]]
+    for value in values:
+        items = list(value) if isinstance(value, list) else []
+        exact = type(value) is list and all(type(item) is str for item in items)
+        assert records._strings(value) == (
+            isinstance(value, list) and all(isinstance(item, str) for item in items)
+        ), value
+        assert openmp._names(value) == exact, value
+        assert linked._entry(value) == (exact and bool(items)), value

@@ -202,3 +202,28 @@ def test_the_linux_package_checks_are_rules_over_a_context_built_by_hand() -> No
     assert "/site/nvidia/cublas/lib" in findings[2].message
     # offline (no WHEEL read), no CUDA bitsandbytes, torch not importing: nothing to judge
     assert registry.run_rules(LinuxContext(context.replay, context.hints, "2.8.0"), LINUX) == []
+
+
+def test_the_rules_kept_follow_every_registration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`registry.rules` keeps its answer between analyses, and asks again when a rule is
+    registered, replaced or removed since."""
+    first = registry.rules(WINDOWS)
+    assert registry.rules(WINDOWS) == first
+
+    def nothing(context: object) -> list[object]:
+        return []
+
+    def other(context: object) -> list[object]:
+        return []
+
+    extra = registry.Rule("closure.extra", frozenset({WINDOWS}), nothing)
+    monkeypatch.setitem(registry._REGISTERED, extra.name, extra)
+    added = registry.rules(WINDOWS)
+    assert len(added) == len(first) + 1 and extra in added
+    assert [r.module for r in added].index("closure") < added.index(extra)
+    assert extra not in registry.rules(LINUX)
+    replaced = registry.Rule("closure.extra", frozenset({WINDOWS}), other)
+    monkeypatch.setitem(registry._REGISTERED, replaced.name, replaced)
+    assert [r.check for r in registry.rules(WINDOWS) if r.name == "closure.extra"] == [other]
+    monkeypatch.undo()
+    assert registry.rules(WINDOWS) == first

@@ -186,3 +186,24 @@ def test_a_warm_linux_run_reads_no_wheel_file(
     (site / "six-1.0.dist-info").mkdir()  # an install changes the folder: read again
     monkeypatch.undo()
     assert judged() == []
+
+
+def test_each_wheel_text_is_judged_as_itself() -> None:
+    """Distributions sharing a WHEEL text share one verdict; each other text gets its own,
+    whatever came before it."""
+    fits, old, other = "Tag: cp311-cp311-win_amd64", "Tag: cp310-cp310-win_amd64", "Tag: x"
+    dists = [
+        ("a", "1", fits),
+        ("b", "1", old),
+        ("c", "1", fits),
+        ("d", "1", None),
+        ("e", "1", old),
+        ("f", "1", "Tag: cp311-cp311-linux_x86_64"),
+        ("g", "1", other),
+    ]
+    interpreter = Interpreter((3, 11), False, platform_tag("windows", "amd64"))
+    found = list(tag_findings(iter(dists), interpreter, "py -3.11"))
+    assert [f.package for f in found] == ["b", "e", "f"]
+    assert "CPython 3.10" in found[1].message and "linux_x86_64" in found[2].message
+    alone = [list(tag_findings([dist], interpreter, "py -3.11")) for dist in dists]
+    assert found == [f for each in alone for f in each]

@@ -234,7 +234,8 @@ class FactsCache:
     # -- loading and saving --------------------------------------------------------------
     def _entry(self, name: str) -> list[Any] | None:
         """The well-formed entry ``name``: from the hot file, else from the cold one."""
-        entry = self._loaded().get(name)
+        entries = self._entries  # loaded once; asked hundreds of times a warm run
+        entry = (entries if entries is not None else self._loaded()).get(name)
         if entry is None:
             entry = self._cold_loaded().get(name)
             if entry is not None:
@@ -363,10 +364,6 @@ def _today() -> int:
     return int(time.time() // 86400)
 
 
-def _well_formed(entry: Any) -> bool:
-    return type(entry) is list and len(entry) == 2 and type(entry[0]) is int
-
-
 def _load(path: Path, scope: str) -> tuple[Entries, float]:
     """(entries, age in seconds) of an environment's file; empty for a missing, damaged,
     huge or foreign one, or one of another scope (a digest collision)."""
@@ -385,7 +382,12 @@ def _load(path: Path, scope: str) -> tuple[Entries, float]:
     entries = data.get("entries")
     if not isinstance(entries, dict):
         return empty
-    kept = {str(name): entry for name, entry in entries.items() if _well_formed(entry)}
+    # well formed: [day last used, value] (JSON's names are strings already)
+    kept = {
+        name: entry
+        for name, entry in entries.items()
+        if type(entry) is list and len(entry) == 2 and type(entry[0]) is int
+    }
     return kept, time.time() - info.st_mtime
 
 

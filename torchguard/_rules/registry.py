@@ -107,12 +107,25 @@ def rule(
 
 
 def rules(platform: str) -> tuple[Rule, ...]:
-    """The rules of ``platform``, in :data:`MODULES` order (importing only those modules)."""
+    """The rules of ``platform``, in :data:`MODULES` order (importing only those modules).
+
+    Every analysis asks: the answer is kept for as long as the platform's modules and every
+    rule registered are the same (a rule registered since, or replaced, makes it asked again).
+    """
+    modules = MODULES[platform]
+    kept = _RULES.get(platform)
+    if kept is not None and kept[0] is modules and kept[1] == tuple(_REGISTERED.values()):
+        return kept[2]
     found: list[Rule] = []
-    for module in MODULES[platform]:
+    for module in modules:
         importlib.import_module(f"torchguard._rules.{module}")
         found += [r for r in _REGISTERED.values() if r.module == module and platform in r.platforms]
+    _RULES[platform] = (modules, tuple(_REGISTERED.values()), tuple(found))
     return tuple(found)
+
+
+#: :func:`rules`' answer per platform: (its modules, every rule registered then, its rules).
+_RULES: dict[str, tuple[tuple[str, ...], tuple[Rule, ...], tuple[Rule, ...]]] = {}
 
 
 def registered() -> tuple[Rule, ...]:

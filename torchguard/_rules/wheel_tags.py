@@ -25,9 +25,13 @@ def tag_findings(
     dists: Iterable[tuple[str, str, str | None]], interpreter: Interpreter, python_cmd: str
 ) -> Iterator[Finding]:
     """One warning per (name, version, WHEEL text) whose tags do not fit ``interpreter``."""
+    judged: dict[str | None, tuple[tuple[str, ...], str | None]] = {}
     for name, version, text in dists:
-        tags = wheel_tags(text)
-        reason = misfit(tags, interpreter)
+        verdict = judged.get(text)
+        if verdict is None:  # most binary distributions of one environment share their tags
+            tags = wheel_tags(text)
+            verdict = judged[text] = (tags, misfit(tags, interpreter))
+        tags, reason = verdict
         if reason is None:
             continue
         yield Finding(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from torchguard._facts.vocab import Machine
 from torchguard._facts.wheel_tags import Interpreter, platform_tag, wheel_tags
+from torchguard._platforms.windows.tree import join
 from torchguard._report.findings import Finding
 from torchguard._rules.context import CheckContext
 from torchguard._rules.registry import WINDOWS, rule
@@ -44,8 +45,6 @@ def _wheel_text(context: CheckContext, dist: InstalledDist) -> str | None:
     """Its ``WHEEL`` text, remembered by its RECORD's digest (which holds WHEEL's hash), so a
     warm run reads no ``WHEEL`` at all. torch's RECORD is never summarised (it is large): its
     ``.dist-info`` folder's state stands in (one stat)."""
-    from torchguard._platforms.windows.tree import join
-
     cache, distribution = context.cache, dist.distribution
     if dist.name == "torch":
         folder = join(dist.site_dir, distribution.dist_info)

@@ -111,14 +111,22 @@ def _kind(root: str) -> str | None:
         names = os.listdir(root)
     except OSError:
         return None
-    meta = child(root, "conda-meta")
+    lowered = [n.lower() for n in names]  # one pass over a site-packages of hundreds
+    if "conda-meta" in names:  # as :func:`child` finds it: this name, else the first in any case
+        meta: str | None = os.path.join(root, "conda-meta")
+    elif "conda-meta" in lowered:
+        meta = os.path.join(root, names[lowered.index("conda-meta")])
+    else:
+        meta = None
     if meta is not None and os.path.isdir(meta):
         return CONDA
-    if any(n.lower() == "pyvenv.cfg" for n in names):
+    if "pyvenv.cfg" in lowered:
         return VENV
-    if any(_PTH.fullmatch(n) for n in names):
+    # both patterns start with "python3" (case aside): only such names are matched
+    pythons = [n for n, low in zip(names, lowered) if low.startswith("python3")]
+    if any(_PTH.fullmatch(n) for n in pythons):
         return EMBEDDED
-    if any(n.lower() == "python.exe" or _PYTHON_DLL.fullmatch(n) for n in names):
+    if "python.exe" in lowered or any(_PYTHON_DLL.fullmatch(n) for n in pythons):
         return PLAIN
     return None
 

@@ -28,6 +28,8 @@ from torchguard._platforms.windows.tree import WinTree
 
 #: The cache's name for a site-packages folder's answers.
 KIND = "torch-linked"
+#: The types of a list of names (each exactly a ``str``): checked with ``set(map(type, ...))``.
+_STR = frozenset({str})
 
 
 class RememberedLinks:
@@ -104,4 +106,4 @@ class RememberedLinks:
 
 def _entry(value: Any) -> bool:
     """Whether a kept answer is whole: its RECORD's state, then the linked paths."""
-    return type(value) is list and bool(value) and all(type(item) is str for item in value)
+    return type(value) is list and bool(value) and set(map(type, value)) <= _STR

@@ -57,6 +57,8 @@ _KIND = "openmp-dist-v2"
 _REST_KIND = "openmp-dist-rest"
 #: The cache's name for the briefs of a conda environment's ``Library\\bin``.
 _CONDA_KIND = "openmp-conda-bin"
+#: The types of a list of names (each exactly a ``str``): checked with ``set(map(type, ...))``.
+_STR = frozenset({str})
 
 
 @dataclass(frozen=True)
@@ -553,7 +555,7 @@ def _from_cache(
 
 def _names(value: object) -> bool:
     """Whether a cached value is a list of names."""
-    return type(value) is list and all(type(name) is str for name in value)
+    return type(value) is list and set(map(type, value)) <= _STR  # each exactly a str
 
 
 def _runtime(path: str, found: PEFacts | Brief) -> Runtime | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ntpath
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 from torchguard._binary.cache import FactsCache
@@ -130,7 +131,7 @@ def _decode(raw: Any) -> RecordSummary | None:
 
 
 def _strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    return isinstance(value, list) and all(map(isinstance, value, repeat(str)))
 
 
 _EMPTY = RecordSummary()

@@ -327,9 +327,20 @@ def _mount_folder(tree: WinTree, where: str, folder: str, option: str) -> None:
 def _assume(tree: WinTree, folder: str, names: Iterable[str], source: str) -> None:
     """Names that exist in ``folder`` without a file to read (unless a real one is there)."""
     present = set(tree.listdir(folder))
-    for name in sorted(names):
-        if name.lower() not in present:
-            tree.add_file(join(folder, name), AssumedFile(f"part of {source}"))
+    wanted = [name for name in sorted(names) if name.lower() not in present]
+    if not wanted:
+        return  # nothing added: the folder holds no file of the tree's own
+    assumed = AssumedFile(f"part of {source}")
+    if all(map(_plain_name, wanted)):  # every name directly in ``folder``: one batch
+        tree.add_files(folder, [(name, assumed) for name in wanted])
+        return
+    for name in wanted:
+        tree.add_file(join(folder, name), assumed)
+
+
+def _plain_name(name: str) -> bool:
+    """Whether ``join(folder, name)`` is a file directly in ``folder`` named ``name``."""
+    return name not in ("", ".", "..") and "\\" not in name and "/" not in name and ":" not in name
 
 
 def _python_machine(tree: WinTree, package_dir: str | None, platforms: list[str]) -> int:

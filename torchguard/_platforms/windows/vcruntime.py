@@ -25,7 +25,7 @@ from torchguard._platforms.windows.initialise import (
 )
 from torchguard._platforms.windows.openmp import Brief
 from torchguard._platforms.windows.simulate import ImportSimulation
-from torchguard._platforms.windows.tree import is_within, join
+from torchguard._platforms.windows.tree import join, path_key
 
 Facts = Callable[[str], PEFacts]
 
@@ -79,10 +79,11 @@ def _own_binaries(
 ) -> Iterator[tuple[str, PEFacts]]:
     """torch's own binaries that load (each once, readable), in load order."""
     seen: set[str] = set()
+    below = path_key(package_dir).rstrip("\\") + "\\"  # :func:`is_within`, keyed once
     for load in simulation.loads:
         for name, resolution in load.modules.items():
             path = resolution.path
-            if name in seen or path is None or not is_within(path, package_dir):
+            if name in seen or path is None or not path_key(path).startswith(below):
                 continue
             seen.add(name)
             try:
