@@ -33,47 +33,12 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from torchguard._binary.fatbin import MAGIC, parse_fatbin_stream
+from torchguard._frontends.remote_kernels import RangeFile  # the same reader check uses
 
 PYPI_SIMPLE = "https://pypi.org/simple/torch/"
 TAG = re.compile(r"^torch-(\d+\.\d+\.\d+)(?:-\d+)?-cp311-cp311-manylinux[^-]*_x86_64\.whl$")
 #: Containers read per library: each is one translation unit built for the whole arch list.
 SAMPLE = 64
-
-
-class RangeFile(io.RawIOBase):
-    """A remote file read with HTTP range requests, so ``zipfile`` seeks instead of fetching."""
-
-    def __init__(self, url: str, size: int) -> None:
-        self.url, self.size, self.position, self.fetched = url, size, 0, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.position
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self.position, 2: self.size}[whence]
-        self.position = base + offset
-        return self.position
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        count = min(len(buffer), self.size - self.position)
-        if count <= 0:
-            return 0
-        last = self.position + count - 1
-        request = urllib.request.Request(
-            self.url, headers={"Range": f"bytes={self.position}-{last}"}
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            data = response.read()
-        buffer[: len(data)] = data
-        self.position += len(data)
-        self.fetched += len(data)
-        return len(data)
 
 
 @dataclass(frozen=True)
