@@ -5,6 +5,7 @@ pipeline ``scan`` uses)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -330,3 +331,28 @@ def test_pip_install_runs_for_a_windows_target(
     use(monkeypatch, venv, report(entry("six", "1.17.0", six, True)))
     assert pip_front.pip_main(["install", "six"]) == pip_front.EXIT_INSTALLED
     assert ran.commands == [[sys.executable, "-m", "pip", "install", "six"]]
+
+
+def test_an_openmp_conflict_ensure_prevents_is_said_not_refused() -> None:
+    """MKL's sibling runtime beside torch's: a warning ensure() preloads away is the install's
+    warning, not a break; without the preload (torch misses a name in that copy) it breaks."""
+    from torchguard._frontends.env_check import new_findings
+    from torchguard._report.findings import WARNING
+    from torchguard._report.report import PreloadRecord
+
+    sibling = "C:\\venv\\Library\\bin\\libiomp5md.dll"
+    conflict = Finding(
+        "openmp-conflict", WARNING, "MKL and torch would start two", path=sibling, package="mkl"
+    )
+    preload = PreloadRecord(sibling, "MKL starts this runtime by full path", "TORCHGUARD_OPENMP")
+    later = Report(findings=(conflict,), preloads=(preload,))
+    breaks, warnings = new_findings(Report(), later)
+    assert breaks == [] and [w.code for w in warnings] == ["openmp-conflict"]
+    assert f"torchguard.ensure() prevents this by loading {sibling}" in warnings[0].message
+    breaks, warnings = new_findings(Report(), Report(findings=(conflict,)))
+    assert [b.message for b in breaks] == ["warning: MKL and torch would start two"]
+    assert warnings == []
+    failed = dataclasses.replace(preload, error="access denied")
+    breaks, _ = new_findings(Report(), Report(findings=(conflict,), preloads=(failed,)))
+    assert [b.code for b in breaks] == ["openmp-conflict"]
+    assert new_findings(later, later) == ([], [])  # there today: not the install's

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
+from torchguard._facts.vocab import Code
 from torchguard._frontends.check_error import CheckError
 from torchguard._frontends.env_changes import (
     Alternative,
@@ -55,6 +56,9 @@ class EnvCheck:
     notes: list[str] = field(default_factory=list)
     alternatives: list[Alternative] = field(default_factory=list)
     downloaded_bytes: int = 0
+    warnings: list[Break] = field(default_factory=list)
+    """What the install adds that is said but not refused: a conflict torchguard's own
+    ``ensure()`` prevents (see :func:`new_findings`)."""
 
     @property
     def safe(self) -> bool:
@@ -69,6 +73,7 @@ class EnvCheck:
             "arguments": list(self.arguments),
             "changes": [c.to_dict() for c in self.changes],
             "breaks": [b.to_dict() for b in self.breaks],
+            "warnings": [w.to_dict() for w in self.warnings],
             "torch": {
                 "before": _build_dict(self.before),
                 "after": _build_dict(self.after),
@@ -229,7 +234,9 @@ def judge(
         bar.clear()
     result.report = later
     if later is not None:
-        result.breaks += new_findings(now, later)
+        breaks, warnings = new_findings(now, later)
+        result.breaks += breaks
+        result.warnings += warnings
     return result
 
 
@@ -310,14 +317,44 @@ def _key(finding: Finding) -> tuple[str, str, str]:
     return (str(finding.code), finding.package or "", finding.missing or "")
 
 
-def new_findings(now: Report | None, later: Report) -> list[Break]:
-    """The errors and warnings the install would add (the ones there today are not its)."""
+PREVENTED = (
+    "Not refused: import torch itself works, and torchguard.ensure() prevents this by loading "
+    "{path} before torch, which then binds to it: one runtime runs. Without ensure(), plain "
+    "`import torch` followed by MKL's first threaded call starts both: run `torchguard hook "
+    "install` in this environment (ensure() before every import torch), or set "
+    "MKL_THREADING_LAYER=SEQUENTIAL"
+)
+"""Why an OpenMP conflict ``ensure()`` preloads away is a warning of the install, not a break."""
+
+
+def _prevented(finding: Finding, report: Report) -> str | None:
+    """The file ``ensure()`` preloads to prevent ``finding`` (an MKL sibling runtime); None
+    when nothing of torchguard's prevents it."""
+    if finding.code != Code.OPENMP_CONFLICT or finding.severity != WARNING or not finding.path:
+        return None
+    for preload in report.preloads:
+        if preload.error is None and preload.path == finding.path:
+            return preload.path
+    return None
+
+
+def new_findings(now: Report | None, later: Report) -> tuple[list[Break], list[Break]]:
+    """The errors and warnings the install would add (the ones there today are not its):
+    (breaks, warnings). An error is a proof that an import fails; a warning breaks too, except
+    an OpenMP conflict that torchguard's own preload prevents (``import torch`` works and,
+    after ``ensure()``, MKL's threaded calls do too): said, not refused."""
     had = {_key(f) for f in now.findings} if now is not None else set()
     found: list[Break] = []
+    said: list[Break] = []
     for finding in later.findings:
         if finding.severity not in (ERROR, WARNING) or _key(finding) in had:
+            continue
+        prevented = _prevented(finding, later)
+        if prevented is not None:
+            message = f"{finding.message}. {PREVENTED.format(path=prevented)}"
+            said.append(Break(str(finding.code), message))
             continue
         subject = f"import {finding.package}" if finding.package else "import torch"
         level = f"{subject} would fail" if finding.severity == ERROR else "warning"
         found.append(Break(str(finding.code), f"{level}: {finding.message}"))
-    return found
+    return found, said

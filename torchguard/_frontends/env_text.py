@@ -33,6 +33,9 @@ def render_env(result: EnvCheck, paint: Paint, command: str = "pip install") -> 
         lines += [f"  - [{b.code}] {b.message}" for b in result.breaks]
     else:
         lines.append(paint("ok", "nothing that works today would break"))
+    if result.warnings:
+        lines.append(paint("warning", "warning (said, not refused):"))
+        lines += [f"  - [{w.code}] {w.message}" for w in result.warnings]
     for alternative in result.alternatives:
         state = "resolved by this environment's pip" if alternative.resolved else "not resolved"
         lines.append(f"instead ({state}): {alternative.command(command)}")
