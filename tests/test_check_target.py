@@ -271,6 +271,30 @@ def test_check_answers_no_wheel_as_one_error(
     assert "assumed: Windows 11 ARM64 with the Visual C++" in text
 
 
+def test_markdown_says_pip_install_fails_not_import_torch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchguard._frontends.cli import main
+    from torchguard._report.markdown import render_markdown
+
+    monkeypatch.setattr(check_module, "resolve", _failing_resolve("3.13"))
+    options = ["--python", "3.13", "--cache-dir", str(tmp_path), "--no-verify", "--markdown"]
+    assert main(["check", "torch==2.4.0", *options]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "**Verdict:** `pip install` fails: no wheel of torch 2.4.0 for CPython 3.13 on "
+        "win_amd64; 1 error(s), 0 warning(s)"
+    ) in out
+    assert "`import torch` fails" not in out
+    # a report alone (no verdict handed in) says the same, in fewer words
+    result = check_module.check(
+        ["torch==2.4.0"], python="3.13", cache=str(tmp_path), verify_fix=False
+    )
+    alone = render_markdown(result.report)
+    assert "**Verdict:** `pip install` fails: no wheel for the target (no-matching-wheel)" in alone
+    assert "`import torch` fails" not in alone
+
+
 def test_bad_target_options_are_usage_errors() -> None:
     for args in (["--python", "3.12t"], ["--platform", "win32"]):
         done = subprocess.run(
