@@ -271,6 +271,30 @@ def test_check_answers_no_wheel_as_one_error(
     assert "assumed: Windows 11 ARM64 with the Visual C++" in text
 
 
+def test_markdown_says_pip_install_fails_not_import_torch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchguard._frontends.cli import main
+    from torchguard._report.markdown import render_markdown
+
+    monkeypatch.setattr(check_module, "resolve", _failing_resolve("3.13"))
+    options = ["--python", "3.13", "--cache-dir", str(tmp_path), "--no-verify", "--markdown"]
+    assert main(["check", "torch==2.4.0", *options]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "**Verdict:** `pip install` fails: no wheel of torch 2.4.0 for CPython 3.13 on "
+        "win_amd64; 1 error(s), 0 warning(s)"
+    ) in out
+    assert "`import torch` fails" not in out
+    # a report alone (no verdict handed in) says the same, in fewer words
+    result = check_module.check(
+        ["torch==2.4.0"], python="3.13", cache=str(tmp_path), verify_fix=False
+    )
+    alone = render_markdown(result.report)
+    assert "**Verdict:** `pip install` fails: no wheel for the target (no-matching-wheel)" in alone
+    assert "`import torch` fails" not in alone
+
+
 def test_bad_target_options_are_usage_errors() -> None:
     for args in (["--python", "3.12t"], ["--platform", "win32"]):
         done = subprocess.run(
@@ -405,3 +429,87 @@ def test_pypi_torch_240_has_no_wheel_for_python_313(tmp_path: Path) -> None:
     )
     assert "py -3.13 -m pip install torch==2.6.0" in done.stdout
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".whl"]
+
+
+# --- a CUDA build is offered only where one exists ----------------------------------------
+
+NO_CUDA_ON_ARM = "PyTorch publishes no CUDA build for Windows on ARM64"
+UNVERIFIED_313T = "(not verified: download.pytorch.org's cp313t wheels were not checked)"
+
+
+def _cpu_torch_index(root: Path) -> str:
+    """torch 2.11.0 (a CPU build, as PyPI's are) for cp313t on x64 and on ARM64."""
+    folder = root / "simple" / "torch"
+    folder.mkdir(parents=True)
+    names = []
+    for platform in ("win_amd64", "win_arm64"):
+        graph = dict(TORCH_241_GRAPH)
+        graph["torch_python.dll"] = tuple(
+            "python313t.dll" if d == "python311.dll" else d for d in graph["torch_python.dll"]
+        )
+        fake = FakeTorch(version="2.11.0", python_tag="cp313t", platform=platform, graph=graph)
+        content = fake.files()
+        info = "torch-2.11.0.dist-info"
+        content[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nTag: cp313-cp313t-{platform}\n".encode()
+        name = f"torch-2.11.0-cp313-cp313t-{platform}.whl"
+        write_wheel(folder / name, content)
+        names.append(name)
+    (folder / "index.html").write_text("".join(f'<a href="{n}">{n}</a>\n' for n in names))
+    return (root / "simple").as_uri()
+
+
+@pytest.fixture(scope="module")
+def cpu_index(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _cpu_torch_index(tmp_path_factory.mktemp("cpu-index"))
+
+
+def _cpu_check(index: str, cache: Path, platform: str, gpus: list[str]) -> check_module.Check:
+    return check_module.check(
+        ["torch==2.11.0"],
+        python="3.13t",
+        platform=platform,
+        index_urls=[index],
+        cache=str(cache),
+        gpus=gpus,
+        verify_fix=False,
+    )
+
+
+def _commands(result: check_module.Check) -> list[str]:
+    return [c for f in result.report.findings for h in f.hints for c in h.commands]
+
+
+def test_arm64_gets_no_cuda_command(cpu_index: str, tmp_path: Path) -> None:
+    result = _cpu_check(cpu_index, tmp_path, "win_arm64", [])
+    assert result.report.ok, result.report.render_text()
+    assert f"note: torch 2.11.0 here is the CPU build; {NO_CUDA_ON_ARM}" in "\n".join(result.notes)
+    assert not any("download.pytorch.org" in line for line in result.notes)
+
+    named = _cpu_check(cpu_index, tmp_path, "win_arm64", ["NVIDIA GeForce RTX 4090"])
+    text = "\n".join(named.notes)
+    assert not any("download.pytorch.org" in c for c in _commands(named))
+    assert not any("download.pytorch.org" in line for line in named.notes), text
+    assert (
+        f"answer: no torch build uses the GPU on CPython 3.13t on win_arm64: {NO_CUDA_ON_ARM}"
+        in (text)
+    )
+    (finding,) = (f for f in named.report.findings if f.code == "cpu-build-on-gpu")
+    assert [h.summary for h in finding.hints] == [f"{NO_CUDA_ON_ARM} (torch runs on the CPU there)"]
+    assert named.gpu_answer is not None and named.gpu_answer["command"] is None
+
+
+def test_free_threaded_cuda_command_is_marked_not_verified(cpu_index: str, tmp_path: Path) -> None:
+    result = _cpu_check(cpu_index, tmp_path, "win_amd64", [])
+    (note,) = (line for line in result.notes if "is the CPU build" in line)
+    assert (
+        f"build, NVIDIA driver 580.00 or newer {UNVERIFIED_313T}: pip install torch==2.11.0 "
+        "--index-url https://download.pytorch.org/whl/cu130"
+    ) in note
+
+    named = _cpu_check(cpu_index, tmp_path, "win_amd64", ["NVIDIA GeForce RTX 4090"])
+    (finding,) = (f for f in named.report.findings if f.code == "cpu-build-on-gpu")
+    cuda = [h for h in finding.hints if any("download.pytorch.org" in c for c in h.commands)]
+    assert cuda and all(h.summary.endswith(UNVERIFIED_313T) for h in cuda)
+    (line,) = (n for n in named.notes if n.startswith("answer: the newest torch"))
+    assert line.endswith(UNVERIFIED_313T)
+    assert named.gpu_answer is not None and named.gpu_answer["command"]  # kept, but marked

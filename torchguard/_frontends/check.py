@@ -292,11 +292,14 @@ def _run(
         *unchecked,
         *problem_lines(problems),
     ]
-    notes += _cpu_build_note(report, gpus, cuda, planned)
     from torchguard._frontends.gpu_answer import answer
+    from torchguard._frontends.target_cuda import answer_for_target, for_target
 
+    report = for_target(report, target)
+    notes += _cpu_build_note(report, gpus, cuda, planned, target)
     python = tuple(int(p) for p in target.version.split(".")[:2])
     gpu = answer(gpus, cuda, (python[0], python[1]), [p.name for p in planned], python_cmd)
+    gpu = answer_for_target(gpu, target)
     notes += gpu.lines if gpu else ()
     gpu_answer = gpu.to_dict() if gpu else None
     if verify_kernels and gpu is not None and gpu.pick is not None and gpu.command:
@@ -592,9 +595,11 @@ def _cpu_build_note(
     gpus: Sequence[str],
     cuda: tuple[int, int] | None,
     planned: Sequence[Planned] = (),
+    target: Target | None = None,
 ) -> list[str]:
     """For a CPU build: the CUDA build of this release (with the torchvision/torchaudio pip
-    resolved, which come from the same index) and its exact index URL."""
+    resolved, which come from the same index) and its exact index URL; none on a ``target``
+    no CUDA build exists for, marked not verified where the table does not cover it."""
     from torchguard._facts.cuda_builds import (
         RELEASES,
         index_url,
@@ -610,7 +615,13 @@ def _cpu_build_note(
         return []  # the warning already names the build to install
     if not report.ok:
         return []  # the fix comes first: no CUDA variant of a release that fails to import
+    from torchguard._frontends.target_cuda import no_cuda_build, unverified
+
     base = torch.version.partition("+")[0]
+    none = no_cuda_build(target) if target else None
+    if none is not None:
+        return [f"note: torch {base} here is the CPU build; {none}"]
+    unchecked = unverified(target) if target else None
     release = release_of(base)
     caveat = ""
     if release is None:
@@ -643,7 +654,9 @@ def _cpu_build_note(
     )
     return [
         f"note: torch {base} here is the CPU build (PyPI's Windows wheels are); for an NVIDIA "
-        f"GPU install the CUDA {best[0]}.{best[1]} build{driver}: pip install torch=={base}"
+        f"GPU install the CUDA {best[0]}.{best[1]} build{driver}"
+        + (f" ({unchecked})" if unchecked else "")
+        + f": pip install torch=={base}"
         f"{siblings} "
         f"--index-url {index_url(best)}"
         + caveat

@@ -219,6 +219,7 @@ def _emit(
     notes: Sequence[str] = (),
     extra: dict[str, Any] | None = None,
     folded: Sequence[tuple[str, Sequence[str]]] = (),
+    failed_install: str | None = None,
 ) -> int:
     from torchguard._report.markdown import redact, redact_values, render_markdown
 
@@ -228,7 +229,9 @@ def _emit(
         text = json.dumps(redact_values(data) if args.redact else data, indent=2)
     else:
         if args.markdown:
-            text = render_markdown(report, notes=notes, folded=folded).rstrip("\n")
+            text = render_markdown(
+                report, notes=notes, folded=folded, failed_install=failed_install
+            ).rstrip("\n")
         else:
             from torchguard._frontends.colour import wanted
 
@@ -424,7 +427,8 @@ def _check(args: argparse.Namespace) -> int:
         except BrokenPipeError:  # `torchguard check ... | head`
             _quiet_stdout()
         return EXIT_OK if result.report.ok else EXIT_ERRORS
-    return _emit(result.report, args, result.notes, {"check": result.to_dict()}, folded)
+    extra = {"check": result.to_dict()}
+    return _emit(result.report, args, result.notes, extra, folded, result.no_wheel)
 
 
 def _check_env(args: argparse.Namespace) -> int:

@@ -25,9 +25,12 @@ def render_markdown(
     title: str = "torchguard report",
     notes: Sequence[str] = (),
     folded: Sequence[tuple[str, Sequence[str]]] = (),
+    failed_install: str | None = None,
 ) -> str:
     """The report as GitHub-flavoured markdown; ``notes`` are assumptions worth stating,
-    ``folded`` extra ``(summary, lines)`` lists shown collapsed (e.g. the wheels checked)."""
+    ``folded`` extra ``(summary, lines)`` lists shown collapsed (e.g. the wheels checked),
+    ``failed_install`` why ``pip install`` itself fails (``check``: no wheel for the target),
+    which is then the verdict rather than ``import torch``."""
     from torchguard._version import __version__
 
     rows = [("torchguard", __version__), ("analysis", _mode(report.mode))]
@@ -48,7 +51,7 @@ def render_markdown(
         rows.append(("with", ", ".join(f"{d.name} {d.version}" for d in report.distributions)))
     lines = [f"### {title}", "", "| | |", "|---|---|"]
     lines.extend(f"| {key} | {_cell(value)} |" for key, value in rows)
-    lines += ["", f"**Verdict:** {_verdict(report)}"]
+    lines += ["", f"**Verdict:** {_verdict(report, failed_install)}"]
     lines.extend(f"> {note}" for note in notes)
     for finding in report.findings:
         lines += ["", *_finding(finding)]
@@ -80,9 +83,13 @@ def _mode(mode: str) -> str:
     }.get(mode, mode)
 
 
-def _verdict(report: Report) -> str:
+def _verdict(report: Report, failed_install: str | None = None) -> str:
     counts = f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
     outcome, plain = report.import_torch, report.import_torch_without_torchguard
+    if failed_install is not None:
+        return f"`pip install` fails: {_cell(failed_install)}; {counts}"
+    if any(f.code == "no-matching-wheel" for f in report.errors):  # pip install itself fails
+        return f"`pip install` fails: no wheel for the target (no-matching-wheel); {counts}"
     if report.blocking:
         if outcome is not None and not outcome.ok:
             return f"`import torch` {_cell(outcome.describe())}; {counts}"
