@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.tags import Tag
 from packaging.version import Version
 
 from torchguard._frontends.index_files import IndexFile
@@ -120,18 +120,8 @@ class NoWheel:
 
 
 def target_tags(target: Target) -> frozenset[Tag]:
-    """Every wheel tag pip installs on ``target``: ``cp313-cp313t-win_arm64``, ``cp313-none-
-    win_arm64``, ``py3-none-any`` ...; no ``abi3`` for a free-threaded Python, which cannot
-    load the stable ABI."""
-    minor = int(target.version.split(".")[1])
-    interpreter = f"cp3{minor}"
-    tags = [
-        tag
-        for tag in cpython_tags((3, minor), [target.abi], [target.platform])
-        if not (target.free_threaded and tag.abi == "abi3")
-    ]
-    tags += compatible_tags((3, minor), interpreter, [target.platform])
-    return frozenset(tags)
+    """Every wheel tag pip installs on ``target`` (:meth:`.Target.tags`)."""
+    return frozenset(target.tags())
 
 
 def no_wheel(requirement: str, files: Sequence[IndexFile] | None, target: Target) -> NoWheel | None:

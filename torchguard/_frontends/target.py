@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
 
 PLATFORMS = ("win_amd64", "win_arm64")
 """The Windows platform tags ``check`` resolves for (``--platform``); the first is the default."""
@@ -59,6 +63,22 @@ class Target:
             "--abi",
             self.abi,
         ]
+
+    def tags(self) -> tuple[Tag, ...]:
+        """Every wheel tag pip installs on this Python, most preferred first (its choice among
+        a release's wheels): ``cp313-cp313t-win_arm64``, ``cp313-none-win_arm64``,
+        ``py3-none-any`` ...; no ``abi3`` for a free-threaded Python, which cannot load the
+        stable ABI."""
+        from packaging.tags import compatible_tags, cpython_tags
+
+        minor = int(self.version.split(".")[1])
+        found = [
+            tag
+            for tag in cpython_tags((3, minor), [self.abi], [self.platform])
+            if not (self.free_threaded and tag.abi == "abi3")
+        ]
+        found += compatible_tags((3, minor), f"cp3{minor}", [self.platform])
+        return tuple(found)
 
     def runner_argument(self) -> str:
         """The first argument of :mod:`.pip_windows`: ``3.13t`` or ``3.13t:win_arm64``."""
