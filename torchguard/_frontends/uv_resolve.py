@@ -247,6 +247,26 @@ def parse_settings(text: str) -> dict[str, list[str]]:
     return {key: values for key, (_, values) in chosen.items()}
 
 
+def _run(
+    command: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``command`` with no standard input, its output captured as text, within ``timeout``."""
+    return subprocess.run(
+        list(command),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+    )
+
+
 def pip_settings(resolver: Resolver) -> dict[str, list[str]]:
     """pip's configuration as ``pip install`` would read it here (read once per check)."""
     if resolver._settings is None:
@@ -254,14 +274,7 @@ def pip_settings(resolver: Resolver) -> dict[str, list[str]]:
 
         command = [pip_interpreter().python, "-m", "pip", "config", "list"]
         try:
-            done = subprocess.run(
-                command,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=60,
-            )
+            done = _run(command, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise UvFallback(f"pip's configuration could not be read ({exc})") from None
         if done.returncode != 0:
@@ -300,16 +313,7 @@ def resolve_with_uv(
         if settings.get("cert") and "SSL_CERT_FILE" not in environment:
             environment["SSL_CERT_FILE"] = settings["cert"][0]
         try:
-            done = subprocess.run(
-                command,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                env=environment,
-                cwd=os.getcwd(),
-            )
+            done = _run(command, timeout=timeout, env=environment, cwd=os.getcwd())
         except subprocess.TimeoutExpired:
             raise PipFailure(
                 [
@@ -388,14 +392,12 @@ def _toml_reader() -> Any:
 def _best_wheel(wheels: Sequence[Any], python: str, platform: str) -> Any:
     from urllib.parse import unquote
 
-    from packaging.tags import compatible_tags, cpython_tags
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-    major, minor = (int(part) for part in python.split(".")[:2])
-    abi = f"cp{major}{minor}"
-    order = list(cpython_tags((major, minor), [abi], [platform]))
-    order += list(compatible_tags((major, minor), abi, [platform]))
-    rank = {tag: number for number, tag in enumerate(order)}
+    from torchguard._frontends.target import Target
+
+    version = ".".join(python.split(".")[:2])
+    rank = {tag: number for number, tag in enumerate(Target(version, False, platform).tags())}
     best: tuple[int, Any] | None = None
     for wheel in wheels:
         name = wheel.get("name") or str(wheel.get("url", "")).rsplit("/", 1)[-1]
