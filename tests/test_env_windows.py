@@ -356,3 +356,21 @@ def test_an_openmp_conflict_ensure_prevents_is_said_not_refused() -> None:
     breaks, _ = new_findings(Report(), Report(findings=(conflict,), preloads=(failed,)))
     assert [b.code for b in breaks] == ["openmp-conflict"]
     assert new_findings(later, later) == ([], [])  # there today: not the install's
+
+
+def test_only_the_removed_modules_bytecode_is_hidden(tmp_path: Path) -> None:
+    """pip removes the .pyc of each module it uninstalls; a module another distribution owns
+    keeps its bytecode, and so its __pycache__ folder (each folder is listed once)."""
+    venv = Venv(tmp_path / "venv", old_torch().files())
+    tool = dist("tool", "1.0", {"tool/__init__.py": b"", "tool/util.py": b""})
+    venv.add(tool)
+    cache = venv.site / "tool" / "__pycache__"
+    cache.mkdir()
+    for name in ("__init__", "util", "extra"):  # extra.py: another distribution's module
+        (cache / f"{name}.cpython-311.pyc").write_bytes(b"")
+    (cache / "util.cpython-311.opt-1.pyc").write_bytes(b"")
+    hidden = removed_paths([venv.dists["tool"]], [str(venv.site)])
+    for gone in ("__init__.cpython-311.pyc", "util.cpython-311.pyc", "util.cpython-311.opt-1.pyc"):
+        assert os.path.normcase(str(cache / gone)) in hidden
+    assert os.path.normcase(str(cache / "extra.cpython-311.pyc")) not in hidden
+    assert os.path.normcase(str(cache)) not in hidden

@@ -41,18 +41,23 @@ def removed_paths(replaced: Iterable[Installed], folders: Sequence[str]) -> set[
     files = {os.path.normpath(path) for dist in replaced for path in dist.files}
     gone = {_key(path) for path in files}
     folders_left: set[str] = set()
+    compiled: dict[str, dict[str, list[str]]] = {}  # __pycache__ -> module stem -> its .pyc
     for path in files:  # __pycache__\name.cpython-311.pyc beside a removed name.py
         folder, name = os.path.split(path)
         if not name.endswith(".py"):
             continue
         cache = os.path.join(folder, "__pycache__")
-        try:
-            names = os.listdir(cache)
-        except OSError:
-            continue
-        stem = name[: -len(".py")] + "."
-        gone.update(_key(os.path.join(cache, n)) for n in names if n.startswith(stem))
-        folders_left.add(cache)
+        if cache not in compiled:  # listed once, however many of its modules go
+            compiled[cache] = {}
+            try:
+                names = os.listdir(cache)
+            except OSError:
+                continue
+            for entry in names:
+                compiled[cache].setdefault(entry.split(".", 1)[0], []).append(entry)
+            folders_left.add(cache)
+        stem = name[: -len(".py")]
+        gone.update(_key(os.path.join(cache, n)) for n in compiled[cache].get(stem, ()))
     for folder in folders:
         root = os.path.normpath(folder)
         folders_left |= ancestors([p for p in files if p.startswith(root + os.sep)], root)
