@@ -429,6 +429,32 @@ def test_the_pth_line_runs_the_bytecode_by_its_path(tmp_path: Path) -> None:
     assert result.stderr == ""
 
 
+def test_the_pth_line_carries_its_loader_compiled(tmp_path: Path) -> None:
+    """The loader is a marshalled code object: starting compiles only the line itself."""
+    from torchguard._hook import hook_files
+
+    line = hook_files(hooked_site(tmp_path))[0].read_text()
+    assert line.count("\n") == 1 and "marshal').loads(b'" in line
+    assert "try:" not in line.split(" else ")[0]  # no loader source compiled on this Python
+
+
+def test_another_python_runs_the_import_instead(tmp_path: Path) -> None:
+    """A Python whose bytecode differs from the installing one's (its magic number) never
+    loads the marshalled loader: it imports the start-up module, silently."""
+    from importlib.util import MAGIC_NUMBER
+
+    from torchguard._hook import hook_files
+
+    site_dir = hooked_site(tmp_path)
+    pth = hook_files(site_dir)[0]
+    line = pth.read_text()
+    assert line.count(f"=={MAGIC_NUMBER!r}") == 1
+    pth.write_text(line.replace(f"=={MAGIC_NUMBER!r}", "==b'\\x00\\x00\\r\\n'"))
+    result = start_with(site_dir)
+    assert result.stderr == ""
+    assert result.stdout.split() == ["1", "False", "py"], result.stdout
+
+
 @pytest.mark.parametrize("damage", ["another python", "garbage", "moved"])
 def test_bytecode_that_cannot_be_run_falls_back_to_the_import(tmp_path: Path, damage: str) -> None:
     """Bytecode of another Python (its magic number), damaged, or a folder moved since
