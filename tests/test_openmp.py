@@ -717,6 +717,42 @@ def test_a_user_in_another_distribution_is_found_on_a_warm_run(
     assert looked.count("openmp-dist-rest") == 2  # the user's distribution's only
 
 
+def test_summaries_with_names_kept_as_lists_still_serve_a_warm_run(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A distribution summary keeps the names its binaries import as one joined string; one
+    holding them as a list (as written before) gives the same answer, read from the cache."""
+    import json
+    import os
+
+    from torchguard._binary.cache import FOLDER
+
+    runtime = companion("llvm-omp", "1.0", {"llvm_omp/libomp.dll": llvm_runtime()}, {})
+    user = companion(
+        "uses-omp",
+        "1.0",
+        {"uses_omp/_c.cp311-win_amd64.pyd": build_pe(["libomp.dll", *KERNEL])},
+        {},
+    )
+    root = aged(site(tmp_path, fake_torch, runtime, user, *plain_dists(2)))
+    cold = torchguard.scan([root], system32=[runtime_dir])
+    torchguard.scan([root], system32=[runtime_dir])
+    folder = Path(os.environ["TORCHGUARD_CACHE_DIR"], FOLDER)
+    (hot,) = [p for p in folder.glob("*.json") if not p.name.endswith(".cold.json")]
+    document = json.loads(hot.read_text())
+    summaries = [v[1] for k, v in document["entries"].items() if k.startswith("openmp-dist-v2|")]
+    assert "libomp.dll" in [n for s in summaries for n in s[1].split("|")]
+    for summary in summaries:
+        summary[1] = summary[1].split("|") if summary[1] else []
+    hot.write_text(json.dumps(document))
+    before = hot.read_bytes()
+    looked = spy_on_cache(monkeypatch)
+    warm = torchguard.scan([root], system32=[runtime_dir])
+    assert warm.findings == cold.findings and [f.package for f in openmp(warm)] == ["uses-omp"]
+    assert looked.count("openmp-dist-rest") == 1  # the user's, found by the names it imports
+    assert hot.read_bytes() == before  # nothing read again
+
+
 def test_a_user_whose_cached_briefs_were_dropped_is_read_again(
     tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
 ) -> None:

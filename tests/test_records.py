@@ -228,7 +228,8 @@ def _entry(document: dict[str, Any]) -> str:
         "not a dict",
         {"state": None},
         {"dists": {"torch_ext-1.0.dist-info": 7}},
-        {"dists": {"torch_ext-1.0.dist-info": ["state", "not a list", [], "x"]}},
+        {"dists": {"torch_ext-1.0.dist-info": ["state", {"not": "paths"}, [], "x"]}},
+        {"dists": {"torch_ext-1.0.dist-info": ["state", "a.pyd", 7, "x"]}},
         {"dists": {"torch_ext-1.0.dist-info": [1, [], [], "x"]}},
         {"dists": {"torch_ext-1.0.dist-info": []}},
         {"dists": {"torch_ext-1.0.dist-info": ["state", [3], [], "x"]}},
@@ -255,6 +256,47 @@ def test_a_damaged_cache_entry_is_read_again(
     warm = scan(site)
     assert packages(warm) == {"torch-ext": "fails"}
     same(warm, cold(site, monkeypatch))
+
+
+def test_summaries_kept_as_lists_still_serve_a_warm_run(
+    site: Path, records: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each summary's paths are kept as one joined string; an entry holding them as lists
+    (as written before, or for a name holding the separator) gives the same summary: no
+    RECORD read, the same verdict."""
+    from torchguard._platforms.windows.records import SEPARATOR
+
+    write_tree(site, extension("torch-ext", "1.0", "_ops"))
+    age(site)
+    scan(site)
+    records.clear()
+    scan(site)
+    read_warm = others(records)  # the failing extension's, read to name its files
+    cache = cache_file()
+    document = json.loads(cache.read_text())
+    dists = document["entries"][_entry(document)][1]["dists"]
+    (joined,) = [raw for raw in dists.values() if len(raw) == 4]
+    assert type(joined[1]) is str and joined[1].count(SEPARATOR) == 1  # _C.pyd, _ops.pyd
+    for raw in dists.values():
+        if len(raw) == 4:
+            raw[1:3] = [raw[1].split(SEPARATOR), []]
+    cache.write_text(json.dumps(document))
+    before = cache.read_bytes()
+    records.clear()
+    warm = scan(site)
+    assert cache.read_bytes() == before  # served as it is: nothing read again, nothing new
+    assert others(records) == read_warm == ["torch_ext-1.0.dist-info"]
+    assert packages(warm) == {"torch-ext": "fails"}
+    same(warm, cold(site, monkeypatch))
+
+
+def test_a_name_holding_the_separator_is_kept_exact() -> None:
+    from torchguard._platforms.windows.dists import RecordSummary
+    from torchguard._platforms.windows.records import _decode, _encode
+
+    for binaries in [("a/x.pyd", "b/y.pyd"), ("a/x|y.pyd", "b.pyd"), ("one.pyd",), ()]:
+        summary = RecordSummary(binaries, ("../../Library/bin/z.dll",), "digest")
+        assert _decode(_encode("state", summary)) == summary
 
 
 # -- a conda environment's Library\bin ---------------------------------------------------------

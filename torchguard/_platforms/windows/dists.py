@@ -15,7 +15,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import PureWindowsPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from torchguard._platforms.windows.tree import WinTree, join, path_key
 
@@ -42,12 +42,12 @@ _DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$", re.I
 _BINARY_ROW = re.compile(r"\.(?:pyd|dll)\"?,", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class RecordSummary:
+class RecordSummary(NamedTuple):
     """What every analysis needs of a RECORD: the binaries it lists, and its digest.
 
     Small and JSON-friendly, so it is remembered across runs (``_platforms.windows.records``) and a
-    warm analysis reads no RECORD at all.
+    warm analysis reads no RECORD at all. A named tuple: a warm run builds one per binary
+    distribution from the cache, at a quarter of a frozen dataclass's cost.
     """
 
     binaries: tuple[str, ...] = ()

@@ -453,7 +453,10 @@ def _store(binaries: Binaries, key: str, found: list[Brief]) -> None:
                 return  # a folder that cannot be trusted now: read again next run
             folders[folder] = state
     names = sorted({n.lower() for b in rest for n in (*b.imports, *b.delay_imports)})
-    summary = [[_to_cache(b) for b in kept], names, len(rest), sorted(folders.items())]
+    # one JSON string for the names (a warm run parses hundreds of these summaries), or the
+    # list when a name holds the separator (no DLL name does; a crafted image's might)
+    joined: str | list[str] = names if any("|" in n for n in names) else "|".join(names)
+    summary = [[_to_cache(b) for b in kept], joined, len(rest), sorted(folders.items())]
     cache.put_derived(_KIND, key, summary)
     if rest:
         cache.put_derived(_REST_KIND, key, [_to_cache(b) for b in rest])
@@ -470,8 +473,14 @@ def _summary_from_cache(
     folder, so a warm run takes one state per folder, not one identity per binary."""
     if type(raw) is not list or len(raw) != 4:
         return None
-    entries, names, count, folders = raw
-    if not _names(names) or type(count) is not int or type(folders) is not list:
+    entries, joined, count, folders = raw
+    if type(joined) is str:
+        names: list[str] = joined.split("|") if joined else []
+    elif _names(joined):
+        names = joined  # an older entry, or a name holding the separator
+    else:
+        return None
+    if type(count) is not int or type(folders) is not list:
         return None
     briefs = _from_cache(entries, binaries)
     if briefs is None:

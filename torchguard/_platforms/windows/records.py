@@ -33,6 +33,8 @@ from torchguard._platforms.windows.tree import WinTree
 
 #: The cache's name for a site-packages folder's summaries.
 KIND = "dist-records"
+#: Between the RECORD paths of one summary in the cache (see :func:`_joined`).
+SEPARATOR = "|"
 
 
 def remember_records(
@@ -113,7 +115,15 @@ def record_state(tree: WinTree, distribution: TreeDistribution) -> str | None:
 def _encode(state: str, summary: RecordSummary) -> list[Any]:
     if summary.digest is None:
         return [state]  # most distributions: no binary
-    return [state, list(summary.binaries), list(summary.data_dlls), summary.digest]
+    return [state, _joined(summary.binaries), _joined(summary.data_dlls), summary.digest]
+
+
+def _joined(paths: tuple[str, ...]) -> str | list[str]:
+    """One string for a list of RECORD paths (a warm run parses one JSON string, not one per
+    binary): joined by ``|``, which no Windows file name holds; a list when one does."""
+    if any(SEPARATOR in path for path in paths):
+        return list(paths)  # a name Windows would refuse (a hostile archive): kept exact
+    return SEPARATOR.join(paths)
 
 
 def _decode(raw: Any) -> RecordSummary | None:
@@ -125,9 +135,20 @@ def _decode(raw: Any) -> RecordSummary | None:
     if len(raw) != 4:
         return None
     _state, binaries, data, digest = raw
-    if not isinstance(digest, str) or not _strings(binaries) or not _strings(data):
+    if type(digest) is not str:
         return None
-    return RecordSummary(tuple(binaries), tuple(data), digest)
+    paths, data_paths = _split(binaries), _split(data)
+    if paths is None or data_paths is None:
+        return None
+    return RecordSummary(paths, data_paths, digest)
+
+
+def _split(value: Any) -> tuple[str, ...] | None:
+    """The paths :func:`_joined` kept (a list: an older entry, or an odd name); None when
+    damaged."""
+    if type(value) is str:
+        return tuple(value.split(SEPARATOR)) if value else ()
+    return tuple(value) if _strings(value) else None
 
 
 def _strings(value: Any) -> bool:
