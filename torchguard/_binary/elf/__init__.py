@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchguard._binary.budget import over_budget
-from torchguard._binary.collector import resume
 from torchguard._binary.elf import constants
 from torchguard._binary.elf.facts import (
     Dynamic,
@@ -94,7 +93,6 @@ def read_elf_file(path: PathLike, *, symbols: bool = False) -> ElfImage:
 
 
 def _read(data: Buffer, symbols: bool, kept: Sequence[tuple[int, int]] | None = None) -> ElfImage:
-    resume()  # a cold read: the collector runs as usual (see _binary.collector)
     layout = Layout(data, kept)
     facts = read_facts(layout)
     if not symbols:

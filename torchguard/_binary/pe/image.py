@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchguard._binary.budget import over_budget
-from torchguard._binary.collector import resume
 from torchguard._binary.pe.errors import FileUnreadable, OverBudget, PEReadError
 from torchguard._binary.stream import Readable, keep_ranges, read_exactly
 from torchguard._facts.vocab import Machine
@@ -120,7 +119,6 @@ def _parse(
     """
     import pefile
 
-    resume()  # pefile's objects hold reference cycles: collect them as the scan goes
     try:
         pe = pefile.PE(data=source, fast_load=True)
         facts = _facts(pe)

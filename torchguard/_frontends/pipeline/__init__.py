@@ -70,13 +70,6 @@ class Platform(Protocol[SystemT, CacheT]):
 
 def run(platform: Platform[SystemT, CacheT], system: SystemT, cache: CacheT | None) -> Report:
     """The whole analysis of ``system`` on ``platform``; bad input becomes findings."""
-    from torchguard._binary.collector import paused
-
-    with paused():  # a warm run's objects are acyclic; a cold read turns collection back on
-        return _run(platform, system, cache)
-
-
-def _run(platform: Platform[SystemT, CacheT], system: SystemT, cache: CacheT | None) -> Report:
     start = last = time.perf_counter()
     timings: dict[str, float] = {}
 
