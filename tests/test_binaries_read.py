@@ -102,3 +102,16 @@ def test_names_in_a_code_section_are_read_from_the_whole_member(tmp_path: Path) 
     assert on_disk.symbols is not None and len(on_disk.symbols.imports["c10.dll"]) == 50
     tree, _ = tree_with_member(tmp_path, two)
     assert _binaries._read(tree, PATH) == on_disk
+
+
+def test_a_kept_error_is_raised_as_a_fresh_copy() -> None:
+    """Raised again, a kept error is a copy of it (same type, message and fields), so the kept
+    one never holds a traceback (whose frames hold the analysis)."""
+    from torchguard._binary.pe.errors import FileUnreadable, OverBudget, PEReadError
+    from torchguard._platforms.windows.binaries import _again
+
+    for kept in (PEReadError("bad"), FileUnreadable("busy", 32), OverBudget("too big")):
+        raised = _again(kept)
+        assert raised is not kept and type(raised) is type(kept)
+        assert raised.args == kept.args and vars(raised) == vars(kept)
+        assert kept.__traceback__ is None

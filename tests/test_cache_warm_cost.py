@@ -209,3 +209,41 @@ def test_a_warm_linux_analysis_lists_no_site_packages_folder(
     monkeypatch.undo()
     _dist(site, "torchaudio", "2.8.0", "2.8.0")  # pinned to another torch
     assert [(f.code, f.package) for f in analyze().warnings] == [("package-mismatch", "torchaudio")]
+
+
+def _garbage_of(scan: object) -> list[object]:
+    """What the garbage collector alone would free of what ``scan()`` left (reference
+    cycles: reference counting frees everything else as the call returns)."""
+    import gc
+
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        scan()  # type: ignore[operator]
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+
+
+def test_a_scan_leaves_no_reference_cycles(
+    tmp_path: Path, fake_torch: FakeTorch, runtime_dir: Path
+) -> None:
+    """A warm run's objects are freed as it returns: a cycle (an error kept and raised again
+    with its traceback's frames, a method of the analysis held by what it holds) kept the
+    whole analysis alive until the collector ran, which then walked thousands of objects."""
+    site = fake_torch.write(tmp_path / "site")
+    write_tree(site, companion("broken", "1.0", {"broken/x.dll": b"MZ not an image"}, {}))
+    binary_dists(site, 3)
+    age(site)
+
+    def scan() -> None:
+        torchguard.scan([site], system32=[runtime_dir])
+
+    scan()
+    assert [type(o).__qualname__ for o in _garbage_of(scan)] == []

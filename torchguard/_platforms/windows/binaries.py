@@ -97,8 +97,8 @@ class Binaries:
         self.persistent = persistent
         self._facts: dict[PathKey, PEFacts | ImageUnavailable] = {}
         self._symbols: dict[PathKey, SymbolTables | ImageUnavailable] = {}
-        self._identities: dict[PathKey, str | None] = {}
-        self._verdicts = VerdictCache(persistent, self.identity) if persistent is not None else None
+        self._identities = _Identities(tree)  # shared, not a method of self: no cycle
+        self._verdicts = VerdictCache(persistent, self._identities) if persistent else None
 
     # -- facts ----------------------------------------------------------------------------
     def facts(self, path: str) -> PEFacts:
@@ -109,7 +109,7 @@ class Binaries:
         if found is None:
             found = self._facts[key] = self._cached_facts(path)
         if isinstance(found, ImageUnavailable):
-            raise found
+            raise _again(found)
         return found
 
     def _cached_facts(self, path: str) -> PEFacts | ImageUnavailable:
@@ -140,10 +140,7 @@ class Binaries:
 
     def identity(self, path: str) -> str | None:
         """What makes a file the same file next time (path, size, time, id; or wheel CRC)."""
-        key = path_key(path)
-        if key not in self._identities:
-            self._identities[key] = _identity(self.tree, path)
-        return self._identities[key]
+        return self._identities(path)
 
     # -- bindings -------------------------------------------------------------------------
     def checkable(self, path: str | None) -> bool:
@@ -190,6 +187,29 @@ class Binaries:
     def _unread(self, paths: list[str]) -> bool:
         """Whether a verdict leaned on a file that could not be read now: not to be cached."""
         return any(isinstance(self._symbols.get(path_key(path)), FileUnreadable) for path in paths)
+
+
+class _Identities:
+    """Each file's identity, taken once per analysis."""
+
+    def __init__(self, tree: WinTree) -> None:
+        self.tree = tree
+        self.known: dict[PathKey, str | None] = {}
+
+    def __call__(self, path: str) -> str | None:
+        key = path_key(path)
+        if key not in self.known:
+            self.known[key] = _identity(self.tree, path)
+        return self.known[key]
+
+
+def _again(error: ImageUnavailable) -> ImageUnavailable:
+    """A copy of a kept error to raise: raising the kept one would tie its traceback's frames
+    (and the analysis they hold) to it in a reference cycle that only the garbage collector
+    frees, keeping a whole warm run's objects alive until it runs."""
+    copy = type(error)(*error.args)
+    copy.__dict__.update(error.__dict__)
+    return copy
 
 
 def _identity(tree: WinTree, path: str) -> str | None:
