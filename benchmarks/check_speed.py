@@ -88,6 +88,35 @@ def check(
     return timed([*command, *extra], environ)
 
 
+def check_environ(base: dict[str, str], tmp: str, resolver: str) -> dict[str, str]:
+    """Caches of its own for one resolver's checks (pip's, uv's, facts, wheels), under ``tmp``."""
+    return {
+        **base,
+        "PIP_CACHE_DIR": str(Path(tmp, f"pip-check-{resolver}")),
+        "UV_CACHE_DIR": str(Path(tmp, f"uv-check-{resolver}")),
+        "TORCHGUARD_CACHE_DIR": str(Path(tmp, f"facts-{resolver}")),
+        "TORCHGUARD_WHEELS": str(Path(tmp, f"wheels-{resolver}")),
+    }
+
+
+def with_uv(requirements: Path = REQUIREMENTS, python: str = "3.12") -> dict[str, float] | None:
+    """``check --resolver uv`` cold then warm (the same file plus one pure-Python package),
+    and uv's own resolution of the same question cold then warm, the baseline (seconds),
+    each with empty caches of its own; None where uv is not installed. Needs PyPI."""
+    uv = find_uv()
+    if uv is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        base = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PYTHONPATH": str(ROOT)}
+        alone = {**base, "UV_CACHE_DIR": str(Path(tmp, "uv-alone"))}
+        mine = check_environ(base, tmp, "uv")
+        uv_cold = uv_alone(uv, requirements, python, alone)
+        cold = check([], requirements, python, mine, "uv")
+        uv_warm = uv_alone(uv, requirements, python, alone)
+        warm = check(["six"], requirements, python, mine, "uv")
+    return {"uv-cold": uv_cold, "uv-warm": uv_warm, "cold": cold, "warm": warm}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--python", default="3.12")
@@ -111,16 +140,7 @@ def main() -> int:
         base = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PYTHONPATH": str(ROOT)}
         alone = {**base, "PIP_CACHE_DIR": str(Path(tmp, "pip-alone"))}
         alone["UV_CACHE_DIR"] = str(Path(tmp, "uv-alone"))
-        mine = {
-            resolver: {
-                **base,
-                "PIP_CACHE_DIR": str(Path(tmp, f"pip-check-{resolver}")),
-                "UV_CACHE_DIR": str(Path(tmp, f"uv-check-{resolver}")),
-                "TORCHGUARD_CACHE_DIR": str(Path(tmp, f"facts-{resolver}")),
-                "TORCHGUARD_WHEELS": str(Path(tmp, f"wheels-{resolver}")),
-            }
-            for resolver in resolvers
-        }
+        mine = {resolver: check_environ(base, tmp, resolver) for resolver in resolvers}
         lines = sum(1 for line in args.requirements.read_text().splitlines() if line.strip())
         print(
             f"{args.requirements.name}: {lines} lines, CPython {args.python}, pip {version}, "

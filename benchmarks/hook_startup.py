@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -64,7 +65,9 @@ def once(site_dir: Path | None) -> tuple[float, float]:
     return wall, float(result.stdout) if site_dir is not None else 0.0
 
 
-def main() -> int:
+def measure(runs: int = RUNS) -> dict[str, Any]:
+    """The paired runs: each start's (wall, site folder) times per variant, ``python -c
+    pass``'s wall times, and what the hooked start imported (``check``)."""
     with tempfile.TemporaryDirectory() as tmp:
         installed = Path(tmp, "installed")
         shutil.copytree(ROOT / "torchguard", installed / "torchguard")
@@ -86,18 +89,37 @@ def main() -> int:
         for _ in range(5):  # warm the OS caches and the .pyc files
             once(baseline), once(hooked), once(imported), once(None)
         base_runs, hook_runs, import_runs, pass_times = [], [], [], []
-        for _ in range(RUNS):
+        for _ in range(runs):
             base_runs.append(once(baseline))
             hook_runs.append(once(hooked))
             import_runs.append(once(imported))
             pass_times.append(once(None)[0])
+    return {
+        "base": base_runs,
+        "hook": hook_runs,
+        "import": import_runs,
+        "pass": pass_times,
+        "check": check,
+    }
+
+
+def hook_cost(figures: dict[str, Any]) -> tuple[float, float]:
+    """(the hook's cost per start: the median paired difference of the site folder's time
+    inside the process, ``python -c pass``'s median), in seconds."""
+    pairs = zip(figures["base"], figures["hook"])
+    return statistics.median(h[1] - b[1] for b, h in pairs), statistics.median(figures["pass"])
+
+
+def main() -> int:
+    figures = measure()
+    base_runs, hook_runs, import_runs = figures["base"], figures["hook"], figures["import"]
+    check = str(figures["check"])
     base_times, hook_times = [run[0] for run in base_runs], [run[0] for run in hook_runs]
     base, hook = statistics.median(base_times), statistics.median(hook_times)
-    plain = statistics.median(pass_times)
+    difference, plain = hook_cost(figures)
     # Each hooked run is paired with the baseline run just before it, so drift in machine load
     # cancels out; the median of those differences is what is judged.
     wall = statistics.median(h - b for b, h in zip(base_times, hook_times))
-    difference = statistics.median(h[1] - b[1] for b, h in zip(base_runs, hook_runs))
     print(f"python -c pass median:         {plain * 1000:.2f} ms")
     print(f"python start, baseline median: {base * 1000:.2f} ms")
     print(f"python start, hooked median:   {hook * 1000:.2f} ms")

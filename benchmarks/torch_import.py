@@ -1,0 +1,128 @@
+"""What the hook adds to a warm ``import torch``, in a venv with a real torch installed.
+
+    python benchmarks/torch_import.py [--runs N]
+
+The venv holds the Linux CPU wheel of torch (:data:`TORCH`, found through pip's usual
+sources: ``PIP_FIND_LINKS`` on CI machines, else the index) and its dependencies; it is made
+once under ``~/.cache/torchguard-ci`` (keyed by torch's version and the interpreter), and
+torchguard is this checkout, put on its path by a ``.pth`` file and byte-compiled, as pip
+does. ``torchguard hook install`` writes the start-up files there, as a user would.
+
+Measured in fresh processes of that venv, the guard on (strict, the default) and its cache
+warm (filled by one guarded run first, whose JSON report must say ``import torch`` works):
+the time the guard takes inside ``import torch`` (importing torchguard's modules, the warm
+analysis of this venv), timed around the watcher's call, against the rest of that same
+``import torch`` (the baseline; a paired wall-clock difference of two whole imports would
+drown milliseconds in the import's own jitter). What the ``.pth`` line costs every start is
+``benchmarks/hook_startup.py``'s. Target (issue 22): under 10 ms. Exits 1 when missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCH = "2.13.0+cpu"
+RUNS = 9
+TARGET = 0.010  # seconds
+CACHE = Path(os.environ.get("TORCHGUARD_CI_CACHE", Path.home() / ".cache" / "torchguard-ci"))
+
+
+def venv() -> Path:
+    """The venv's python: torch and torchguard's dependencies installed once, this checkout
+    on its path, the hook installed."""
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    folder = CACHE / f"bench-torch-{TORCH}-{tag}"
+    python = folder / "bin" / "python"
+    done = folder / "torchguard-bench.done"
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # the machine's config caps torch
+    if not done.is_file():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True)
+        needs = [r for r in metadata.requires("torch-import-guard") or [] if "extra ==" not in r]
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, f"torch=={TORCH}", "numpy", *needs], check=True, env=env)
+        done.write_text(f"torch {TORCH}\n")
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(site, "torchguard-checkout.pth").write_text(f"{ROOT}\n")
+    compileall.compile_dir(ROOT / "torchguard", quiet=1)  # as pip does on install
+    subprocess.run([str(python), "-m", "torchguard", "hook", "install"], check=True, env=env)
+    return python
+
+
+#: Run in the venv: ``import torch`` with the guard timed inside it (the watcher's ``guard``,
+#: which imports torchguard's modules, runs the warm analysis and writes no report).
+TIMED = """
+import sys, time
+watcher = next(f for f in sys.meta_path if type(f).__name__ == "TorchImportWatcher")
+real, spent = watcher.guard, []
+def guard():
+    begin = time.perf_counter()
+    real()
+    spent.append(time.perf_counter() - begin)
+watcher.guard = guard
+begin = time.perf_counter()
+import torch
+print(spent[0], time.perf_counter() - begin)
+"""
+
+
+def timed(python: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(the guard's seconds, the whole ``import torch``'s) in one fresh process."""
+    done = subprocess.run(
+        [str(python), "-c", TIMED], check=True, env=env, capture_output=True, text=True
+    )
+    guard, whole = (float(x) for x in done.stdout.split())
+    return guard, whole
+
+
+def measure(runs: int = RUNS) -> dict[str, float]:
+    """Medians over ``runs`` fresh processes (seconds): ``guard``, the guard's warm cost
+    inside ``import torch``; ``torch``, the rest of ``import torch`` (the baseline)."""
+    python = venv()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHGUARD", "PYTHON"))}
+    with tempfile.TemporaryDirectory() as tmp:
+        guarded = {**base, "TORCHGUARD_CACHE_DIR": str(Path(tmp, "cache"))}
+        report = Path(tmp, "report.json")
+        timed(python, {**guarded, "TORCHGUARD_REPORT": str(report)})  # fills the cache
+        verdict = json.loads(report.read_text())
+        if not verdict["import_torch"]["ok"]:
+            raise SystemExit(f"the guard says import torch fails here: {verdict['findings']}")
+        timed(python, guarded)  # OS caches, bytecode
+        runs_ = [timed(python, guarded) for _ in range(runs)]
+    return {
+        "guard": statistics.median(g for g, _ in runs_),
+        "torch": statistics.median(w - g for g, w in runs_),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=RUNS)
+    figures = measure(parser.parse_args().runs)
+    guard, torch = figures["guard"], figures["torch"]
+    print(f"import torch {TORCH} without the guard's share, median: {torch * 1000:.1f} ms")
+    print(
+        f"the guard's warm cost inside import torch, median: {guard * 1000:.2f} ms "
+        f"({guard / torch:.4f} of the rest of the import)"
+    )
+    ok = guard < TARGET
+    print(f"target: under {TARGET * 1000:.0f} ms: {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
