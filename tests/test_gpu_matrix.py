@@ -145,6 +145,16 @@ def assert_hints_run(finding: Finding, arch: int, python: int, where: str) -> No
         assert_runs_here(command, arch, python, where)
 
 
+def assert_check_agrees(finding: Finding, gpu: str, python: int, where: str) -> None:
+    """``doctor`` says what ``check --gpu`` answers: the answer for the GPU and the Python (any
+    driver, as in these scans) is among the builds the hints name."""
+    given = answer([gpu], None, (3, python), [])
+    if given is None or given.command is None:
+        return
+    named = {recommended(c) for hint in finding.hints for c in hint.commands}
+    assert recommended(given.command) in named, (where, given.command, named)
+
+
 def _pythons(version: str) -> tuple[int, ...]:
     first, last = WINDOWS_PYTHONS[version]
     return (first,) if first == last else (first, last)
@@ -184,6 +194,7 @@ def test_linux_warning_and_hints_agree_with_the_builds(gpu: str) -> None:
             assert bool(findings) != runs((sass, ptx), arch), where
             for finding in findings:
                 assert_hints_run(finding, arch, python, where)
+                assert_check_agrees(finding, gpu, python, where)
 
 
 def _windows(
@@ -226,6 +237,7 @@ def test_windows_warning_and_hints_agree_with_the_builds(
             assert bool(findings) != runs(archs_of(version, cuda), arch), where
             for finding in findings:
                 assert_hints_run(finding, arch, python, where)
+                assert_check_agrees(finding, gpu, python, where)
 
 
 DRIVER_CUDAS: tuple[Cuda | None, ...] = (None, (11, 8), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0))
@@ -283,3 +295,4 @@ def test_windows_cpu_build_hints_name_builds_that_run(tmp_path: Path, gpu: str) 
             report = torchguard.scan([site], system32=[s32], gpus=[gpu])
             (finding,) = [f for f in report.findings if f.code == "cpu-build-on-gpu"]
             assert_hints_run(finding, arch, python, where)
+            assert_check_agrees(finding, gpu, python, where)

@@ -108,6 +108,21 @@ def check(context: CheckContext) -> Iterator[Finding]:
                 DRIVERS_URL,
             )
         )
+    if capabilities:  # and the newest build for the GPU, as `check --gpu` answers
+        siblings = tuple(name for name, _ in installed_siblings(context))
+        newest = newest_hint(
+            newest_pick(
+                capabilities,
+                driver_starts(driver),
+                python=context.hints.python_version,
+                siblings=siblings,
+            ),
+            capabilities,
+            python,
+            conda=conda,
+            shown=(version, f"cu{best[0]}{best[1]}") if best else None,
+        )
+        hints += [newest] if newest is not None else []
     yield Finding(
         code=Code.CPU_BUILD_ON_GPU,
         severity=WARNING,
