@@ -9,7 +9,9 @@ For each cell, torch of that (release, variant) is installed and the GPU named:
   Windows torch and a Linux torch whose fatbin carries exactly the build's lists;
 - every command its hints recommend, and the ``check --gpu`` answer for the GPU, must name a
   (release, variant) that exists, whose architectures run the GPU and whose wheel exists for
-  the Python.
+  the Python (and, under an old Windows driver, whose minimum driver it meets); the
+  ``check --gpu`` answer is among them, so ``doctor`` says what ``check`` answers. The same
+  for ``cpu-build-on-gpu``'s hints on a CPU build of each release.
 
 "The architectures of a build" are this file's own: the recorded fatbin reading of the real
 wheel (``tests/readings/torch_archs_readings.jsonl``) where that build was read, else the row
@@ -34,7 +36,7 @@ from test_gpu_arch import torch_cuda
 import torchguard
 from torchguard._binary.fatbin import FatbinArchs
 from torchguard._facts.companions import WINDOWS_PYTHONS
-from torchguard._facts.cuda_builds import RELEASES
+from torchguard._facts.cuda_builds import MINIMUM_DRIVER, RELEASES
 from torchguard._facts.gpus import compute_capability
 from torchguard._facts.torch_archs import BUILD_ARCHS
 from torchguard._frontends.gpu_answer import answer
@@ -198,7 +200,14 @@ def test_linux_warning_and_hints_agree_with_the_builds(gpu: str) -> None:
 
 
 def _windows(
-    tmp_path: Path, gpu: str, version: str, cuda: Cuda, python: int, *, read: bool
+    tmp_path: Path,
+    gpu: str,
+    version: str,
+    cuda: Cuda,
+    python: int,
+    *,
+    read: bool,
+    driver: tuple[int, int, int, int] | None = None,
 ) -> torchguard.Report:
     """torch ``version`` of variant ``cuda`` for CPython 3.``python`` on Windows: installed,
     its ``torch_cuda.dll`` carrying the build's lists (``read``), or as a wheel checked offline
@@ -219,7 +228,10 @@ def _windows(
     else:
         (folder / "wheels").mkdir(parents=True)
         target = fake.wheel(folder / "wheels")
-    return torchguard.scan([target], system32=[system32(folder / "s32")], gpus=[gpu])
+    s32 = system32(folder / "s32")
+    if driver is not None:
+        (s32 / "nvcuda.dll").write_bytes(build_pe(["KERNEL32.dll"], file_version=driver))
+    return torchguard.scan([target], system32=[s32], gpus=[gpu])
 
 
 @pytest.mark.parametrize("read", [True, False], ids=["installed", "offline-wheel"])
@@ -238,6 +250,38 @@ def test_windows_warning_and_hints_agree_with_the_builds(
             for finding in findings:
                 assert_hints_run(finding, arch, python, where)
                 assert_check_agrees(finding, gpu, python, where)
+
+
+@pytest.mark.parametrize("gpu", list(GPUS))
+def test_windows_hints_fit_an_old_driver(tmp_path: Path, gpu: str) -> None:
+    """Driver 552.22 starts CUDA 12.4 builds, not 12.6: each build the hints name has kernels
+    for the GPU and a minimum driver (NVIDIA's table) that 552.22 meets (a GTX 1080 under
+    2.9.1+cu130 goes back to 2.7.1+cu118, not to 2.9.1+cu126)."""
+    arch, driver = GPUS[gpu], (552, 22)
+    for version, cuda in NEWEST_CELLS:
+        python = _pythons(version)[0]  # the oldest: older releases have wheels for it
+        where = f"windows {version}+cu{cuda[0]}{cuda[1]} 3.{python} {gpu} driver 552.22"
+        report = _windows(
+            tmp_path, gpu, version, cuda, python, read=False, driver=(32, 0, 15, 5222)
+        )
+        findings = [f for f in report.findings if f.code == "gpu-arch-unsupported"]
+        assert bool(findings) != runs(archs_of(version, cuda), arch), where
+        some = any(
+            runs(archs_of(row.releases[-1], v), arch)
+            and wheel_for(row.releases[-1], python)
+            and MINIMUM_DRIVER[v] <= driver
+            for row in RELEASES
+            if row.series >= (2, 0)
+            for v in row.variants
+        )
+        for finding in findings:
+            commands = [c for hint in finding.hints for c in hint.commands]
+            assert bool(commands) == some, (where, finding.hints)
+            for command in commands:
+                assert_runs_here(command, arch, python, where)
+                assert MINIMUM_DRIVER[recommended(command)[1]] <= driver, (where, command)
+            if (gpu, version, cuda) == ("NVIDIA GeForce GTX 1080", "2.9.1", (13, 0)):
+                assert recommended(commands[0]) == ("2.7.1", (11, 8)), commands
 
 
 DRIVER_CUDAS: tuple[Cuda | None, ...] = (None, (11, 8), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0))
