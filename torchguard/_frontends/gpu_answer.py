@@ -122,10 +122,8 @@ def answer(
         return GpuAnswer(tuple(lines), None, None, unknown)
     command = chosen.command(python_cmd)
     archs = chosen.archs
-    kernels = (
-        f"SASS {arch_names(archs.sass)}" + (f", PTX {arch_names(archs.ptx)}" if archs.ptx else "")
-        if archs is not None
-        else "kernels inferred from its CUDA version"
+    kernels = f"SASS {arch_names(archs.sass)}" + (
+        f", PTX {arch_names(archs.ptx)}" if archs.ptx else ""
     )
     pinned = "".join(f", {name} {release}" for name, release in chosen.siblings)
     lines.append(
