@@ -496,6 +496,7 @@ def test_arm64_gets_no_cuda_command(cpu_index: str, tmp_path: Path) -> None:
     (finding,) = (f for f in named.report.findings if f.code == "cpu-build-on-gpu")
     assert [h.summary for h in finding.hints] == [f"{NO_CUDA_ON_ARM} (torch runs on the CPU there)"]
     assert named.gpu_answer is not None and named.gpu_answer["command"] is None
+    assert named.gpu_answer["not_verified"] is None  # no command to mark
 
 
 def test_free_threaded_cuda_command_is_marked_not_verified(cpu_index: str, tmp_path: Path) -> None:
@@ -513,3 +514,10 @@ def test_free_threaded_cuda_command_is_marked_not_verified(cpu_index: str, tmp_p
     (line,) = (n for n in named.notes if n.startswith("answer: the newest torch"))
     assert line.endswith(UNVERIFIED_313T)
     assert named.gpu_answer is not None and named.gpu_answer["command"]  # kept, but marked
+    assert f"({named.gpu_answer['not_verified']})" == UNVERIFIED_313T  # in --json too
+    from torchguard._frontends.gpu_answer import answer
+    from torchguard._frontends.target_cuda import answer_for_target
+
+    given = answer(["NVIDIA GeForce RTX 4090"], None, (3, 13), ["torch"])
+    regular = answer_for_target(given, Target("3.13", False, "win_amd64"))
+    assert regular is not None and regular.to_dict()["not_verified"] is None

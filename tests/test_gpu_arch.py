@@ -94,7 +94,11 @@ def test_old_driver_steers_the_choice(tmp_path: Path) -> None:
     codes = [f.code for f in report.findings]
     assert "gpu-arch-unsupported" in codes
     finding = next(f for f in report.findings if f.code == "gpu-arch-unsupported")
-    assert finding.hints[0].commands == ()  # nothing this driver runs compiles sm_61
+    # no build of 2.9 or newer with sm_61 kernels (cu126) starts on it: back to 2.7.1's cu118
+    (command,) = finding.hints[0].commands
+    assert command.endswith("torch==2.7.1 --index-url https://download.pytorch.org/whl/cu118")
+    assert "no build of torch 2.9 or newer has them" in finding.hints[0].summary
+    assert len(finding.hints) == 1  # the newest build for this driver is that same one
 
 
 def test_other_vendors_unknown_names_and_cpu_builds_are_not_judged(tmp_path: Path) -> None:

@@ -396,12 +396,14 @@ def test_scan_describes_a_linux_machine_with_gpu_and_cuda(tmp_path: Path) -> Non
     too_old = next(f for f in report.findings if f.code == "cuda-driver-too-old")
     assert "--cuda 12.4" in too_old.message and "minor-version compatibility" in too_old.message
     arch = next(f for f in report.findings if f.code == "gpu-arch-unsupported")
-    # 2.9's other variant that compiles sm_120 is CUDA 13.0, which a 12.4 driver does not start
+    # 2.9's other variant that compiles sm_120 is CUDA 13.0, which a 12.4 driver does not start;
+    # 2.10's cu128 build (another build than the one installed) starts on it (CUDA 12.x's
+    # minor-version compatibility) and carries sm_120
     assert arch.hints[0].commands == (
-        "python -m pip install --force-reinstall torch==2.9.1 --index-url "
-        "https://download.pytorch.org/whl/cu130",
+        "python -m pip install --force-reinstall torch==2.10.0 --index-url "
+        "https://download.pytorch.org/whl/cu128",
     )
-    assert "after installing NVIDIA driver 580.65.06 or newer" in arch.hints[0].summary
+    assert "its full feature set needs NVIDIA driver 570.26 or newer" in arch.hints[0].summary
     assert torchguard.scan([site], sysroot=root).findings == ()
 
 

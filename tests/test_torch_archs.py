@@ -27,9 +27,10 @@ def test_build_policy_differs_from_toolkit_capability() -> None:
     assert carries_kernels("2.15.0", (13, 2), (7, 5))
 
 
-def test_unknown_builds_fall_back_to_what_the_cuda_version_compiles() -> None:
-    assert build_archs("1.13.1", (11, 7)) is None
-    assert carries_kernels("1.13.1", (11, 7), PASCAL) == cuda_can_build((11, 7), PASCAL)
+def test_unknown_builds_are_never_said_to_carry_kernels() -> None:
+    """1.13.1+cu117: CUDA 11.7 compiles sm_61, but no row says PyTorch built it for it."""
+    assert build_archs("1.13.1", (11, 7)) is None and cuda_can_build((11, 7), PASCAL)
+    assert not carries_kernels("1.13.1", (11, 7), PASCAL)
     assert build_archs("nonsense", (12, 8)) is None
 
 

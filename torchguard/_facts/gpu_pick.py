@@ -23,7 +23,7 @@ from torchguard._facts.cuda_builds import (
     variant_tag,
 )
 from torchguard._facts.gpus import Capability
-from torchguard._facts.torch_archs import BuildArchs, build_archs, carries_kernels
+from torchguard._facts.torch_archs import BuildArchs, build_archs
 
 #: Whether a driver starts a build of this CUDA variant.
 Starts = Callable[[Cuda], bool]
@@ -37,8 +37,8 @@ class Pick:
     version: str
     cuda: Cuda
     siblings: tuple[tuple[str, str], ...]
-    archs: BuildArchs | None
-    """The build-policy row the kernels were judged by (None: the CUDA version's upper bound)."""
+    archs: BuildArchs
+    """The build-policy row the kernels were judged by (a build without one is never picked)."""
 
     @property
     def label(self) -> str:
@@ -47,11 +47,9 @@ class Pick:
     @property
     def read_from_binary(self) -> bool:
         """This exact build's fatbin was read (a recorded reading), not stated by scripts."""
-        return self.archs is not None and self.version in self.archs.read
+        return self.version in self.archs.read
 
     def provenance(self) -> str:
-        if self.archs is None:
-            return "inferred from what its CUDA version can compile (no build-policy row)"
         return self.archs.provenance(self.version)
 
     def command(self, python_cmd: str = "python", *, conda: bool = False) -> str:
@@ -94,14 +92,9 @@ def pick(
         for cuda in sorted(row.variants, reverse=True):
             if starts is not None and not starts(cuda):
                 continue
-            if all(carries_kernels(version, cuda, c) for c in capabilities):
-                return Pick(
-                    row,
-                    version,
-                    cuda,
-                    matching_siblings(version, siblings),
-                    build_archs(version, cuda),
-                )
+            archs = build_archs(version, cuda)
+            if archs is not None and all(archs.runs_on(c) for c in capabilities):
+                return Pick(row, version, cuda, matching_siblings(version, siblings), archs)
     return None
 
 
@@ -128,8 +121,9 @@ def pick_in(
     for cuda in sorted(release.variants, reverse=True):
         if starts is not None and not starts(cuda):
             continue
-        if all(carries_kernels(target, cuda, c) for c in capabilities):
-            return Pick(release, target, cuda, siblings, build_archs(target, cuda))
+        archs = build_archs(target, cuda)
+        if archs is not None and all(archs.runs_on(c) for c in capabilities):
+            return Pick(release, target, cuda, siblings, archs)
     return None
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchguard._facts.gpus import Capability, cuda_can_build
+from torchguard._facts.gpus import Capability
 
 Series = tuple[int, int]
 Cuda = tuple[int, int]
@@ -140,13 +140,12 @@ def build_archs(version: str, cuda: Cuda) -> BuildArchs | None:
 
 
 def carries_kernels(version: str, cuda: Cuda, capability: Capability) -> bool:
-    """Whether torch ``version`` built for ``cuda`` has kernels a GPU of ``capability`` runs:
-    the table's row when it knows the build, else whether that CUDA can compile the
-    architecture at all (an upper bound, for builds older than the table)."""
+    """Whether torch ``version`` built for ``cuda`` is known to have kernels a GPU of
+    ``capability`` runs: the table's row says so. A build the table does not know (older than
+    2.0) is never recommended on what its CUDA version could compile: that is toolkit
+    capability, not what PyTorch built."""
     row = build_archs(version, cuda)
-    if row is not None:
-        return row.runs_on(capability)
-    return cuda_can_build(cuda, capability)
+    return row is not None and row.runs_on(capability)
 
 
 __all__ = ["BUILD_ARCHS", "BuildArchs", "build_archs", "carries_kernels"]

@@ -31,6 +31,10 @@ class GpuAnswer:
     unknown: tuple[str, ...] = ()
     """GPU names whose architecture torchguard does not know (not judged)."""
     capabilities: tuple[Capability, ...] = ()
+    not_verified: str | None = None
+    """Why the command may not install on the target as given (a free-threaded Python:
+    download.pytorch.org's wheels for that ABI were not checked); None when nothing is known
+    against it. The text lines carry the same words."""
 
     def to_dict(self) -> dict[str, object]:
         chosen = self.pick
@@ -43,6 +47,7 @@ class GpuAnswer:
             "kernels_source": chosen.provenance() if chosen else None,
             "read_from_binary": chosen.read_from_binary if chosen else False,
             "unknown_gpus": list(self.unknown),
+            "not_verified": self.not_verified,
         }
 
 
@@ -117,10 +122,8 @@ def answer(
         return GpuAnswer(tuple(lines), None, None, unknown)
     command = chosen.command(python_cmd)
     archs = chosen.archs
-    kernels = (
-        f"SASS {arch_names(archs.sass)}" + (f", PTX {arch_names(archs.ptx)}" if archs.ptx else "")
-        if archs is not None
-        else "kernels inferred from its CUDA version"
+    kernels = f"SASS {arch_names(archs.sass)}" + (
+        f", PTX {arch_names(archs.ptx)}" if archs.ptx else ""
     )
     pinned = "".join(f", {name} {release}" for name, release in chosen.siblings)
     lines.append(

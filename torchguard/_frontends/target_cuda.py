@@ -87,7 +87,7 @@ def answer_for_target(answer: GpuAnswer | None, target: Target) -> GpuAnswer | N
             f"{line} ({caveat})" if line.startswith("answer: the newest torch") else line
             for line in answer.lines
         ]
-        return dataclasses.replace(answer, lines=tuple(lines))
+        return dataclasses.replace(answer, lines=tuple(lines), not_verified=caveat)
     return answer
 
 

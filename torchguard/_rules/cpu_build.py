@@ -28,7 +28,7 @@ from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import find_driver, format_driver
-from torchguard._rules.gpu_fix import newest_hint, newest_pick
+from torchguard._rules.gpu_fix import candidate_releases, newest_hint, newest_pick
 from torchguard._rules.links import DRIVERS_URL
 from torchguard._rules.registry import WINDOWS, rule
 
@@ -108,6 +108,21 @@ def check(context: CheckContext) -> Iterator[Finding]:
                 DRIVERS_URL,
             )
         )
+    if capabilities:  # and the newest build for the GPU, as `check --gpu` answers
+        siblings = tuple(name for name, _ in installed_siblings(context))
+        newest = newest_hint(
+            newest_pick(
+                capabilities,
+                driver_starts(driver),
+                python=context.hints.python_version,
+                siblings=siblings,
+            ),
+            capabilities,
+            python,
+            conda=conda,
+            shown=(version, f"cu{best[0]}{best[1]}") if best else None,
+        )
+        hints += [newest] if newest is not None else []
     yield Finding(
         code=Code.CPU_BUILD_ON_GPU,
         severity=WARNING,
@@ -157,23 +172,23 @@ def _no_build_for_gpu(
     """No CUDA build of this release has kernels for the GPU: the first newer release one
     has, else (the GPU is older than every build since) the newest release that has one."""
     arch = ", ".join(f"sm_{c[0]}{c[1]}" for c in capabilities)
-    later = [
-        (row, max(fit))
-        for row in RELEASES
-        if (fit := [v for v in row.variants if _runs(row, v, capabilities)])
-    ]
-    newer = [
-        (row, v)
-        for row, v in later
-        if row.series > tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-    ]
-    older = [(row, v) for row, v in later if (row, v) not in newer]
+    release = release_of(version)
+    series = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    found = next(
+        (
+            (row, max(fit))
+            for row in candidate_releases(release, context.hints.python_version)
+            if row is not release
+            and (fit := [v for v in row.variants if _runs(row, v, capabilities)])
+        ),
+        None,
+    )
     hints: tuple[RepairHint, ...] = ()
     names = tuple(name for name, _ in installed_siblings(context))
-    if newer or older:
-        row, variant = newer[0] if newer else older[-1]
+    if found is not None:
+        row, variant = found
         target = row.releases[-1]
-        which = "first" if newer else "newest"
+        which = "first" if row.series > series else "newest"
         hints = (
             RepairHint(
                 f"torch {row.series[0]}.{row.series[1]} is the {which} release with a CUDA build "

@@ -16,7 +16,6 @@ from torchguard._binary.fatbin import FatbinArchs, FatbinError, read_dll_archs
 from torchguard._facts.companions import matching_siblings
 from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
-    RELEASES,
     Cuda,
     Release,
     install_command,
@@ -39,7 +38,7 @@ from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.cpu_build import installed_siblings
 from torchguard._rules.cuda_driver import find_driver, parse_cuda
-from torchguard._rules.gpu_fix import newest_hint, newest_pick
+from torchguard._rules.gpu_fix import candidate_releases, newest_hint, newest_pick, older_note
 from torchguard._rules.kernels import arch_names, no_kernels_message
 from torchguard._rules.registry import WINDOWS, rule
 
@@ -217,32 +216,32 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
     version = context.torch.base_version
     release = release_of(version)
 
+    python = context.hints.python_version
+
     def fits(row: Release, variant: Cuda) -> bool:
         """Kernels for the GPU in that build (PyTorch's build policy, not just what the CUDA
         version could compile) and a driver that starts it."""
-        if variant == cuda or not carries_kernels(row.releases[-1], variant, capability):
+        if (row is release and variant == cuda) or not carries_kernels(
+            row.releases[-1], variant, capability
+        ):
             return False
         need = minimum_driver(variant)
         return driver is None or need is None or need <= driver
 
     choice: tuple[Release, Cuda] | None = None
-    if release is not None:
-        own = [v for v in release.variants if fits(release, v)]
-        if own:
-            choice = (release, max(own))
-    if choice is None:
-        later = [row for row in RELEASES if release is None or row.series > release.series]
-        for row in later:
-            fitting = [v for v in row.variants if fits(row, v)]
-            if fitting:
-                choice = (row, max(fitting))
-                break
+    for row in candidate_releases(release, python):
+        fitting = [v for v in row.variants if fits(row, v)]
+        if fitting:
+            choice = (row, max(fitting))
+            break
     arch = f"sm_{capability[0]}{capability[1]}"
     if choice is None:
+        for_python = f" and Python {python[0]}.{python[1]}" if python else ""
         return (
             RepairHint(
-                f"no torch build torchguard knows of has {arch} kernels for this driver; see "
-                "which CUDA versions support the GPU and install a matching torch build",
+                f"no torch build torchguard knows of has {arch} kernels for this driver"
+                f"{for_python}; see which CUDA versions support the GPU and install a matching "
+                "torch build",
                 (),
                 CUDA_GPUS_URL,
             ),
@@ -259,7 +258,7 @@ def _hints(context: CheckContext, cuda: Cuda, capability: Capability) -> tuple[R
     names = tuple(name for name, _ in pinned)
     first = RepairHint(
         f"install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
-        f"carries {arch} kernels{driver_note}",
+        f"carries {arch} kernels{driver_note}{older_note(row, release)}",
         (
             install_command(
                 context.hints.python_cmd,

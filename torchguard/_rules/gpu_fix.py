@@ -11,10 +11,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torchguard._facts.cuda_builds import PREVIOUS_VERSIONS_URL
+from torchguard._facts.companions import has_python
+from torchguard._facts.cuda_builds import PREVIOUS_VERSIONS_URL, RELEASES, Release
 from torchguard._facts.gpu_pick import Pick, Starts, pick
 from torchguard._facts.gpus import Capability
 from torchguard._report.findings import RepairHint
+
+
+def candidate_releases(
+    release: Release | None, python: tuple[int, int] | None, *, linux: bool = False
+) -> list[Release]:
+    """Where the smallest fix looks, in order: the installed ``release``, then newer releases
+    (oldest first), then older ones (newest first: a GPU the newest releases dropped runs on
+    the last release built for it); none without a wheel for ``python``. An unknown release:
+    all of them, newest first."""
+    if release is None:
+        ordered = sorted(RELEASES, key=lambda r: r.series, reverse=True)
+    else:
+        newer = sorted((r for r in RELEASES if r.series > release.series), key=lambda r: r.series)
+        older = sorted(
+            (r for r in RELEASES if r.series < release.series),
+            key=lambda r: r.series,
+            reverse=True,
+        )
+        ordered = [release, *newer, *older]
+    return [
+        row
+        for row in ordered
+        if python is None or has_python(row.releases[-1], python, linux=linux) is not False
+    ]
+
+
+def older_note(row: Release, release: Release | None) -> str:
+    """What the hint adds when it goes back to an older release: why."""
+    if release is None or row.series >= release.series:
+        return ""
+    return f"; no build of torch {release.series[0]}.{release.series[1]} or newer has them"
 
 
 def newest_pick(
@@ -53,4 +85,4 @@ def newest_hint(
     )
 
 
-__all__ = ["newest_hint", "newest_pick"]
+__all__ = ["candidate_releases", "newest_hint", "newest_pick", "older_note"]

@@ -11,7 +11,6 @@ from torchguard._facts.companions import matching_siblings
 from torchguard._facts.cuda_builds import (
     LINUX_FAMILY_FLOOR,
     PREVIOUS_VERSIONS_URL,
-    RELEASES,
     Cuda,
     LinuxDriver,
     Release,
@@ -24,7 +23,7 @@ from torchguard._facts.gpus import CUDA_GPUS_URL, Capability, compute_capability
 from torchguard._facts.torch_archs import carries_kernels
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
-from torchguard._rules.gpu_fix import newest_hint, newest_pick
+from torchguard._rules.gpu_fix import candidate_releases, newest_hint, newest_pick, older_note
 from torchguard._rules.kernels import no_kernels_message
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_driver_facts import parse_cuda
@@ -78,13 +77,14 @@ def _arch_hints(
         """Has kernels for the GPU (PyTorch's build policy for that release and variant) and
         starts on driver ``on`` (minor-version compatibility counts: a variant that only lacks
         PTX JIT still runs the SASS it ships)."""
-        if variant == cuda or not carries_kernels(row.releases[-1], variant, capability):
+        if (row is release and variant == cuda) or not carries_kernels(
+            row.releases[-1], variant, capability
+        ):
             return False
         need = LINUX_FAMILY_FLOOR.get(variant[0]) or linux_minimum_driver(variant)
         return on is None or need is None or need <= on
 
-    rows = [release] if release is not None else []
-    rows += [row for row in RELEASES if release is None or row.series > release.series]
+    rows = candidate_releases(release, python, linux=True)
     choice = _first_fit(rows, lambda row, v: fits(row, v, driver))
     new_driver = False
     if choice is None and driver is not None:  # none runs on this driver: a newer one first
@@ -92,10 +92,11 @@ def _arch_hints(
         new_driver = True
     arch = f"sm_{capability[0]}{capability[1]}"
     if choice is None:
+        for_python = f" and Python {python[0]}.{python[1]}" if python else ""
         return (
             RepairHint(
-                f"no torch build torchguard knows of has {arch} kernels for this driver; see "
-                "which CUDA versions support the GPU",
+                f"no torch build torchguard knows of has {arch} kernels for this driver"
+                f"{for_python}; see which CUDA versions support the GPU",
                 (),
                 CUDA_GPUS_URL,
             ),
@@ -112,7 +113,7 @@ def _arch_hints(
     names = tuple(name for name, _ in installed)
     first = RepairHint(
         f"Install torch {target} built for CUDA {variant[0]}.{variant[1]}, a build that "
-        f"carries {arch} kernels{note}",
+        f"carries {arch} kernels{note}{older_note(row, release)}",
         (
             install_command(
                 hints.python_cmd,
