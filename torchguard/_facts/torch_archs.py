@@ -13,7 +13,13 @@ reader);
 the others are ``stated`` by PyTorch's build configuration (``TORCH_CUDA_ARCH_LIST`` in
 ``.ci/manywheel/build_cuda.sh`` for Linux and ``.ci/pytorch/windows/cudaXYZ.bat`` for
 Windows), cited per row. Windows lists add sm_61 where Linux relies on sm_60 SASS (which runs
-on sm_61); neither changes which GPU runs, so one row serves both platforms. A reading samples
+on sm_61); neither changes which GPU runs, so one row serves both platforms. Where the two could
+differ, PyTorch's own record says they do not: its Windows 12.8 build already had sm_70 when
+2.8 restored it on Linux (pytorch/pytorch#158126), its list was aligned with Linux's 7.0 to 12.0
+in October 2025 (#164470), and 2.11's support matrix gives Turing and up for "Linux x86 and
+Windows builds" alike (#172352). The Windows lists are stated, never read from a binary:
+PyTorch's Windows CUDA wheels are published only on its own index, which the machines that
+make this table cannot reach. A reading samples
 the first 64 containers (translation units), each built for the whole ``TORCH_CUDA_ARCH_LIST``;
 the few units built for extra architecture-specific targets (sm_89 or sm_90a FP8 kernels) are
 not in the rows, and they change no GPU's verdict (sm_86 SASS runs on sm_89).
