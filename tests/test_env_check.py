@@ -288,7 +288,7 @@ class FakePip:
         self, command: Sequence[str], *, timeout: float, status: Any = None
     ) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(command))
-        assert command[1:6] == ["-m", "pip", "install", "--dry-run", "--report"]
+        assert command[1:7] == ["-B", "-m", "pip", "install", "--dry-run", "--report"]
         joined = " ".join(command)
         if any(word in joined for word in self.failing):
             return subprocess.CompletedProcess(command, 1, "", "ERROR: ResolutionImpossible")

@@ -135,7 +135,7 @@ class FakePip:
     def __call__(
         self, command: Sequence[str], *, timeout: float, status: Any = None
     ) -> subprocess.CompletedProcess[str]:
-        assert command[1:6] == ["-m", "pip", "install", "--dry-run", "--report"]
+        assert command[1:7] == ["-B", "-m", "pip", "install", "--dry-run", "--report"]
         self.calls.append(list(command))
         return subprocess.CompletedProcess(command, 0, self.answer, "")
 
