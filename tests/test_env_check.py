@@ -399,6 +399,63 @@ def test_no_resolvable_alternative_falls_back_to_no_deps(
     assert any("pip cannot resolve it" in note for note in result.notes)
 
 
+def test_the_no_deps_command_says_which_new_dependencies_it_leaves_out(
+    vision_env: TargetEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pulled = report(
+        entry(
+            "node-pack",
+            "1.0",
+            PYPI + "node_pack-1.0-py3-none-any.whl",
+            True,
+            ["torch>=2.14", "helper"],
+        ),
+        entry("helper", "2.0", PYPI + "helper-2.0-py3-none-any.whl"),
+        entry("torch", "2.14.1", PYPI + "torch-2.14.1-py3-none-any.whl"),
+    )
+    monkeypatch.setattr(
+        env_resolve, "run_watched", FakePip({"node-pack": pulled}, failing=[" -c "])
+    )
+    result = check_env(["node-pack", "--no-index"], cache=str(tmp_path / "cache"))
+    alternative = result.alternatives[-1]
+    assert alternative.arguments == ("--no-deps", "--no-index", "node-pack==1.0")
+    assert alternative.why.endswith(
+        "left unmet: node-pack asks for torch>=2.14; node-pack asks for helper (not installed)"
+    )
+
+
+def test_the_no_deps_command_keeps_where_pip_finds_packages() -> None:
+    """``--no-deps`` pins replace the requirements, never the user's index: a command that
+    drops ``--no-index --find-links`` or ``--index-url`` would fetch from elsewhere."""
+    from torchguard._frontends.env_alternatives import options_kept
+
+    given = [
+        "--no-index",
+        "--find-links",
+        "C:\\wheels",
+        "-r",
+        "requirements.txt",
+        "--index-url=https://example.org/simple",
+        "-rmore.txt",
+        "node-pack",
+        "-e",
+        "./src",
+        "--no-deps",
+        "-U",
+        "-c",
+        "pins.txt",
+    ]
+    assert options_kept(given) == [
+        "--no-index",
+        "--find-links",
+        "C:\\wheels",
+        "--index-url=https://example.org/simple",
+        "-U",
+        "-c",
+        "pins.txt",
+    ]
+
+
 def test_pip_failure_is_a_check_error(
     vision_env: TargetEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
