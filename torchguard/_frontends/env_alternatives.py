@@ -26,6 +26,7 @@ from torchguard._frontends.env_changes import (
     Alternative,
     Break,
     TorchBuild,
+    quoted,
 )
 from torchguard._frontends.env_resolve import Resolution
 from torchguard._frontends.env_target import TargetEnv
@@ -138,8 +139,6 @@ def propose(
     attempt: Attempt,
 ) -> tuple[list[Alternative], list[str]]:
     """The safer commands, judged ones first, and what was tried and why it was not kept."""
-    import shlex
-
     codes = {b.code for b in breaks}
     items = resolution.items
     arguments = list(given)
@@ -148,9 +147,10 @@ def propose(
     index = f"https://download.pytorch.org/whl/{label}" if _VARIANT.match(label) else None
     found: list[Alternative] = []
     tried: list[str] = []
+    windows = env.platform == "win32"
 
     def judged(candidate: list[str], why: str, files: tuple[str, ...] = ()) -> bool:
-        shown = f"`pip install {' '.join(shlex.quote(a) for a in candidate)}`"
+        shown = f"`pip install {quoted(candidate, windows)}`"
         outcome = attempt(candidate)
         if isinstance(outcome, str):
             tried.append(f"{shown}: pip cannot resolve it ({outcome})")
@@ -158,7 +158,7 @@ def propose(
         if outcome:
             tried.append(f"{shown} would still break: [{outcome[0].code}] {outcome[0].message}")
             return False
-        found.append(Alternative(tuple(candidate), True, why, files))
+        found.append(Alternative(tuple(candidate), True, why, files, windows))
         return True
 
     def from_index(candidate: list[str], why: str, files: tuple[str, ...] = ()) -> None:
@@ -174,6 +174,7 @@ def propose(
                     False,
                     f"{why}; {index} cannot be reached from here ({problem}): not resolved",
                     files,
+                    windows,
                 )
             )
 
@@ -271,4 +272,5 @@ def _no_deps(env: TargetEnv, resolution: Resolution, arguments: Sequence[str]) -
     if unmet:
         why += f"; left unmet: {'; '.join(unmet)}"
     pins = (f"{i.name}=={i.version}" for i in asked)
-    return [Alternative(("--no-deps", *options_kept(arguments), *pins), False, why)]
+    arguments = ("--no-deps", *options_kept(arguments), *pins)
+    return [Alternative(arguments, False, why, windows=env.platform == "win32")]
