@@ -211,7 +211,8 @@ class Guard:
 
 @pytest.fixture(scope="module")
 def guard(wine_env: WineEnv) -> Iterator[Guard]:
-    extra = build_once(CACHE.parent / "wheels-wine-env", _download_extra)
+    pins = hashlib.sha256(";".join(EXTRA).encode()).hexdigest()[:8]
+    extra = build_once(CACHE.parent / f"wheels-wine-env-{pins}", _download_extra)
     root = wine_env.prefix / "drive_c" / "tg-guard" / str(os.getpid())
     _rmtree(root)
     links = root / "wheels"
