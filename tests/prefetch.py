@@ -43,6 +43,8 @@ def jobs() -> list[Job]:
 
     for project, version in (("torch", "2.9.1"), ("sympy", "1.14.0")):
         add(project, version)  # the Wine tier's runtime site
+    for project, version in (("torch", "2.5.1"), ("torchvision", "0.20.1")):
+        add(project, version)  # the Wine tier's install guard (test_env_guard_wine.py)
     add("torch", "2.4.0")  # check's, the README's and the scans'
     add("torch", "2.4.1")
     for runtime in (matrix.CURRENT_REDIST, matrix.OLD_REDIST):

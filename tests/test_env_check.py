@@ -288,7 +288,7 @@ class FakePip:
         self, command: Sequence[str], *, timeout: float, status: Any = None
     ) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(command))
-        assert command[1:6] == ["-m", "pip", "install", "--dry-run", "--report"]
+        assert command[1:7] == ["-B", "-m", "pip", "install", "--dry-run", "--report"]
         joined = " ".join(command)
         if any(word in joined for word in self.failing):
             return subprocess.CompletedProcess(command, 1, "", "ERROR: ResolutionImpossible")
@@ -397,6 +397,63 @@ def test_no_resolvable_alternative_falls_back_to_no_deps(
     assert not alternative.resolved
     assert "left unmet: node-pack asks for torch>=2.14" in alternative.why
     assert any("pip cannot resolve it" in note for note in result.notes)
+
+
+def test_the_no_deps_command_says_which_new_dependencies_it_leaves_out(
+    vision_env: TargetEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pulled = report(
+        entry(
+            "node-pack",
+            "1.0",
+            PYPI + "node_pack-1.0-py3-none-any.whl",
+            True,
+            ["torch>=2.14", "helper"],
+        ),
+        entry("helper", "2.0", PYPI + "helper-2.0-py3-none-any.whl"),
+        entry("torch", "2.14.1", PYPI + "torch-2.14.1-py3-none-any.whl"),
+    )
+    monkeypatch.setattr(
+        env_resolve, "run_watched", FakePip({"node-pack": pulled}, failing=[" -c "])
+    )
+    result = check_env(["node-pack", "--no-index"], cache=str(tmp_path / "cache"))
+    alternative = result.alternatives[-1]
+    assert alternative.arguments == ("--no-deps", "--no-index", "node-pack==1.0")
+    assert alternative.why.endswith(
+        "left unmet: node-pack asks for torch>=2.14; node-pack asks for helper (not installed)"
+    )
+
+
+def test_the_no_deps_command_keeps_where_pip_finds_packages() -> None:
+    """``--no-deps`` pins replace the requirements, never the user's index: a command that
+    drops ``--no-index --find-links`` or ``--index-url`` would fetch from elsewhere."""
+    from torchguard._frontends.env_alternatives import options_kept
+
+    given = [
+        "--no-index",
+        "--find-links",
+        "C:\\wheels",
+        "-r",
+        "requirements.txt",
+        "--index-url=https://example.org/simple",
+        "-rmore.txt",
+        "node-pack",
+        "-e",
+        "./src",
+        "--no-deps",
+        "-U",
+        "-c",
+        "pins.txt",
+    ]
+    assert options_kept(given) == [
+        "--no-index",
+        "--find-links",
+        "C:\\wheels",
+        "--index-url=https://example.org/simple",
+        "-U",
+        "-c",
+        "pins.txt",
+    ]
 
 
 def test_pip_failure_is_a_check_error(

@@ -135,7 +135,7 @@ class FakePip:
     def __call__(
         self, command: Sequence[str], *, timeout: float, status: Any = None
     ) -> subprocess.CompletedProcess[str]:
-        assert command[1:6] == ["-m", "pip", "install", "--dry-run", "--report"]
+        assert command[1:7] == ["-B", "-m", "pip", "install", "--dry-run", "--report"]
         self.calls.append(list(command))
         return subprocess.CompletedProcess(command, 0, self.answer, "")
 
@@ -374,3 +374,18 @@ def test_only_the_removed_modules_bytecode_is_hidden(tmp_path: Path) -> None:
         assert os.path.normcase(str(cache / gone)) in hidden
     assert os.path.normcase(str(cache / "extra.cpython-311.pyc")) not in hidden
     assert os.path.normcase(str(cache)) not in hidden
+
+
+def test_a_windows_command_is_quoted_for_windows_shells() -> None:
+    """cmd.exe keeps POSIX single quotes: ``--find-links 'C:\\wheels'`` names no folder."""
+    from torchguard._frontends.env_changes import Alternative
+
+    arguments = ("--find-links", "C:\\wheels", "-c", "C:\\Users\\A B\\torch-2.4.1.txt", "six")
+    windows = Alternative(arguments, True, "", windows=True)
+    assert windows.command() == (
+        'pip install --find-links C:\\wheels -c "C:\\Users\\A B\\torch-2.4.1.txt" six'
+    )
+    posix = Alternative(arguments, True, "")
+    assert posix.command() == (
+        "pip install --find-links 'C:\\wheels' -c 'C:\\Users\\A B\\torch-2.4.1.txt' six"
+    )

@@ -56,3 +56,13 @@ def test_a_quick_pip_keeps_its_output_and_status() -> None:
         [sys.executable, "-c", "import sys; print('Collecting a'); sys.exit(3)"], timeout=60
     )
     assert done.returncode == 3 and done.stdout == "Collecting a"
+
+
+def test_pip_speaks_utf8_whatever_the_console_code_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Windows a pipe gets the ANSI code page: pip's ``--report -`` then died on sympy
+    1.13.1's metadata (seen under Wine). A child told to write cp1252 writes UTF-8 here."""
+    monkeypatch.setenv("PYTHONIOENCODING", "cp1252")
+    code = "import sys; print(sys.stdout.encoding); print('Ond\\u0159ej \\u2014 ok')"
+    done = run_watched([sys.executable, "-c", code], timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["utf-8", "Ond\u0159ej \u2014 ok"]

@@ -26,6 +26,7 @@ from torchguard._frontends.env_changes import (
     Alternative,
     Break,
     TorchBuild,
+    quoted,
 )
 from torchguard._frontends.env_resolve import Resolution
 from torchguard._frontends.env_target import TargetEnv
@@ -138,8 +139,6 @@ def propose(
     attempt: Attempt,
 ) -> tuple[list[Alternative], list[str]]:
     """The safer commands, judged ones first, and what was tried and why it was not kept."""
-    import shlex
-
     codes = {b.code for b in breaks}
     items = resolution.items
     arguments = list(given)
@@ -148,9 +147,10 @@ def propose(
     index = f"https://download.pytorch.org/whl/{label}" if _VARIANT.match(label) else None
     found: list[Alternative] = []
     tried: list[str] = []
+    windows = env.platform == "win32"
 
     def judged(candidate: list[str], why: str, files: tuple[str, ...] = ()) -> bool:
-        shown = f"`pip install {' '.join(shlex.quote(a) for a in candidate)}`"
+        shown = f"`pip install {quoted(candidate, windows)}`"
         outcome = attempt(candidate)
         if isinstance(outcome, str):
             tried.append(f"{shown}: pip cannot resolve it ({outcome})")
@@ -158,7 +158,7 @@ def propose(
         if outcome:
             tried.append(f"{shown} would still break: [{outcome[0].code}] {outcome[0].message}")
             return False
-        found.append(Alternative(tuple(candidate), True, why, files))
+        found.append(Alternative(tuple(candidate), True, why, files, windows))
         return True
 
     def from_index(candidate: list[str], why: str, files: tuple[str, ...] = ()) -> None:
@@ -174,6 +174,7 @@ def propose(
                     False,
                     f"{why}; {index} cannot be reached from here ({problem}): not resolved",
                     files,
+                    windows,
                 )
             )
 
@@ -209,26 +210,67 @@ def propose(
     if "gpu-build-lost" in codes and index is not None and not found:
         from_index(arguments, f"the {label} build of torch comes from its own index")
     if not any(a.resolved for a in found):
-        found += _no_deps(env, resolution)
+        found += _no_deps(env, resolution, arguments)
     return found, tried
 
 
-def _no_deps(env: TargetEnv, resolution: Resolution) -> list[Alternative]:
+_NAMES_REQUIREMENTS = frozenset({"-r", "--requirement", "-e", "--editable"})
+
+
+def options_kept(arguments: Sequence[str]) -> list[str]:
+    """The options of ``arguments`` without what names requirements (``-r FILE``, ``-e
+    PATH`` and the requirements themselves): where pip finds packages (``--index-url``,
+    ``--find-links``, ``--no-index``) stays the user's choice in a command that pins them."""
+    out: list[str] = []
+    words = list(arguments)
+    index = 0
+    while index < len(words):
+        word = words[index]
+        option = word.split("=", 1)[0]
+        takes = word.startswith("-") and "=" not in word and option in _TAKES_VALUE
+        if option in _NAMES_REQUIREMENTS or (
+            word.startswith(("-r", "-e")) and not word.startswith("--") and len(word) > 2
+        ):
+            index += 2 if takes else 1
+            continue
+        if word.startswith("-"):
+            if word != "--no-deps":
+                out += words[index : index + 2] if takes else [word]
+            index += 2 if takes else 1
+            continue
+        index += 1
+    return out
+
+
+def _no_deps(env: TargetEnv, resolution: Resolution, arguments: Sequence[str]) -> list[Alternative]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     from torchguard._frontends.env_changes import _requirement_broken
+    from torchguard._frontends.env_target import canonical
 
     asked = [i for i in resolution.items if i.requested and i.key not in TORCH_FAMILY]
     if not asked:
         return []
     versions = {key: dist.version for key, dist in env.dists.items()}
+    # what pip would have added for them: left out, so said (the package may need it)
+    absent = {i.key for i in resolution.items if not i.requested and i.key not in versions}
     unmet: list[str] = []
     for item in asked:
         for requirement in item.requires:
             broken = _requirement_broken(requirement, versions, resolution.environment)
             if broken is not None:
                 unmet.append(f"{item.name} asks for {broken[0]}{broken[1]}")
+                continue
+            try:
+                name = Requirement(requirement).name
+            except InvalidRequirement:
+                continue
+            if canonical(name) in absent:
+                unmet.append(f"{item.name} asks for {name} (not installed)")
     why = "installs only " + ", ".join(f"{i.name} {i.version}" for i in asked)
     why += ", none of their dependencies"
     if unmet:
         why += f"; left unmet: {'; '.join(unmet)}"
-    arguments = ("--no-deps", *(f"{i.name}=={i.version}" for i in asked))
-    return [Alternative(arguments, False, why)]
+    pins = (f"{i.name}=={i.version}" for i in asked)
+    arguments = ("--no-deps", *options_kept(arguments), *pins)
+    return [Alternative(arguments, False, why, windows=env.platform == "win32")]

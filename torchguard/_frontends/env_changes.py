@@ -273,11 +273,11 @@ class Alternative:
     resolved: bool
     why: str
     files: tuple[str, ...] = ()
+    windows: bool = False
+    """Quoted for Windows' shells: cmd.exe takes ``'C:\\x'`` literally, quotes and all."""
 
     def command(self, prefix: str = "pip install") -> str:
-        import shlex
-
-        return f"{prefix} {' '.join(shlex.quote(a) for a in self.arguments)}"
+        return f"{prefix} {quoted(self.arguments, self.windows)}"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -286,6 +286,17 @@ class Alternative:
             "resolved": self.resolved,
             "why": self.why,
         }
+
+
+def quoted(arguments: Sequence[str], windows: bool) -> str:
+    """A command line the user's shell splits back into ``arguments``."""
+    if windows:
+        import subprocess
+
+        return subprocess.list2cmdline(arguments)
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in arguments)
 
 
 def metadata_breaks(

@@ -76,7 +76,9 @@ class Resolution:
 
 
 def dry_run_command(python: str, arguments: Sequence[str]) -> list[str]:
-    command = [python, "-m", "pip", "install", "--dry-run", "--report", "-", "--quiet"]
+    """pip's dry run, which writes nothing into the environment (``-B``: not even pip's own
+    bytecode, so a refused install leaves every file as it was)."""
+    command = [python, "-B", "-m", "pip", "install", "--dry-run", "--report", "-", "--quiet"]
     return [*command, "--disable-pip-version-check", "--progress-bar", "off", *arguments]
 
 

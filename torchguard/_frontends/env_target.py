@@ -89,7 +89,7 @@ def probe(python: str) -> TargetEnv:
         raise CheckError(f"--python {python}: no such interpreter")
     try:
         done = subprocess.run(
-            [python, "-I", "-c", _PROBE],
+            [python, "-I", "-B", "-c", _PROBE],  # -B: its `import pip` writes nothing
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

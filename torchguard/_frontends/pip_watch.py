@@ -52,7 +52,9 @@ def run_watched(
     command: Sequence[str], *, timeout: float, status: Status | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``command`` (pip, run by :mod:`.pip_python`'s interpreter) within ``timeout`` seconds."""
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1"}  # its lines as they are printed
+    # its lines as they are printed, in UTF-8: on Windows a pipe otherwise gets the ANSI code
+    # page, and pip's ``--report -`` dies on a character it lacks (sympy's metadata has "ř")
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8"}
     try:
         process = subprocess.Popen(
             list(command),
@@ -60,6 +62,7 @@ def run_watched(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
             errors="replace",
             env=environment,
         )
