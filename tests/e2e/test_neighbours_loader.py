@@ -1,0 +1,160 @@
+"""torch's neighbours judged by the real Windows loader, under Wine (issue 24).
+
+Stand-ins built in memory: onnxruntime's CUDA provider importing ``cublas64_12.dll`` (loaded as
+onnxruntime loads it, ``LoadLibraryExW(path, LOAD_WITH_ALTERED_SEARCH_PATH)``), ctranslate2's
+library keeping the name ``cublas64_12.dll`` that it loads with ``LoadLibraryA`` (the call
+ctranslate2 makes, run here on the name read from the stand-in), an older provider importing
+``cublas64_11.dll``, and ``cublas64_12.dll`` in a fake CUDA torch's ``torch\\lib``. One Windows
+process runs every case: first without torch's copy loaded (order B), then with ``torch\\lib``
+registered by ``os.add_dll_directory`` (still order B: neither call searches such folders),
+then after loading torch's copy by full path as torch's preload does (order A). torchguard's prediction (an offline scan of the
+same files, on the host) must match both orders. Wine judges a missing DLL (126) as Windows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import ROWS
+from fakes import TORCH_241_GRAPH, FakeTorch, companion, system32, write_tree
+from pe_builder import build_pe
+from wine import WineEnv, parse
+
+from torchguard._binary.cache import user_cache
+from torchguard._facts.vocab import Code
+from torchguard._frontends.pipeline import analyze
+from torchguard._platforms.windows.system import offline_windows
+
+pytestmark = pytest.mark.e2e
+
+KERNEL = {"KERNEL32.dll": ["GetLastError"]}
+CUBLAS = "cublas64_12.dll"
+
+
+def _dll(*imports: str) -> bytes:
+    """A stand-in Wine loads: it takes one real kernel32 export and each import's default."""
+    return build_pe([*imports, "KERNEL32.dll"], symbols=KERNEL)
+
+
+def _site(root: Path, provider_imports: str) -> Path:
+    graph = dict(TORCH_241_GRAPH)
+    graph["torch_cuda.dll"] = (CUBLAS, "torch_cpu.dll", "KERNEL32.dll")
+    extra = {
+        f"torch/lib/{CUBLAS}": _dll("cublasLt64_12.dll"),
+        "torch/lib/cublasLt64_12.dll": _dll(),
+    }
+    site = FakeTorch(version="2.4.1+cu124", cuda="12.4", graph=graph, extra=extra).write(root)
+    provider = {
+        "onnxruntime/capi/onnxruntime_providers_cuda.dll": _dll(
+            provider_imports, "onnxruntime_providers_shared.dll"
+        ),
+        "onnxruntime/capi/onnxruntime_providers_shared.dll": _dll(),
+        "onnxruntime/__init__.py": b"",
+    }
+    write_tree(site, companion("onnxruntime-gpu", "1.22.0", provider, {}))
+    ct2 = {
+        "ctranslate2/ctranslate2.dll": build_pe(
+            ["KERNEL32.dll"], symbols=KERNEL, strings=[b"\0" + CUBLAS.encode() + b"\0"]
+        ),
+        "ctranslate2/__init__.py": b"",
+    }
+    write_tree(site, companion("ctranslate2", "4.8.5", ct2, {}))
+    return site
+
+
+def _predicted(site: Path, tmp: Path) -> dict[str, str]:
+    system = offline_windows([str(site)], system32_dirs=[str(system32(tmp))])
+    try:
+        report = analyze(system, cache=user_cache())
+    finally:
+        system.close()
+    assert report.import_torch is not None and report.import_torch.ok
+    return {f.package or "": str(f.code) for f in report.findings if f.package in PACKAGES}
+
+
+PACKAGES = ("onnxruntime-gpu", "ctranslate2")
+
+SCRIPT = """
+import ctypes, json
+from ctypes import wintypes
+k = ctypes.WinDLL("kernel32", use_last_error=True)
+k.LoadLibraryExW.restype = wintypes.HMODULE
+k.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
+k.LoadLibraryA.restype = wintypes.HMODULE
+k.LoadLibraryA.argtypes = [ctypes.c_char_p]
+def outcome(handle):
+    return 0 if handle else ctypes.get_last_error()
+def altered(path):
+    return outcome(k.LoadLibraryExW(path, None, 0x8))
+def by_name(name):
+    return outcome(k.LoadLibraryA(name.encode()))
+out = {{}}
+for order in ("alone", "registered", "after"):
+    if order == "registered":  # what torch's import does first: its folder registered
+        import os
+        os.add_dll_directory({torch_lib!r})
+    if order == "after":
+        out["torch_copy"] = outcome(k.LoadLibraryExW({torch_copy!r}, None, 0x1100))
+    out["provider_" + order] = altered({provider!r})
+    out["old_" + order] = altered({old!r})
+    out["ct2_" + order] = by_name({name!r})
+print("TG-JSON " + json.dumps(out))
+"""
+
+
+def test_each_order_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
+    root = wine_env.scenarios / "neighbours"
+    site = _site(root / "site-packages", CUBLAS)
+    old = _site(root / "old" / "site-packages", "cublas64_11.dll")
+    predicted = _predicted(site, tmp_path / "s32")
+    predicted_old = _predicted(old, tmp_path / "s32")
+    capi = "onnxruntime/capi/onnxruntime_providers_cuda.dll"
+    code = SCRIPT.format(
+        torch_copy=wine_env.to_windows(site / "torch" / "lib" / CUBLAS),
+        torch_lib=wine_env.to_windows(site / "torch" / "lib"),
+        provider=wine_env.to_windows(site / capi),
+        old=wine_env.to_windows(old / capi),
+        name=CUBLAS,
+    )
+    real = parse(wine_env.run(code, site, timeout=300))
+    rows = [
+        (
+            "onnxruntime-gpu provider importing cublas64_12.dll",
+            predicted["onnxruntime-gpu"],
+            Code.NEIGHBOUR_LOAD_ORDER,
+            real["provider_alone"] == 126 and real["provider_after"] == 0,
+            f"alone {real['provider_alone']}, after torch {real['provider_after']}",
+        ),
+        (
+            "ctranslate2 LoadLibraryA(cublas64_12.dll)",
+            predicted["ctranslate2"],
+            Code.NEIGHBOUR_LOAD_ORDER,
+            real["ct2_alone"] == 126 and real["ct2_after"] == 0,
+            f"alone {real['ct2_alone']}, after torch {real['ct2_after']}",
+        ),
+        (
+            "provider importing cublas64_11.dll beside a CUDA 12 torch",
+            predicted_old["onnxruntime-gpu"],
+            Code.MISSING_DLL,
+            real["old_alone"] == 126 and real["old_after"] == 126,
+            f"alone {real['old_alone']}, after torch {real['old_after']}",
+        ),
+    ]
+    for scenario, said, expected, real_matches, seen in rows:
+        ROWS.append(
+            {
+                "scenario": scenario,
+                "verdict": said,
+                "predicted": "torch first loads, alone 126"
+                if expected == Code.NEIGHBOUR_LOAD_ORDER
+                else "126 in both orders",
+                "real": f"WinError: {seen}",
+                "wine": "-",
+                "agree": "yes" if said == expected and real_matches else "**NO**",
+            }
+        )
+    assert real["torch_copy"] == 0, real
+    # a folder registered with os.add_dll_directory is not searched by either call
+    assert (real["provider_registered"], real["ct2_registered"]) == (126, 126), real
+    assert [(r[1], r[3]) for r in rows] == [(r[2], True) for r in rows], real

@@ -1,0 +1,222 @@
+"""Findings for torch's native neighbours (onnxruntime-gpu, ctranslate2) on Windows, from the
+replay of their library in two import orders (:mod:`torchguard._platforms.windows.neighbours`).
+
+- ``neighbour-load-order`` (warning): the library, or a CUDA DLL it loads later by name, is
+  found only because torch loaded a module of that name first (a load by base name binds to
+  it); in a process without torch it fails with WinError 126. Hints: import torch first,
+  ``onnxruntime.preload_dlls()`` (1.21+), NVIDIA's wheels.
+- ``missing-dll`` with ``package`` (warning): found in neither order; the message names the
+  CUDA major it was built for against torch's, and the hint the release built for torch's.
+A neighbour's failure costs its CUDA path only (onnxruntime falls back to the CPU provider,
+ctranslate2 fails at its first CUDA call), so every finding here is a warning, as on Linux.
+"""
+
+from __future__ import annotations
+
+import ntpath
+from collections.abc import Iterator
+
+from torchguard._facts.neighbours import Kind, pin_for, windows_cuda_major, windows_wheel
+from torchguard._facts.vocab import Code
+from torchguard._platforms.windows.neighbours import NeighbourReplay
+from torchguard._report.findings import WARNING, Finding, RepairHint
+from torchguard._rules.context import CheckContext
+from torchguard._rules.hints import HintContext
+from torchguard._rules.registry import WINDOWS, rule
+
+RANK = 140
+
+
+@rule(WINDOWS)
+def check(context: CheckContext) -> Iterator[Finding]:
+    for replay in context.neighbours:
+        yield from neighbour_findings(replay, context.hints)
+
+
+def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Finding]:
+    neighbour, after, solo = replay.neighbour, replay.after, replay.solo
+    kind, library = neighbour.kind, neighbour.library
+    label = f"{kind.package} {neighbour.version}"
+    file = ntpath.basename(library)
+    torch_major = _torch_major(hints)
+    if not after.ok:
+        missing = after.missing()
+        what = (
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} found nowhere"
+            if missing
+            else f"WinError {after.load.winerror}"
+        )
+        leaf = missing[0] if missing else file
+        return [
+            Finding(
+                code=Code.MISSING_DLL,
+                severity=WARNING,
+                message=f"{label}: {kind.role} ({file}) does not load even after `import "
+                f"torch`: {what}, whether torch is imported first or not"
+                + _built(missing, torch_major)
+                + _said(kind, after.load.winerror or 126, file),
+                missing=leaf,
+                path=library,
+                package=kind.package,
+                hints=_pin(kind, missing, torch_major, hints)
+                + _wheels(missing, torch_major, hints),
+                rank=RANK,
+            )
+        ]
+    findings: list[Finding] = []
+    nowhere = [late for late in after.late if late.path is None]
+    for late in nowhere:
+        findings.append(
+            Finding(
+                code=Code.MISSING_DLL,
+                severity=WARNING,
+                message=(
+                    f"{label}: {file} loads {late.name} by name at its first CUDA call, and it "
+                    "is found nowhere, whether torch is imported first or not "
+                    f'("Library {late.name} is not found or cannot be loaded")'
+                    + _built([late.name], torch_major)
+                ),
+                missing=late.name,
+                path=library,
+                package=kind.package,
+                hints=_pin(kind, [late.name], torch_major, hints)
+                + _wheels([late.name], torch_major, hints),
+                rank=RANK,
+            )
+        )
+    alone_found = {late.name.lower() for late in solo.late if late.path and not late.winerror}
+    by_torch = [
+        late
+        for late in after.late
+        if late.path and late.via == "loaded" and late.name.lower() not in alone_found
+    ]
+    if solo.ok and not by_torch:
+        return findings
+    if not solo.ok:
+        needs = solo.missing()
+        if not needs:  # not a missing DLL: another failure, not an order question
+            return findings
+        where = [after.load.modules.get(n.lower()) for n in needs]
+        folders = [r.path for r in where if r is not None and r.path and r.via == "loaded"]
+        when = f"{file} itself does not load (WinError 126: {', '.join(needs)} not found)" + _said(
+            kind, 126, file
+        )
+    else:
+        needs = [late.name for late in by_torch]
+        folders = [late.path for late in by_torch if late.path]
+        when = f"its first CUDA call cannot find {', '.join(needs)}"
+    dirs = list(dict.fromkeys(ntpath.dirname(p) for p in folders))
+    findings.append(
+        Finding(
+            code=Code.NEIGHBOUR_LOAD_ORDER,
+            severity=WARNING,
+            message=(
+                f"{label}: {kind.role} ({file}) finds {', '.join(needs)} only because torch "
+                f"loaded {'it' if len(needs) == 1 else 'them'} first"
+                + (f" (from {', '.join(dirs)})" if dirs else "")
+                + f"; in a process that has not imported torch, {when}. Import torch first"
+            ),
+            missing=needs[0],
+            path=library,
+            package=kind.package,
+            hints=_order_hints(kind, neighbour.version, needs, torch_major, hints),
+            rank=RANK,
+        )
+    )
+    return findings
+
+
+def _said(kind: Kind, winerror: int, file: str) -> str:
+    """What the package prints, quoted from its own messages."""
+    if kind.module != "onnxruntime":
+        return ""
+    return (
+        f' (onnxruntime: "LoadLibrary failed with error {winerror} ... when trying to load '
+        f'{file}", then "Failed to create CUDAExecutionProvider" and the CPU)'
+    )
+
+
+def _order_hints(
+    kind: Kind, version: str, needs: list[str], torch_major: str | None, hints: HintContext
+) -> tuple[RepairHint, ...]:
+    found = [
+        RepairHint(
+            f"import torch before {kind.module} first uses CUDA (the order that works)",
+            (f"import torch  # then: import {kind.module}",),
+        )
+    ]
+    if kind.module == "onnxruntime" and _at_least(version, (1, 21)):
+        found.append(
+            RepairHint(
+                "or, without torch, let onnxruntime load the CUDA and cuDNN DLLs first "
+                "(onnxruntime-gpu 1.21+: torch's lib folder when torch's CUDA major matches, "
+                "else the NVIDIA wheels' bin folders)",
+                ("import onnxruntime; onnxruntime.preload_dlls()",),
+            )
+        )
+    return (*found, *_wheels(needs, torch_major, hints, "or install"))
+
+
+def _wheels(
+    names: list[str], torch_major: str | None, hints: HintContext, verb: str = "install"
+) -> tuple[RepairHint, ...]:
+    wheels = list(
+        dict.fromkeys(w for n in names if (w := windows_wheel(n, _major(n, torch_major))))
+    )
+    if not wheels:
+        return ()
+    return (
+        RepairHint(
+            f"{verb} NVIDIA's wheels that ship {', '.join(names)} for Windows",
+            (hints.pip("install", *wheels),),
+        ),
+    )
+
+
+def _built(names: list[str], torch_major: str | None) -> str:
+    majors = {m for n in names if (m := windows_cuda_major(n)) is not None}
+    if len(majors) != 1 or torch_major is None or str(next(iter(majors))) == torch_major:
+        return ""
+    built = next(iter(majors))
+    return f"; it was built for CUDA {built}, and this torch is a CUDA {torch_major} build"
+
+
+def _pin(
+    kind: Kind, names: list[str], torch_major: str | None, hints: HintContext
+) -> tuple[RepairHint, ...]:
+    majors = {m for n in names if (m := windows_cuda_major(n)) is not None}
+    if not majors or torch_major is None or not torch_major.isdigit():
+        return ()
+    if majors == {int(torch_major)}:
+        return ()
+    pin = pin_for(kind, int(torch_major))
+    if pin is None:
+        return ()
+    return (
+        RepairHint(
+            f"install the {kind.package} built for CUDA {torch_major}, like this torch",
+            (hints.pip("install", f'"{pin}"'),),
+        ),
+    )
+
+
+def _major(name: str, torch_major: str | None) -> str | None:
+    """The CUDA major whose wheel ships ``name``: its own (``cublas64_11.dll``), else torch's."""
+    own = windows_cuda_major(name)
+    return str(own) if own is not None else torch_major
+
+
+def _torch_major(hints: HintContext) -> str | None:
+    cuda = hints.cuda
+    if not cuda:
+        return None
+    major = cuda.split(".", 1)[0]
+    return major if major.isdigit() else None
+
+
+def _at_least(version: str, wanted: tuple[int, int]) -> bool:
+    parts = version.split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= wanted
+    except (IndexError, ValueError):
+        return False
