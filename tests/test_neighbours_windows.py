@@ -220,3 +220,25 @@ def test_names_and_wheels(name: str, major: int | None, wheel: str) -> None:
     assert windows_cuda_major(name) == major
     assert windows_wheel(name, "11" if major == 11 else "12") == wheel
     assert windows_wheel("cublas64_13.dll", "13") == "nvidia-cublas"
+
+
+def test_a_copy_torch_loaded_that_lacks_a_symbol_breaks_the_torch_first_order(
+    tmp_path: Path,
+) -> None:
+    """The reverse order: alone the provider binds to the cuBLAS on PATH; after torch, to
+    torch's copy, which lacks what it takes (WinError 127)."""
+    site = cuda_torch(tmp_path / "site")
+    files = {
+        PROVIDER: build_pe(
+            ["cublas64_12.dll", *KERNEL], symbols={"cublas64_12.dll": ["cublasNewerCall"]}
+        ),
+        "onnxruntime/__init__.py": b"",
+    }
+    write_tree(site, companion("onnxruntime-gpu", "1.22.0", files, {}))
+    newer = build_pe(["cublasLt64_12.dll", *KERNEL], exports=("cublasNewerCall",))
+    write_tree(site, {"nvidia/cublas/bin/cublas64_12.dll": newer})
+    write_tree(site, {"nvidia/cublas/bin/cublasLt64_12.dll": build_pe(KERNEL)})
+    (finding,) = of(run(site, tmp_path, path=["nvidia/cublas/bin"]), "onnxruntime-gpu")
+    assert finding.code == Code.NEIGHBOUR_LOAD_ORDER and not finding.is_error
+    assert "not after `import torch`: WinError 127 on cublas64_12.dll" in finding.message
+    assert "torch\\lib" in finding.message

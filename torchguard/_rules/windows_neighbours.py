@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from torchguard._facts.neighbours import Kind, pin_for, windows_cuda_major, windows_wheel
 from torchguard._facts.vocab import Code
-from torchguard._platforms.windows.neighbours import NeighbourReplay
+from torchguard._platforms.windows.neighbours import NeighbourReplay, Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import HintContext
@@ -39,14 +39,16 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
     label = f"{kind.package} {neighbour.version}"
     file = ntpath.basename(library)
     torch_major = _torch_major(hints)
+    if not after.ok and solo.ok:
+        return [_torch_first_breaks(replay, label, file)]
     if not after.ok:
         missing = after.missing()
         what = (
             f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} found nowhere"
             if missing
-            else f"WinError {after.load.winerror}"
+            else f"WinError {after.load.winerror} ({_failed(after)})"
         )
-        leaf = missing[0] if missing else file
+        leaf = missing[0] if missing else _failed(after)
         return [
             Finding(
                 code=Code.MISSING_DLL,
@@ -126,6 +128,38 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
     return findings
 
 
+def _torch_first_breaks(replay: NeighbourReplay, label: str, file: str) -> Finding:
+    """The reverse order: alone it loads, after torch one of its imports binds to a module
+    torch loaded that lacks what it takes (WinError 127: another cuDNN or cuBLAS minor)."""
+    kind, after = replay.neighbour.kind, replay.after
+    leaf = _failed(after)
+    bound = after.load.modules.get(leaf.lower())
+    where = f" (torch's copy, {bound.path})" if bound is not None and bound.path else ""
+    return Finding(
+        code=Code.NEIGHBOUR_LOAD_ORDER,
+        severity=WARNING,
+        message=f"{label}: {kind.role} ({file}) loads in a process without torch, but not after "
+        f"`import torch`: WinError {after.load.winerror} on {leaf}{where}"
+        + _said(kind, after.load.winerror or 127, file),
+        missing=leaf,
+        path=replay.neighbour.library,
+        package=kind.package,
+        hints=(
+            RepairHint(
+                f"install the {kind.package} built for the CUDA and cuDNN this torch ships, or "
+                f"use {kind.module}'s CUDA before importing torch",
+            ),
+        ),
+        rank=RANK,
+    )
+
+
+def _failed(order: Order) -> str:
+    """The DLL of the first hard failure: what the loader reports."""
+    hard = [f for f in order.load.failures if not f.delay]
+    return hard[0].leaf if hard else ntpath.basename(order.load.root)
+
+
 def _said(kind: Kind, winerror: int, file: str) -> str:
     """What the package prints, quoted from its own messages."""
     if kind.module != "onnxruntime":
@@ -167,7 +201,9 @@ def _wheels(
         return ()
     return (
         RepairHint(
-            f"{verb} NVIDIA's wheels that ship {', '.join(names)} for Windows",
+            f"{verb} NVIDIA's wheels that ship {', '.join(names)} for Windows, and put their "
+            "nvidia\\...\\bin folders on PATH before Python starts (its load does not search "
+            "os.add_dll_directory folders)",
             (hints.pip("install", *wheels),),
         ),
     )
