@@ -242,3 +242,27 @@ def test_a_copy_torch_loaded_that_lacks_a_symbol_breaks_the_torch_first_order(
     assert finding.code == Code.NEIGHBOUR_LOAD_ORDER and not finding.is_error
     assert "not after `import torch`: WinError 127 on cublas64_12.dll" in finding.message
     assert "torch\\lib" in finding.message
+
+
+def test_preload_dlls_is_replayed_from_the_nvidia_wheels_installed(tmp_path: Path) -> None:
+    """onnxruntime 1.21+'s ``preload_dlls()`` loads ``nvidia\\<part>\\bin`` files by full path:
+    with the NVIDIA wheel installed (not on PATH) the provider then loads without torch."""
+    site = cuda_torch(tmp_path / "site")
+    onnxruntime(site, ["cublas64_12.dll"])
+    bin_dir = "nvidia/cublas/bin"
+    write_tree(site, {f"{bin_dir}/cublas64_12.dll": build_pe(["cublasLt64_12.dll", *KERNEL])})
+    write_tree(site, {f"{bin_dir}/cublasLt64_12.dll": build_pe(KERNEL)})
+    (finding,) = of(run(site, tmp_path), "onnxruntime-gpu")
+    assert finding.code == Code.NEIGHBOUR_LOAD_ORDER  # alone, without the preload, still 126
+    summaries = [h.summary for h in finding.hints]
+    assert any("provider then loads (replayed)" in s for s in summaries)
+    assert not any("pip" in c for h in finding.hints for c in h.commands)
+
+
+def test_without_the_wheels_the_preload_hint_installs_them_first(tmp_path: Path) -> None:
+    site = cuda_torch(tmp_path / "site")
+    onnxruntime(site, ["cublas64_12.dll"])
+    (finding,) = of(run(site, tmp_path), "onnxruntime-gpu")
+    (preload,) = [h for h in finding.hints if "preload_dlls()" in " ".join(h.commands)]
+    assert "none is installed here now" in preload.summary
+    assert preload.commands[0].endswith("pip install nvidia-cublas-cu12")

@@ -158,3 +158,59 @@ def test_each_order_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     # a folder registered with os.add_dll_directory is not searched by either call
     assert (real["provider_registered"], real["ct2_registered"]) == (126, 126), real
     assert [(r[1], r[3]) for r in rows] == [(r[2], True) for r in rows], real
+
+
+PRELOAD = """
+import ctypes, json, os
+from ctypes import wintypes
+k = ctypes.WinDLL("kernel32", use_last_error=True)
+k.LoadLibraryExW.restype = wintypes.HMODULE
+k.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
+def altered(path):
+    return 0 if k.LoadLibraryExW(path, None, 0x8) else ctypes.get_last_error()
+out = {{"before": altered({provider!r})}}
+for path in {preload!r}:  # what onnxruntime.preload_dlls() does with the files it finds
+    if os.path.isfile(path):
+        ctypes.CDLL(path)
+out["preloaded"] = altered({provider!r})
+print("TG-JSON " + json.dumps(out))
+"""
+
+
+def test_preload_dlls_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
+    """The NVIDIA wheel's cuBLAS installed (not on PATH), no torch loaded: the provider fails
+    until its copies are loaded by full path in ``preload_dlls()``'s order, then loads."""
+    from torchguard._facts.neighbours import PRELOAD_WINDOWS_CUDA12
+
+    site = _site(wine_env.scenarios / "neighbours-preload" / "site-packages", CUBLAS)
+    nvidia = site / "nvidia" / "cublas" / "bin"
+    write_tree(nvidia, {CUBLAS: _dll("cublasLt64_12.dll"), "cublasLt64_12.dll": _dll()})
+    system = offline_windows([str(site)], system32_dirs=[str(system32(tmp_path / "s32"))])
+    try:
+        report = analyze(system, cache=user_cache())
+    finally:
+        system.close()
+    (finding,) = [f for f in report.findings if f.package == "onnxruntime-gpu"]
+    said = any("provider then loads (replayed)" in h.summary for h in finding.hints)
+    paths = [
+        wine_env.to_windows(site / "nvidia" / part / "bin" / name)
+        for part, name in PRELOAD_WINDOWS_CUDA12
+    ]
+    capi = site / "onnxruntime" / "capi" / "onnxruntime_providers_cuda.dll"
+    code = PRELOAD.format(provider=wine_env.to_windows(capi), preload=paths)
+    real = parse(wine_env.run(code, site, timeout=300))
+    agree = said and real == {"before": 126, "preloaded": 0}
+    ROWS.append(
+        {
+            "scenario": "onnxruntime-gpu 1.22 provider, NVIDIA cuBLAS wheel installed, no torch",
+            "verdict": f"{finding.code}, preload_dlls() hint replayed"
+            if said
+            else str(finding.code),
+            "predicted": "126, then loads after preload_dlls()",
+            "real": f"WinError: before {real['before']}, after the preload {real['preloaded']}",
+            "wine": "-",
+            "agree": "yes" if agree else "**NO**",
+        }
+    )
+    assert finding.code == Code.NEIGHBOUR_LOAD_ORDER and said, finding
+    assert real == {"before": 126, "preloaded": 0}, real

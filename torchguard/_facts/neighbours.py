@@ -94,6 +94,24 @@ def pin_for(kind: Kind, major: int) -> str | None:
     return next((pin for cuda, pin in kind.pins if cuda == major), None)
 
 
+#: What ``onnxruntime.preload_dlls()`` loads on Windows for a CUDA 12 build, in its order, as
+#: (``nvidia\\<part>\\bin`` of the NVIDIA wheels, name): by full path where the file is, then by
+#: name (``ctypes.CDLL``) where it is not. The list of its first release (1.21); later releases
+#: load more cuDNN sub-libraries after these, and torch's ``lib`` copies instead when torch's
+#: CUDA major matches (onnxruntime's ``__init__.py``, read at both shapes).
+PRELOAD_WINDOWS_CUDA12 = (
+    ("cublas", "cublasLt64_12.dll"),
+    ("cublas", "cublas64_12.dll"),
+    ("cufft", "cufft64_11.dll"),
+    ("cuda_runtime", "cudart64_12.dll"),
+    ("cudnn", "cudnn_graph64_9.dll"),
+    ("cudnn", "cudnn64_9.dll"),
+)
+
+#: The first onnxruntime-gpu release with ``preload_dlls()``.
+PRELOAD_SINCE = (1, 21)
+
+
 #: Windows CUDA DLL stems -> the NVIDIA wheel part that ships them (``nvidia\\<part>\\bin``).
 _WINDOWS_WHEELS = {
     "cublas": "cublas",

@@ -121,7 +121,7 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
             missing=needs[0],
             path=library,
             package=kind.package,
-            hints=_order_hints(kind, neighbour.version, needs, torch_major, hints),
+            hints=_order_hints(replay, needs, torch_major, hints),
             rank=RANK,
         )
     )
@@ -171,24 +171,53 @@ def _said(kind: Kind, winerror: int, file: str) -> str:
 
 
 def _order_hints(
-    kind: Kind, version: str, needs: list[str], torch_major: str | None, hints: HintContext
+    replay: NeighbourReplay, needs: list[str], torch_major: str | None, hints: HintContext
 ) -> tuple[RepairHint, ...]:
+    kind, version = replay.neighbour.kind, replay.neighbour.version
     found = [
         RepairHint(
             f"import torch before {kind.module} first uses CUDA (the order that works)",
             (f"import torch  # then: import {kind.module}",),
         )
     ]
-    if kind.module == "onnxruntime" and _at_least(version, (1, 21)):
+    preload = "import onnxruntime; onnxruntime.preload_dlls()"
+    preloaded = replay.preloaded
+    if preloaded is not None and preloaded.ok:
+        found.append(
+            RepairHint(
+                "or, without torch, call onnxruntime.preload_dlls() before the first session: "
+                "it loads the NVIDIA wheels' copies installed here by full path, and the "
+                "provider then loads (replayed)",
+                (preload,),
+            )
+        )
+        return tuple(found)
+    if preloaded is not None:
+        wheels = _wheel_names(needs, torch_major)
+        if wheels:
+            found.append(
+                RepairHint(
+                    "or, without torch, install NVIDIA's wheels and call "
+                    "onnxruntime.preload_dlls() before the first session (it loads their "
+                    "nvidia\\<part>\\bin copies by full path; none is installed here now)",
+                    (hints.pip("install", *wheels), preload),
+                )
+            )
+            return tuple(found)
+    elif kind.module == "onnxruntime" and _at_least(version, (1, 21)):
         found.append(
             RepairHint(
                 "or, without torch, let onnxruntime load the CUDA and cuDNN DLLs first "
                 "(onnxruntime-gpu 1.21+: torch's lib folder when torch's CUDA major matches, "
                 "else the NVIDIA wheels' bin folders)",
-                ("import onnxruntime; onnxruntime.preload_dlls()",),
+                (preload,),
             )
         )
     return (*found, *_wheels(needs, torch_major, hints, "or install"))
+
+
+def _wheel_names(names: list[str], torch_major: str | None) -> list[str]:
+    return list(dict.fromkeys(w for n in names if (w := windows_wheel(n, _major(n, torch_major)))))
 
 
 def _wheels(

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from torchguard._binary.cache import FactsCache
+from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.names import cuda_dll_names
-from torchguard._facts.neighbours import KINDS, Kind
+from torchguard._facts.neighbours import KINDS, PRELOAD_SINCE, PRELOAD_WINDOWS_CUDA12, Kind
 from torchguard._facts.vocab import Step
 from torchguard._platforms.windows.dists import InstalledDist
 from torchguard._platforms.windows.loader import (
@@ -41,6 +42,8 @@ class Neighbour:
     kind: Kind
     version: str
     library: str
+    site: str = ""
+    """The site folder it is installed in (where the NVIDIA wheels' ``nvidia`` folder lies)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class NeighbourReplay:
     neighbour: Neighbour
     after: Order
     solo: Order
+    preloaded: Order | None = None
+    """Without torch, after ``onnxruntime.preload_dlls()`` (None: the release has none, or
+    its provider is not a CUDA 12 build)."""
 
 
 def find_neighbours(tree: WinTree, dists: Sequence[InstalledDist]) -> list[Neighbour]:
@@ -94,7 +100,7 @@ def find_neighbours(tree: WinTree, dists: Sequence[InstalledDist]) -> list[Neigh
         folder = join(dist.site_dir, *kind.windows[:-1])
         hit = tree.lookup(folder, kind.windows[-1])
         if hit is not None:  # a CPU-only build has no such library
-            found.append(Neighbour(kind, dist.version, join(folder, hit[0])))
+            found.append(Neighbour(kind, dist.version, join(folder, hit[0]), dist.site_dir))
     return found
 
 
@@ -207,14 +213,61 @@ def replay_neighbours(
                 cache.put_derived(_NAMES, key, list(names))
         after = replace(process, loaded=dict(process.loaded))
         solo = alone(process, system.loaded, system.registered_dirs)
+        solo_order = replay_order(solo, neighbour, names, path_dirs, environ, cwd)
+        preloaded = None
+        if not solo_order.ok and preloads(neighbour, process):
+            fresh = alone(process, system.loaded, system.registered_dirs)
+            preload(fresh, neighbour.site)
+            preloaded = replay_order(fresh, neighbour, names, path_dirs, environ, cwd)
         replays.append(
             NeighbourReplay(
                 neighbour,
                 replay_order(after, neighbour, names, path_dirs, environ, cwd),
-                replay_order(solo, neighbour, names, path_dirs, environ, cwd),
+                solo_order,
+                preloaded,
             )
         )
     return tuple(replays)
+
+
+def preloads(neighbour: Neighbour, process: LoaderModel) -> bool:
+    """Whether ``onnxruntime.preload_dlls()`` exists in this release and preloads for its
+    provider: a CUDA 12 build (read from the provider's ``cublas64_12.dll`` import)."""
+    if neighbour.kind.module != "onnxruntime" or not _at_least(neighbour.version, PRELOAD_SINCE):
+        return False
+    try:
+        imports = process.facts(neighbour.library).imports
+    except ImageUnavailable:
+        return False
+    return any(name.lower() == "cublas64_12.dll" for name in imports)
+
+
+def preload(process: LoaderModel, site: str) -> None:
+    """``onnxruntime.preload_dlls()`` in a process without torch: each NVIDIA wheel file by
+    full path (``ctypes.CDLL``: its folder, python.exe's, the registered folders, System32),
+    then each name not loaded from there by name (the same folders, without its own)."""
+    by_name = (
+        (process.app_dir, APP_DIR),
+        *((folder, USER_DIR) for folder in process.user_dirs),
+        (process.system32, Step.SYSTEM32),
+    )
+    for part, name in PRELOAD_WINDOWS_CUDA12:
+        folder = join(site, "nvidia", part, "bin")
+        hit = process.tree.lookup(folder, name)
+        if hit is not None:
+            process.load(join(folder, hit[0]))
+            continue
+        resolution = process.resolve(name, "", by_name)
+        if resolution.path is not None and resolution.via != Step.LOADED:
+            process.load(resolution.path, by_name)
+
+
+def _at_least(version: str, wanted: tuple[int, int]) -> bool:
+    parts = version.split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= wanted
+    except (IndexError, ValueError):
+        return False
 
 
 _NAMES = "neighbour-cuda-names"
