@@ -7,17 +7,19 @@ ctranslate2 makes, run here on the name read from the stand-in), an older provid
 ``cublas64_11.dll``, and ``cublas64_12.dll`` in a fake CUDA torch's ``torch\\lib``. One Windows
 process runs every case: first without torch's copy loaded (order B), then with ``torch\\lib``
 registered by ``os.add_dll_directory`` (still order B: neither call searches such folders),
-then after loading torch's copy by full path as torch's preload does (order A). torchguard's prediction (an offline scan of the
+then after loading torch's copy by full path as torch's preload does (order A). Before any of
+it, ``torchguard.diagnose()`` runs live in that process and must say what the offline scan says. torchguard's prediction (an offline scan of the
 same files, on the host) must match both orders. Wine judges a missing DLL (126) as Windows.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from conftest import ROWS
-from fakes import TORCH_241_GRAPH, FakeTorch, companion, system32, write_tree
+from fakes import FakeTorch, companion, system32, write_tree
 from pe_builder import build_pe
 from wine import WineEnv, parse
 
@@ -38,13 +40,18 @@ def _dll(*imports: str) -> bytes:
 
 
 def _site(root: Path, provider_imports: str) -> Path:
-    graph = dict(TORCH_241_GRAPH)
-    graph["torch_cuda.dll"] = (CUBLAS, "torch_cpu.dll", "KERNEL32.dll")
-    extra = {
-        f"torch/lib/{CUBLAS}": _dll("cublasLt64_12.dll"),
-        "torch/lib/cublasLt64_12.dll": _dll(),
+    """A fake CUDA torch small enough to load for real: every binary takes only
+    ``GetLastError`` from kernel32 and its default symbol from the fakes."""
+    graph = {
+        "torch_python.dll": ("torch_cuda.dll",),
+        "torch_cuda.dll": (CUBLAS,),
+        CUBLAS: ("cublasLt64_12.dll",),
+        "cublasLt64_12.dll": (),
     }
-    site = FakeTorch(version="2.4.1+cu124", cuda="12.4", graph=graph, extra=extra).write(root)
+    extra = {f"torch/lib/{name}": _dll(*imports) for name, imports in graph.items()}
+    extra["torch/_C.cp311-win_amd64.pyd"] = _dll("torch_python.dll")
+    files = dict.fromkeys(graph, ())  # each written from ``extra``
+    site = FakeTorch(version="2.4.1+cu124", cuda="12.4", graph=files, extra=extra).write(root)
     provider = {
         "onnxruntime/capi/onnxruntime_providers_cuda.dll": _dll(
             provider_imports, "onnxruntime_providers_shared.dll"
@@ -61,6 +68,19 @@ def _site(root: Path, provider_imports: str) -> Path:
     }
     write_tree(site, companion("ctranslate2", "4.8.5", ct2, {}))
     return site
+
+
+#: What ``import torchguard`` needs in the Windows process, from the pristine site.
+DEPENDENCIES = ("pefile.py", "ordlookup", "packaging", "platformdirs")
+
+
+def _with_dependencies(env: WineEnv, site: Path) -> None:
+    for name in DEPENDENCIES:
+        source = env.site / name
+        if source.is_dir():
+            shutil.copytree(source, site / name, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, site / name)
 
 
 def _predicted(site: Path, tmp: Path) -> dict[str, str]:
@@ -89,7 +109,10 @@ def altered(path):
     return outcome(k.LoadLibraryExW(path, None, 0x8))
 def by_name(name):
     return outcome(k.LoadLibraryA(name.encode()))
-out = {{}}
+import torchguard  # live, before anything is loaded: what doctor and ensure() say here
+report = torchguard.diagnose()
+out = {{"live": {{f.package: str(f.code) for f in report.findings
+                 if f.package in ("onnxruntime-gpu", "ctranslate2")}}}}
 for order in ("alone", "registered", "after"):
     if order == "registered":  # what torch's import does first: its folder registered
         import os
@@ -107,6 +130,7 @@ def test_each_order_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     root = wine_env.scenarios / "neighbours"
     site = _site(root / "site-packages", CUBLAS)
     old = _site(root / "old" / "site-packages", "cublas64_11.dll")
+    _with_dependencies(wine_env, site)
     predicted = _predicted(site, tmp_path / "s32")
     predicted_old = _predicted(old, tmp_path / "s32")
     capi = "onnxruntime/capi/onnxruntime_providers_cuda.dll"
@@ -155,6 +179,7 @@ def test_each_order_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
             }
         )
     assert real["torch_copy"] == 0, real
+    assert real["live"] == predicted, real  # live analysis in the real process, as offline
     # a folder registered with os.add_dll_directory is not searched by either call
     assert (real["provider_registered"], real["ct2_registered"]) == (126, 126), real
     assert [(r[1], r[3]) for r in rows] == [(r[2], True) for r in rows], real
