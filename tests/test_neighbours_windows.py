@@ -266,3 +266,12 @@ def test_without_the_wheels_the_preload_hint_installs_them_first(tmp_path: Path)
     (preload,) = [h for h in finding.hints if "preload_dlls()" in " ".join(h.commands)]
     assert "none is installed here now" in preload.summary
     assert preload.commands[0].endswith("pip install nvidia-cublas-cu12")
+
+
+def test_a_damaged_library_is_a_warning_not_a_traceback(tmp_path: Path) -> None:
+    site = cuda_torch(tmp_path / "site")
+    files = {"ctranslate2/ctranslate2.dll": b"MZ" + b"\0" * 100, "ctranslate2/__init__.py": b""}
+    write_tree(site, companion("ctranslate2", "4.8.5", files, {}))
+    (finding,) = of(run(site, tmp_path), "ctranslate2")
+    assert finding.code == Code.CORRUPT_DLL and not finding.is_error
+    assert "WinError 193 (ctranslate2.dll)" in finding.message

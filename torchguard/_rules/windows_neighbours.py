@@ -16,13 +16,20 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Iterator
 
-from torchguard._facts.neighbours import Kind, pin_for, windows_cuda_major, windows_wheel
-from torchguard._facts.vocab import Code
+from torchguard._facts.neighbours import Kind
+from torchguard._facts.vocab import Code, FailureKind
 from torchguard._platforms.windows.neighbours import NeighbourReplay, Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import HintContext
 from torchguard._rules.registry import WINDOWS, rule
+from torchguard._rules.windows_neighbour_hints import (
+    built,
+    cuda_major_of,
+    order_hints,
+    pin,
+    wheel_hints,
+)
 
 RANK = 140
 
@@ -38,7 +45,7 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
     kind, library = neighbour.kind, neighbour.library
     label = f"{kind.package} {neighbour.version}"
     file = ntpath.basename(library)
-    torch_major = _torch_major(hints)
+    torch_major = cuda_major_of(hints)
     if not after.ok and solo.ok:
         return [_torch_first_breaks(replay, label, file)]
     if not after.ok:
@@ -51,17 +58,17 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
         leaf = missing[0] if missing else _failed(after)
         return [
             Finding(
-                code=Code.MISSING_DLL,
+                code=Code.MISSING_DLL if missing else _code(after),
                 severity=WARNING,
                 message=f"{label}: {kind.role} ({file}) does not load even after `import "
                 f"torch`: {what}, whether torch is imported first or not"
-                + _built(missing, torch_major)
+                + built(missing, torch_major)
                 + _said(kind, after.load.winerror or 126, file),
                 missing=leaf,
                 path=library,
                 package=kind.package,
-                hints=_pin(kind, missing, torch_major, hints)
-                + _wheels(missing, torch_major, hints),
+                hints=pin(kind, missing, torch_major, hints)
+                + wheel_hints(missing, torch_major, hints),
                 rank=RANK,
             )
         ]
@@ -76,13 +83,13 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
                     f"{label}: {file} loads {late.name} by name at its first CUDA call, and it "
                     "is found nowhere, whether torch is imported first or not "
                     f'("Library {late.name} is not found or cannot be loaded")'
-                    + _built([late.name], torch_major)
+                    + built([late.name], torch_major)
                 ),
                 missing=late.name,
                 path=library,
                 package=kind.package,
-                hints=_pin(kind, [late.name], torch_major, hints)
-                + _wheels([late.name], torch_major, hints),
+                hints=pin(kind, [late.name], torch_major, hints)
+                + wheel_hints([late.name], torch_major, hints),
                 rank=RANK,
             )
         )
@@ -121,7 +128,7 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
             missing=needs[0],
             path=library,
             package=kind.package,
-            hints=_order_hints(replay, needs, torch_major, hints),
+            hints=order_hints(replay, needs, torch_major, hints),
             rank=RANK,
         )
     )
@@ -154,6 +161,20 @@ def _torch_first_breaks(replay: NeighbourReplay, label: str, file: str) -> Findi
     )
 
 
+def _code(order: Order) -> Code:
+    """The finding code of the first hard failure that is not a missing DLL."""
+    hard = [f for f in order.load.failures if not f.delay]
+    return _CODES.get(hard[0].kind, Code.MISSING_DLL) if hard else Code.MISSING_DLL
+
+
+_CODES = {
+    FailureKind.CORRUPT: Code.CORRUPT_DLL,
+    FailureKind.ARCH: Code.ARCH_MISMATCH,
+    FailureKind.SYMBOL: Code.MISSING_SYMBOL,
+    FailureKind.INIT: Code.RUNTIME_TOO_OLD,
+}
+
+
 def _failed(order: Order) -> str:
     """The DLL of the first hard failure: what the loader reports."""
     hard = [f for f in order.load.failures if not f.delay]
@@ -168,120 +189,3 @@ def _said(kind: Kind, winerror: int, file: str) -> str:
         f' (onnxruntime: "LoadLibrary failed with error {winerror} ... when trying to load '
         f'{file}", then "Failed to create CUDAExecutionProvider" and the CPU)'
     )
-
-
-def _order_hints(
-    replay: NeighbourReplay, needs: list[str], torch_major: str | None, hints: HintContext
-) -> tuple[RepairHint, ...]:
-    kind, version = replay.neighbour.kind, replay.neighbour.version
-    found = [
-        RepairHint(
-            f"import torch before {kind.module} first uses CUDA (the order that works)",
-            (f"import torch  # then: import {kind.module}",),
-        )
-    ]
-    preload = "import onnxruntime; onnxruntime.preload_dlls()"
-    preloaded = replay.preloaded
-    if preloaded is not None and preloaded.ok:
-        found.append(
-            RepairHint(
-                "or, without torch, call onnxruntime.preload_dlls() before the first session: "
-                "it loads the NVIDIA wheels' copies installed here by full path, and the "
-                "provider then loads (replayed)",
-                (preload,),
-            )
-        )
-        return tuple(found)
-    if preloaded is not None:
-        wheels = _wheel_names(needs, torch_major)
-        if wheels:
-            found.append(
-                RepairHint(
-                    "or, without torch, install NVIDIA's wheels and call "
-                    "onnxruntime.preload_dlls() before the first session (it loads their "
-                    "nvidia\\<part>\\bin copies by full path; none is installed here now)",
-                    (hints.pip("install", *wheels), preload),
-                )
-            )
-            return tuple(found)
-    elif kind.module == "onnxruntime" and _at_least(version, (1, 21)):
-        found.append(
-            RepairHint(
-                "or, without torch, let onnxruntime load the CUDA and cuDNN DLLs first "
-                "(onnxruntime-gpu 1.21+: torch's lib folder when torch's CUDA major matches, "
-                "else the NVIDIA wheels' bin folders)",
-                (preload,),
-            )
-        )
-    return (*found, *_wheels(needs, torch_major, hints, "or install"))
-
-
-def _wheel_names(names: list[str], torch_major: str | None) -> list[str]:
-    return list(dict.fromkeys(w for n in names if (w := windows_wheel(n, _major(n, torch_major)))))
-
-
-def _wheels(
-    names: list[str], torch_major: str | None, hints: HintContext, verb: str = "install"
-) -> tuple[RepairHint, ...]:
-    wheels = list(
-        dict.fromkeys(w for n in names if (w := windows_wheel(n, _major(n, torch_major))))
-    )
-    if not wheels:
-        return ()
-    return (
-        RepairHint(
-            f"{verb} NVIDIA's wheels that ship {', '.join(names)} for Windows, and put their "
-            "nvidia\\...\\bin folders on PATH before Python starts (its load does not search "
-            "os.add_dll_directory folders)",
-            (hints.pip("install", *wheels),),
-        ),
-    )
-
-
-def _built(names: list[str], torch_major: str | None) -> str:
-    majors = {m for n in names if (m := windows_cuda_major(n)) is not None}
-    if len(majors) != 1 or torch_major is None or str(next(iter(majors))) == torch_major:
-        return ""
-    built = next(iter(majors))
-    return f"; it was built for CUDA {built}, and this torch is a CUDA {torch_major} build"
-
-
-def _pin(
-    kind: Kind, names: list[str], torch_major: str | None, hints: HintContext
-) -> tuple[RepairHint, ...]:
-    majors = {m for n in names if (m := windows_cuda_major(n)) is not None}
-    if not majors or torch_major is None or not torch_major.isdigit():
-        return ()
-    if majors == {int(torch_major)}:
-        return ()
-    pin = pin_for(kind, int(torch_major))
-    if pin is None:
-        return ()
-    return (
-        RepairHint(
-            f"install the {kind.package} built for CUDA {torch_major}, like this torch",
-            (hints.pip("install", f'"{pin}"'),),
-        ),
-    )
-
-
-def _major(name: str, torch_major: str | None) -> str | None:
-    """The CUDA major whose wheel ships ``name``: its own (``cublas64_11.dll``), else torch's."""
-    own = windows_cuda_major(name)
-    return str(own) if own is not None else torch_major
-
-
-def _torch_major(hints: HintContext) -> str | None:
-    cuda = hints.cuda
-    if not cuda:
-        return None
-    major = cuda.split(".", 1)[0]
-    return major if major.isdigit() else None
-
-
-def _at_least(version: str, wanted: tuple[int, int]) -> bool:
-    parts = version.split(".")
-    try:
-        return (int(parts[0]), int(parts[1])) >= wanted
-    except (IndexError, ValueError):
-        return False
