@@ -140,3 +140,33 @@ def test_unreadable_metadata_gives_unpinned_hints(tmp_path: Path) -> None:
     (site / "torch-2.9.1.dist-info" / "METADATA").write_bytes(b"\xff\xfe broken")
     assert torch_requirements(str(site / "torch")).pins == {}
     assert torch_requirements(str(tmp_path / "nowhere" / "torch")) == TorchRequirements()
+
+
+def test_x86_64_only_pins_do_not_apply_on_aarch64() -> None:
+    """torch 2.9.1 pins triton and the NVIDIA wheels for x86-64 only: on aarch64 a hint must
+    not cite them (issue 24)."""
+    pins, _ = parse_pins(TORCH_291, "aarch64")
+    assert "triton" not in pins and "nvidia-cudnn-cu12" not in pins
+    assert "pywin32" not in pins
+    x86, _ = parse_pins(TORCH_291, "x86_64")
+    assert x86["triton"] == "3.5.1"
+    unmarked, _ = parse_pins(TORCH_2141, "aarch64")  # no machine clause: every machine
+    assert unmarked["nvidia-cudnn-cu13"] == "9.24.0.43"
+    other = 'Requires-Dist: foo==1.0; platform_system == "Linux" and platform_machine != "aarch64"'
+    assert parse_pins(other, "aarch64")[0] == {}
+    assert parse_pins(other, "x86_64")[0] == {"foo": "1.0"}
+
+
+def test_the_pins_read_follow_the_machine_judged(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    _metadata(site, TORCH_291)
+    assert "triton" not in torch_requirements(str(site / "torch"), "aarch64").pins
+    assert torch_requirements(str(site / "torch"), "x86_64").pins["triton"] == "3.5.1"
+    cache = LinuxCache(str(tmp_path / "cache"))
+    from torchguard._platforms.linux.cached import requirements
+
+    arm = requirements(str(site / "torch"), cache, machine="aarch64")
+    intel = requirements(str(site / "torch"), cache, machine="x86_64")
+    assert arm is not None and intel is not None
+    assert "triton" not in arm.pins and intel.pins["triton"] == "3.5.1"

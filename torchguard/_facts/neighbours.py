@@ -16,6 +16,23 @@ Pins, from the projects' own release notes and READMEs:
   1.19.0 to 1.26.0, ``libcublas.so.13`` from 1.27.0 (1.31.1: no cuDNN in ``DT_NEEDED``).
   ``onnxruntime.preload_dlls()`` (1.21.0+) loads the CUDA and cuDNN libraries of the NVIDIA
   wheels before the provider.
+
+Windows (read from the real wheels and the projects' sources):
+
+- onnxruntime-gpu loads ``onnxruntime\\capi\\onnxruntime_providers_cuda.dll`` with
+  ``LoadLibraryExW(path, LOAD_WITH_ALTERED_SEARCH_PATH)`` (``WindowsEnv::LoadDynamicLibrary``):
+  its imports are searched in that folder, System32, the Windows folders, the current directory
+  and PATH, never in ``os.add_dll_directory`` folders. The 1.15.1 provider imports
+  ``cublas64_11.dll``, ``cublasLt64_11.dll``, ``cudnn64_8.dll``, ``cufft64_10.dll`` and
+  ``cudart64_110.dll``; its Python code adds no folder. ``preload_dlls()`` (1.21+) loads torch's
+  ``lib`` copies when torch's CUDA major matches, else ``nvidia\\<part>\\bin\\<name>`` of the
+  NVIDIA wheels, by full path.
+- ctranslate2's ``__init__`` adds its folder with ``os.add_dll_directory`` and loads every
+  ``ctranslate2\\*.dll`` with ``ctypes.CDLL``; ``ctranslate2.dll`` then calls
+  ``LoadLibraryA("cublas64_12.dll")`` at its first CUDA call, after
+  ``SetDllDirectoryA(%CUDA_PATH%\\bin)`` when ``CUDA_PATH`` is set (its ``cublas_stub.cc``):
+  the standard search (python.exe's folder, that folder, System32, the Windows folders, the
+  current directory, PATH), after a module of that name already loaded.
 """
 
 from __future__ import annotations
@@ -35,6 +52,13 @@ class Kind:
     """What that library is, for messages."""
     pins: tuple[tuple[int, str], ...]
     """(CUDA major, the release series built for it) for hints."""
+    windows: tuple[str, ...] = ()
+    """Windows: the site-relative parts of the library it loads (none: not judged there)."""
+    windows_altered: bool = False
+    """Windows: loaded with ``LOAD_WITH_ALTERED_SEARCH_PATH`` (onnxruntime's provider), not
+    by ``ctypes.CDLL`` from the package's ``__init__``."""
+    windows_by_name: bool = False
+    """Windows: loads the CUDA DLL names kept in its data later with ``LoadLibraryA``."""
 
 
 KINDS: tuple[Kind, ...] = (
@@ -44,6 +68,8 @@ KINDS: tuple[Kind, ...] = (
         ("ctranslate2.libs/libctranslate2*.so*", "ctranslate2/libctranslate2.so*"),
         "its CUDA code (faster-whisper, whisperX)",
         ((11, "ctranslate2==3.24.0"), (12, "ctranslate2>=4.5")),
+        windows=("ctranslate2", "ctranslate2.dll"),
+        windows_by_name=True,
     ),
     Kind(
         "onnxruntime-gpu",
@@ -55,6 +81,8 @@ KINDS: tuple[Kind, ...] = (
             (12, "onnxruntime-gpu>=1.19,<1.27"),
             (13, "onnxruntime-gpu>=1.27"),
         ),
+        windows=("onnxruntime", "capi", "onnxruntime_providers_cuda.dll"),
+        windows_altered=True,
     ),
 )
 
@@ -64,3 +92,59 @@ LATE_FAMILIES = ("libcublas", "libcudnn", "libcudart", "libcufft", "libcurand", 
 
 def pin_for(kind: Kind, major: int) -> str | None:
     return next((pin for cuda, pin in kind.pins if cuda == major), None)
+
+
+#: What ``onnxruntime.preload_dlls()`` loads on Windows for a CUDA 12 build, in its order, as
+#: (``nvidia\\<part>\\bin`` of the NVIDIA wheels, name): by full path where the file is, then by
+#: name (``ctypes.CDLL``) where it is not. The list of its first release (1.21); later releases
+#: load more cuDNN sub-libraries after these, and torch's ``lib`` copies instead when torch's
+#: CUDA major matches (onnxruntime's ``__init__.py``, read at both shapes).
+PRELOAD_WINDOWS_CUDA12 = (
+    ("cublas", "cublasLt64_12.dll"),
+    ("cublas", "cublas64_12.dll"),
+    ("cufft", "cufft64_11.dll"),
+    ("cuda_runtime", "cudart64_12.dll"),
+    ("cudnn", "cudnn_graph64_9.dll"),
+    ("cudnn", "cudnn64_9.dll"),
+)
+
+#: The first onnxruntime-gpu release with ``preload_dlls()``.
+PRELOAD_SINCE = (1, 21)
+
+
+#: Windows CUDA DLL stems -> the NVIDIA wheel part that ships them (``nvidia\\<part>\\bin``).
+_WINDOWS_WHEELS = {
+    "cublas": "cublas",
+    "cublaslt": "cublas",
+    "cudnn": "cudnn",
+    "cudart": "cuda-runtime",
+    "cufft": "cufft",
+    "curand": "curand",
+    "cusparse": "cusparse",
+    "cusolver": "cusolver",
+}
+
+
+def windows_wheel(name: str, cuda_major: str | None) -> str | None:
+    """The NVIDIA wheel with a Windows build of ``name`` for torch's CUDA major
+    (``cublas64_12.dll``, 12 -> ``nvidia-cublas-cu12``; 13 -> ``nvidia-cublas``, cuDNN
+    ``nvidia-cudnn-cu13``)."""
+    stem = name.lower().split("64_", 1)[0].split("_", 1)[0]
+    part = _WINDOWS_WHEELS.get(stem)
+    if part is None or cuda_major not in ("11", "12", "13"):
+        return None
+    if cuda_major == "13" and part != "cudnn":
+        return f"nvidia-{part}"
+    return f"nvidia-{part}-cu{cuda_major}"
+
+
+def windows_cuda_major(name: str) -> int | None:
+    """The CUDA major a Windows cuBLAS or CUDA runtime DLL name belongs to
+    (``cublas64_12.dll`` -> 12, ``cudart64_110.dll`` -> 11); None for other names."""
+    lowered = name.lower()
+    if not lowered.startswith(("cublas", "cudart")) or "64_" not in lowered:
+        return None
+    digits = lowered.rsplit("64_", 1)[1].split(".", 1)[0]
+    if not digits.isdigit():
+        return None
+    return int(digits[:2]) if len(digits) == 3 else int(digits)

@@ -57,9 +57,11 @@ def live_inputs(windows: bool | None = None) -> CompileInputs:
         break
     pin, pin_name = None, "triton"
     if not windows and torch_metadata:
+        import platform
+
         from torchguard._platforms.linux.requirements import parse_pins
 
-        pins, _ = parse_pins(torch_metadata)
+        pins, _ = parse_pins(torch_metadata, platform.machine())
         names = [triton.name] if triton is not None else list(TRITON_LINUX)
         pin_name = next((n for n in names if n in pins), pin_name)
         pin = pins.get(pin_name)

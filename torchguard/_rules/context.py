@@ -14,6 +14,7 @@ from torchguard._platforms.windows.conda import conda_owners
 from torchguard._platforms.windows.dists import InstalledDist, moved_path
 from torchguard._platforms.windows.ecosystem import PackageSimulation
 from torchguard._platforms.windows.locate import TorchInstall
+from torchguard._platforms.windows.neighbours import NeighbourReplay
 from torchguard._platforms.windows.openmp import OpenMPState
 from torchguard._platforms.windows.simulate import ImportSimulation
 from torchguard._platforms.windows.system import System
@@ -46,6 +47,9 @@ class CheckContext:
     """Packages' own msvcp140.dll older than torch's toolset, which they load when imported."""
     preloads: tuple[PreloadRecord, ...] = ()
     """What ``ensure()`` loads before torch (``Report.preloads``)."""
+    neighbours: tuple[NeighbourReplay, ...] = ()
+    """torch's native neighbours replayed after torch and without it (empty unless torch
+    imports)."""
     _replaced: dict[PathKey, bool] = field(default_factory=dict, repr=False)
 
     @cached_property

@@ -43,6 +43,7 @@ MODULES: Mapping[str, tuple[str, ...]] = {
         "windows_bitsandbytes",
         "smart_app_control",
         "compile_ready",
+        "windows_neighbours",
     ),
     LINUX: (
         "linux_missing",

@@ -40,7 +40,7 @@ from torchguard._platforms.linux.nvidia import is_compat_dir, libcuda_version
 from torchguard._platforms.linux.preload import PreloadPlan
 from torchguard._platforms.linux.records import owner as record_owner
 from torchguard._platforms.linux.simulate import LinuxImport, simulate_torch_linux
-from torchguard._platforms.linux.system import CacheView, LinuxSystem
+from torchguard._platforms.linux.system import CacheView, LinuxSystem, machine_label
 from torchguard._platforms.linux.wheel_dists import (
     bitsandbytes_install,
     folder_wheels,
@@ -134,7 +134,9 @@ class LinuxAnalysis:
             cuda=cuda,
             conda=system.conda,
             ld_library_path=tuple(system.ld_library_path),
-            requirements=cached.requirements(torch_dir, cache, self.scratch),
+            requirements=cached.requirements(
+                torch_dir, cache, self.scratch, machine_label(system.machine)
+            ),
         )
         site = os.path.dirname(os.path.abspath(torch_dir))
         conflicts = cached.conflicts(torch_dir, cache, self.scratch)

@@ -21,6 +21,7 @@ from torchguard._platforms.windows.ecosystem import (
 from torchguard._platforms.windows.extensions import refine
 from torchguard._platforms.windows.linked import RememberedLinks
 from torchguard._platforms.windows.locate import TorchInstall, companions, locate_torch, related
+from torchguard._platforms.windows.neighbours import NeighbourReplay, replay_neighbours
 from torchguard._platforms.windows.plan import plan_directories
 from torchguard._platforms.windows.records import remember_records
 from torchguard._platforms.windows.replay import (
@@ -123,6 +124,11 @@ class WindowsAnalysis:
         self.preloads = openmp_preloads(self.openmp, environ) + runtime_preloads(
             system, binaries, self.stale, needed
         )
+        self.neighbours: tuple[NeighbourReplay, ...] = ()
+        if guarded.outcome().ok:  # into the process torch's import left, and one without it
+            self.neighbours = replay_neighbours(
+                system, self.dists, process, cache, binaries.identity, self.cwd
+            )
 
     def check(self) -> list[Finding]:
         system, cache = self.system, self.cache
@@ -140,6 +146,7 @@ class WindowsAnalysis:
             openmp=self.openmp,
             stale_runtimes=self.stale,
             preloads=self.preloads,
+            neighbours=self.neighbours,
         )
         findings = doubt_unseen(run_rules(context, WINDOWS), system.tree, system.unseen_dirs)
         if cache is not None:

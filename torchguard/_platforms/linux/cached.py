@@ -134,16 +134,16 @@ def _list_extensions(site: str, files: PosixFiles) -> list[tuple[str, str]]:
 
 
 def requirements(
-    torch_dir: str, cache: LinuxCache, scratch: str | None = None
+    torch_dir: str, cache: LinuxCache, scratch: str | None = None, machine: str = "x86_64"
 ) -> TorchRequirements | None:
-    """torch's pins for repair commands, read once per state of its site-packages folder (a
-    wheels' scratch folder: every run, as its key would never recur)."""
+    """torch's pins on ``machine`` for repair commands, read once per state of its
+    site-packages folder (a wheels' scratch folder: every run, as its key would never recur)."""
     site = os.path.dirname(os.path.abspath(torch_dir))
     return once_per_state(
         site,
-        cache.requirements,
-        lambda: torch_requirements(torch_dir),
-        cache.store_requirements,
+        lambda key: cache.requirements(f"{key}|{machine}"),
+        lambda: torch_requirements(torch_dir, machine),
+        lambda key, found: cache.store_requirements(f"{key}|{machine}", found),
         temporary=_is(scratch, site),
     )
 

@@ -38,25 +38,45 @@ class TorchRequirements:
     """Canonical names of the distributions installed beside torch."""
 
 
-def _applies_on_linux(marker: str) -> bool:
-    """A marker torch's Linux install follows: none, or one naming Linux and no extra."""
+_MACHINE_CLAUSE = re.compile(r"""platform_machine\s*(==|!=)\s*["']([^"']*)["']""")
+
+
+def _applies_on_linux(marker: str, machine: str = "x86_64") -> bool:
+    """A marker torch's Linux install on ``machine`` follows: none, or one naming Linux, no
+    extra, and ``platform_machine`` clauses that hold for ``machine``.
+
+    torch's markers are conjunctions (``platform_system == "Linux" and platform_machine ==
+    "x86_64"``): its x86-64-only pins (triton, the NVIDIA wheels of older releases) do not
+    apply on aarch64. A marker with ``or`` is not split: its machine clauses are not judged.
+    """
     text = marker.strip()
     if not text:
         return True
     if "extra" in text:
         return False
-    return bool(re.search(r"""(platform_system|sys_platform)\s*==\s*["'](Linux|linux)["']""", text))
+    if not re.search(r"""(platform_system|sys_platform)\s*==\s*["'](Linux|linux)["']""", text):
+        return False
+    if re.search(r"\bor\b", text):
+        return True
+    for operator, value in _MACHINE_CLAUSE.findall(text):
+        same = value.lower() == machine.lower()
+        if same != (operator == "=="):
+            return False
+    return True
 
 
-def parse_pins(metadata: str) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-    """The ``==`` pins (and their extras) of the ``Requires-Dist`` lines that apply on Linux."""
+def parse_pins(
+    metadata: str, machine: str = "x86_64"
+) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """The ``==`` pins (and their extras) of the ``Requires-Dist`` lines that apply on Linux
+    on ``machine`` (``uname -m``: ``x86_64``, ``aarch64``)."""
     pins: dict[str, str] = {}
     extras: dict[str, tuple[str, ...]] = {}
     for line in metadata.splitlines():
         if not line.startswith("Requires-Dist:"):
             continue
         spec, _, marker = line.split(":", 1)[1].partition(";")
-        if not _applies_on_linux(marker):
+        if not _applies_on_linux(marker, machine):
             continue
         match = _REQUIREMENT.match(spec)
         if match is None:
@@ -68,9 +88,10 @@ def parse_pins(metadata: str) -> tuple[dict[str, str], dict[str, tuple[str, ...]
     return pins, extras
 
 
-def torch_requirements(torch_dir: str) -> TorchRequirements:
-    """Read torch's ``METADATA`` beside ``torch_dir`` and list the installed distributions;
-    anything unreadable gives empty facts (the hints then fall back to unpinned names)."""
+def torch_requirements(torch_dir: str, machine: str = "x86_64") -> TorchRequirements:
+    """Read torch's ``METADATA`` beside ``torch_dir`` (its pins on ``machine``) and list the
+    installed distributions; anything unreadable gives empty facts (the hints then fall back to
+    unpinned names)."""
     site = os.path.dirname(os.path.abspath(torch_dir))
     try:
         names = os.listdir(site)
@@ -88,7 +109,7 @@ def torch_requirements(torch_dir: str) -> TorchRequirements:
             continue
         try:
             with open(os.path.join(site, entry, "METADATA"), encoding="utf-8") as handle:
-                pins, extras = parse_pins(handle.read(_MAX_METADATA))
+                pins, extras = parse_pins(handle.read(_MAX_METADATA), machine)
         except (OSError, UnicodeDecodeError, ValueError):
             continue
         break

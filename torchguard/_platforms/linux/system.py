@@ -37,6 +37,11 @@ _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
 
 
+def machine_label(machine: int) -> str:
+    """``uname -m``'s name for an ELF machine (what ``platform_machine`` markers compare)."""
+    return next((name for name, code in _ELF_MACHINE.items() if code == machine), "x86_64")
+
+
 @dataclass(frozen=True)
 class LinuxSystem:
     """A Linux machine as the ld.so model sees it (pure data)."""

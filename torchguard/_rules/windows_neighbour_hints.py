@@ -1,0 +1,125 @@
+"""The repair hints of torch's neighbours on Windows (:mod:`torchguard._rules.windows_neighbours`):
+the order that works, ``onnxruntime.preload_dlls()`` as its replay found it, the release built
+for torch's CUDA and NVIDIA's Windows wheels."""
+
+from __future__ import annotations
+
+from torchguard._facts.neighbours import Kind, pin_for, windows_cuda_major, windows_wheel
+from torchguard._platforms.windows.neighbours import NeighbourReplay
+from torchguard._report.findings import RepairHint
+from torchguard._rules.hints import HintContext
+
+
+def order_hints(
+    replay: NeighbourReplay, needs: list[str], torch_major: str | None, hints: HintContext
+) -> tuple[RepairHint, ...]:
+    kind, version = replay.neighbour.kind, replay.neighbour.version
+    found = [
+        RepairHint(
+            f"import torch before {kind.module} first uses CUDA (the order that works)",
+            (f"import torch  # then: import {kind.module}",),
+        )
+    ]
+    preload = "import onnxruntime; onnxruntime.preload_dlls()"
+    preloaded = replay.preloaded
+    if preloaded is not None and preloaded.ok:
+        found.append(
+            RepairHint(
+                "or, without torch, call onnxruntime.preload_dlls() before the first session: "
+                "it loads the NVIDIA wheels' copies installed here by full path, and the "
+                "provider then loads (replayed)",
+                (preload,),
+            )
+        )
+        return tuple(found)
+    if preloaded is not None:
+        wheels = wheel_names(needs, torch_major)
+        if wheels:
+            found.append(
+                RepairHint(
+                    "or, without torch, install NVIDIA's wheels and call "
+                    "onnxruntime.preload_dlls() before the first session (it loads their "
+                    "nvidia\\<part>\\bin copies by full path; none is installed here now)",
+                    (hints.pip("install", *wheels), preload),
+                )
+            )
+            return tuple(found)
+    elif kind.module == "onnxruntime" and at_least(version, (1, 21)):
+        found.append(
+            RepairHint(
+                "or, without torch, let onnxruntime load the CUDA and cuDNN DLLs first "
+                "(onnxruntime-gpu 1.21+: torch's lib folder when torch's CUDA major matches, "
+                "else the NVIDIA wheels' bin folders)",
+                (preload,),
+            )
+        )
+    return (*found, *wheel_hints(needs, torch_major, hints, "or install"))
+
+
+def wheel_names(names: list[str], torch_major: str | None) -> list[str]:
+    return list(dict.fromkeys(w for n in names if (w := windows_wheel(n, major(n, torch_major)))))
+
+
+def wheel_hints(
+    names: list[str], torch_major: str | None, hints: HintContext, verb: str = "install"
+) -> tuple[RepairHint, ...]:
+    wheels = wheel_names(names, torch_major)
+    if not wheels:
+        return ()
+    return (
+        RepairHint(
+            f"{verb} NVIDIA's wheels that ship {', '.join(names)} for Windows, and put their "
+            "nvidia\\...\\bin folders on PATH before Python starts (its load does not search "
+            "os.add_dll_directory folders)",
+            (hints.pip("install", *wheels),),
+        ),
+    )
+
+
+def built(names: list[str], torch_major: str | None) -> str:
+    majors = {m for n in names if (m := windows_cuda_major(n)) is not None}
+    if len(majors) != 1 or torch_major is None or str(next(iter(majors))) == torch_major:
+        return ""
+    built = next(iter(majors))
+    return f"; it was built for CUDA {built}, and this torch is a CUDA {torch_major} build"
+
+
+def pin(
+    kind: Kind, names: list[str], torch_major: str | None, hints: HintContext
+) -> tuple[RepairHint, ...]:
+    majors = {m for n in names if (m := windows_cuda_major(n)) is not None}
+    if not majors or torch_major is None or not torch_major.isdigit():
+        return ()
+    if majors == {int(torch_major)}:
+        return ()
+    pin = pin_for(kind, int(torch_major))
+    if pin is None:
+        return ()
+    return (
+        RepairHint(
+            f"install the {kind.package} built for CUDA {torch_major}, like this torch",
+            (hints.pip("install", f'"{pin}"'),),
+        ),
+    )
+
+
+def major(name: str, torch_major: str | None) -> str | None:
+    """The CUDA major whose wheel ships ``name``: its own (``cublas64_11.dll``), else torch's."""
+    own = windows_cuda_major(name)
+    return str(own) if own is not None else torch_major
+
+
+def cuda_major_of(hints: HintContext) -> str | None:
+    cuda = hints.cuda
+    if not cuda:
+        return None
+    major = cuda.split(".", 1)[0]
+    return major if major.isdigit() else None
+
+
+def at_least(version: str, wanted: tuple[int, int]) -> bool:
+    parts = version.split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= wanted
+    except (IndexError, ValueError):
+        return False
