@@ -230,8 +230,30 @@ def test_ensure_after_a_memo_answer_analyses_instead_of_saying_too_late(
 def test_check_never_raises_and_save_needs_a_miss(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memo, "pending", None)
     assert memo.save(["/"]) is False  # no check missed first: nothing to save
-    monkeypatch.setattr(memo, "base", lambda: 1 / 0)
+    monkeypatch.setattr(memo, "base", lambda mapped: 1 / 0)
     assert memo.check() is False
+
+
+@pytest.mark.parametrize(
+    ("mapped_meanwhile", "kept"),
+    [
+        ("/usr/lib/x86_64-linux-gnu/libz.so.1", True),  # a search finds it there too
+        ("/opt/py/lib/python3.11/lib-dynload/zlib.cpython-311-x86_64-linux-gnu.so", True),
+        ("/opt/conda/lib/libz.so.1", False),  # found through the extension's own RPATH
+    ],
+)
+def test_a_library_the_analysis_mapped_outside_the_system_folders_leaves_no_memo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_meanwhile: str, kept: bool
+) -> None:
+    """A memo answer runs ``import torch`` without what the analysis's own imports mapped."""
+    before = ["/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    target = tmp_path / memo.FOLDER / "env.memo"
+    pending = (str(target), ["line"], memo._now(), frozenset(before))
+    monkeypatch.setattr(memo, "pending", pending)
+    monkeypatch.setattr(memo, "_mapped", lambda: [*before, mapped_meanwhile])
+    monkeypatch.setattr(memo, "fixed_paths", list)
+    assert memo.save([]) is kept
+    assert target.exists() is kept
 
 
 def test_watching_collects_paths_only_while_on() -> None:

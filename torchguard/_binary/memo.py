@@ -20,7 +20,8 @@ it resolved, site-packages folders, ``nvidia/*/lib``, ``ld.so.cache``, the syste
 folders, ``sys.path`` entries, ``LD_LIBRARY_PATH`` folders). Installing or removing a
 distribution changes its site-packages folder's state; removing a file from ``torch/lib``
 changes that folder's. A memo is written only when every watched state is older than the
-analysis by :data:`RACY` seconds (a change within a coarse clock's tick would go unseen).
+analysis by :data:`RACY` seconds (a change within a coarse clock's tick would go unseen), and
+each library the analysis's own imports mapped meanwhile would be found by a search too.
 
 Any difference, a missing, unreadable, truncated, damaged or foreign memo, or any exception
 means the full analysis runs: the memo can only skip work, never change a verdict.
@@ -54,8 +55,12 @@ FIXED = (
 )
 """Files and folders watched whatever the analysis recorded: ld.so's own inputs."""
 
-pending: "tuple[str, list[str], float] | None" = None
-"""After a miss: (memo file, base fingerprint, when the check ran), for :func:`save`."""
+SYSTEM_DIRS = frozenset(FIXED[2:10])
+"""glibc's trusted folders: a library mapped from one is found there by a search too."""
+
+pending: "tuple[str, list[str], float, frozenset[str]] | None" = None
+"""After a miss: (memo file, base fingerprint, when the check ran, the files mapped then),
+for :func:`save`."""
 passed = False
 """This process's guard was answered by the memo (its analysis never ran)."""
 
@@ -118,7 +123,7 @@ def _name(thing: "object") -> str:
     return f"{module}.{getattr(thing, '__qualname__', type(thing).__qualname__)}"
 
 
-def base() -> "list[str]":
+def base(mapped: "list[str] | None") -> "list[str]":
     """The fingerprint's lines that need no list of watched paths (one line each)."""
     from torchguard._version import __version__
 
@@ -142,7 +147,7 @@ def base() -> "list[str]":
         f"hooks {[_name(hook) for hook in sys.path_hooks]!r}",
         f"environ {sorted(os.environ.items())!r}",
         f"start-environ {_read('/proc/self/environ', 1 << 20)!r}",
-        f"mapped {_mapped()!r}",
+        f"mapped {mapped!r}",
         f"preload {_read('/etc/ld.so.preload')!r}",
         f"driver {_read('/proc/driver/nvidia/version')!r}",
         f"gpus {_listdir('/proc/driver/nvidia/gpus')!r}",
@@ -187,8 +192,9 @@ def check() -> bool:
         if path is None:
             return False
         started = _now()
-        lines = base()
-        pending = (path, lines, started)
+        mapped = _mapped()
+        lines = base(mapped)
+        pending = (path, lines, started, frozenset(mapped or ()))
         text = _read(path, MAX_BYTES + 1)
         if text is None or len(text) > MAX_BYTES:
             return False
@@ -211,6 +217,21 @@ def check() -> bool:
     return True
 
 
+def _same_search(before: "frozenset[str]") -> bool:
+    """Whether the libraries mapped since the check (by the analysis's own imports: ``zlib``
+    maps ``libz``) would be found by a search too: each from glibc's trusted folders, or a
+    Python extension module (which no library names as a dependency). A memo answer runs
+    ``import torch`` without them mapped; a verdict that leaned on one is not memoized."""
+    for path in _mapped() or ():
+        if path in before or os.path.dirname(path) in SYSTEM_DIRS:
+            continue
+        name = os.path.basename(path)
+        if ".cpython-" in name or ".abi3." in name or "/lib-dynload/" in path:
+            continue
+        return False
+    return True
+
+
 def _now() -> float:
     import time
 
@@ -224,8 +245,10 @@ def save(watched: "Iterable[str]") -> bool:
     global pending
     if pending is None:
         return False
-    path, lines, started = pending
+    path, lines, started, mapped = pending
     pending = None
+    if not _same_search(mapped):
+        return False
     paths = dict.fromkeys([*fixed_paths(), *sorted(watched)])
     body: list[str] = []
     for where in paths:
