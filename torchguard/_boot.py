@@ -66,6 +66,14 @@ class TorchImportWatcher:
         return True
 
     def guard(self) -> None:
+        try:  # an unchanged environment that passed last time: no analysis to import
+            if "torchguard._frontends.api" not in sys.modules:  # else ensure() ran or runs
+                from torchguard._binary.memo import check
+
+                if check():
+                    return
+        except Exception:  # the memo only ever skips work: analyse
+            pass
         try:
             from torchguard._hook import run_guard
         except Exception as exc:  # fail open: import torch proceeds unguarded

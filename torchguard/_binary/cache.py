@@ -331,7 +331,7 @@ class FactsCache:
             if len(text) < MAX_BYTES or not kept:
                 break
             kept[:] = kept[len(kept) // 2 :]  # over the size bound: the older half goes
-        return _replace(path, text)
+        return replace_text(path, text)
 
     def _worth_rewriting(self) -> bool:
         """Whether a run that learned nothing should still write: it needed entries of the
@@ -391,7 +391,7 @@ def _load(path: Path, scope: str) -> tuple[Entries, float]:
     return kept, time.time() - info.st_mtime
 
 
-def _replace(path: Path, text: str) -> bool:
+def replace_text(path: Path, text: str) -> bool:
     """Write ``text`` to ``path`` atomically (a link is replaced, never its target)."""
     try:
         handle, temporary = tempfile.mkstemp(prefix=".facts-", suffix=".tmp", dir=path.parent)

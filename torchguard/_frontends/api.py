@@ -82,6 +82,35 @@ def _live_linux_report() -> Report:
     return analyze_linux(live_linux(torch_package_dir()), cache=linux_cache())
 
 
+def _memoized_linux_report() -> Report:
+    """The live Linux analysis; after the hook's memo missed, a clean one leaves a memo
+    (:mod:`torchguard._binary.memo`) of every state it validated, for the next process."""
+    from torchguard._binary import memo
+
+    if memo.pending is None:
+        return _live_linux_report()
+    from torchguard._binary.state import watching
+
+    try:
+        with watching() as seen:
+            report = _live_linux_report()
+        if not report.blocking:
+            try:
+                memo.save(seen)
+            except Exception:  # the memo only ever skips work: then none is kept
+                return report
+    finally:
+        memo.pending = None
+    return report
+
+
+def _memo_passed() -> bool:
+    """The start-up hook let ``import torch`` proceed from the memo: no analysis ran yet."""
+    from torchguard._binary import memo
+
+    return memo.passed
+
+
 def _live_report() -> Report:
     from torchguard._binary.cache import user_cache
     from torchguard._frontends.pipeline import analyze
@@ -127,8 +156,8 @@ def ensure() -> Report:
     global _ensured, _running
     if _ensured is not None:
         return _ensured
-    if "torch" in sys.modules:
-        return _already_imported()
+    if "torch" in sys.modules and not _memo_passed():
+        return _already_imported()  # after the hook's memo: analyse now, as the hook would have
     while True:
         with _ensure_lock:
             if _ensured is not None:
@@ -160,7 +189,7 @@ def _prepare() -> Report:
     if sys.platform == "win32":
         report = _live_report()
     elif sys.platform.startswith("linux"):
-        report = _live_linux_report()  # nothing to register: ld.so's inputs are fixed at start
+        report = _memoized_linux_report()  # nothing to register: ld.so's inputs are fixed
     else:
         report = _non_windows()
     if sys.platform == "win32":

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from torchguard._binary.elf import ElfFacts, ElfReadError, ElfSymbols, ElfUnreadable, read_elf_file
+from torchguard._binary.state import watch
 from torchguard._platforms.linux.verify import Verdict, verify_file
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ class PosixFiles:
 
     def _stat(self, path: str) -> os.stat_result | None:
         if path not in self._stats:
+            watch(path)
             try:
                 self._stats[path] = os.stat(path)
             except (OSError, ValueError):

@@ -17,6 +17,8 @@ import fnmatch
 import os
 import re
 
+from torchguard._binary.state import watch
+
 _MAGIC = re.compile(r"[*?[]")
 
 Listing = dict[str, "os.DirEntry[str]"]
@@ -71,6 +73,7 @@ class ListingGlob:
         listing when that was taken (a path with ``..`` or ``.`` is asked directly)."""
         folder, name = os.path.split(path)
         if name in ("", ".", "..") or folder not in self._listings:
+            watch(path)
             return os.path.isdir(path) if dirs_only else os.path.lexists(path)
         item = (self._listings[folder] or {}).get(name)
         return item is not None and (not dirs_only or _is_dir(item))
@@ -81,6 +84,7 @@ class ListingGlob:
         parent, name = os.path.split(folder)
         if name not in ("", ".", "..") and self._below_root(parent):
             if self._is_root(parent):  # a sys.path entry (a thousand names): one stat
+                watch(folder)
                 there = os.path.isdir(folder)
                 self.probed += 1
             else:
@@ -108,6 +112,7 @@ class ListingGlob:
 
 
 def _list(folder: str) -> Listing | None:
+    watch(folder)
     try:
         with os.scandir(folder) as entries:
             return {entry.name: entry for entry in entries}

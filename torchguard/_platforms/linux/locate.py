@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Callable
 
+from torchguard._binary.state import watch
 from torchguard._platforms.linux.ldso import Environment
 from torchguard._platforms.linux.system import LinuxSystem
 
@@ -35,6 +36,7 @@ def _dist_version(torch_dir: str) -> str:
     for metadata in sorted(
         _glob.glob(os.path.join(torch_dir, "..", "torch-*.dist-info", "METADATA"))
     ):
+        watch(metadata)
         try:
             with open(metadata, encoding="utf-8") as handle:
                 for line in handle:
@@ -48,8 +50,10 @@ def _dist_version(torch_dir: str) -> str:
 def torch_version(torch_dir: str) -> tuple[str, str | None]:
     """(``__version__``, ``cuda``) from ``torch/version.py``, read as text (never imported)."""
     version, cuda = "unknown", None
+    path = os.path.join(torch_dir, "version.py")
+    watch(path)  # read every run, never cached: the memo keeps its state
     try:
-        with open(os.path.join(torch_dir, "version.py"), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except (OSError, UnicodeDecodeError):
         return _dist_version(torch_dir), cuda

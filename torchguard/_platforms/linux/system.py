@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from torchguard._binary.state import watch
 from torchguard._platforms.linux.hwcaps import Cpu, glibc_version, hwcaps_names, read_cpu
 from torchguard._platforms.linux.ldcache import CacheEntry, LdCache, LdCacheError, read_ld_cache
 from torchguard._platforms.linux.maps import read_maps
@@ -184,6 +185,7 @@ def read_cache(
     """``<root>/etc/ld.so.cache`` (unreadable or damaged: empty, as ld.so treats it);
     ``hwcaps``: the glibc-hwcaps names the CPU supports, asked for when an entry has one."""
     path = os.path.join(root, "etc/ld.so.cache")
+    watch(path)
     try:
         info = os.stat(path)
     except OSError:
