@@ -1,0 +1,45 @@
+"""``check`` on the four requirement sets of issue 24 (``tests/neighbour_sets/``): the verdict
+for Windows x64 and CPython 3.11, resolved against PyPI, every wheel from the real-wheel tier's
+cache (the sets pin releases it already holds, or small ones: about 80 MB downloaded once,
+ctranslate2, triton-windows, bitsandbytes and their dependencies). The Wine tier judges these
+verdicts with the real loader (``e2e/test_neighbour_sets_loader.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from neighbour_sets import SETS, check, requirements
+from realwheels import CACHE
+
+pytestmark = pytest.mark.realwheel
+
+#: What check says on each set: PyPI's Windows torch 2.9.1 is the CPU build, so no CUDA DLL is
+#: loaded by torch for a neighbour to find, whichever is imported first.
+EXPECTED = {
+    "faster-whisper": (
+        0,
+        (("missing-dll", "warning", "ctranslate2", "cublas64_12.dll"),),
+    ),
+    "onnxruntime-gpu": (
+        0,
+        (("missing-dll", "warning", "onnxruntime-gpu", "cublaslt64_11.dll"),),
+    ),
+    "kohya-bitsandbytes": (0, ()),
+    "comfyui-triton": (0, ()),
+}
+
+
+def test_every_set_names_the_project_it_is_modelled_on() -> None:
+    for name in SETS:
+        first = requirements(name).read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("# modelled on: https://github.com/"), name
+        assert "/blob/" in first, name  # a file at a commit
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_check_verdict(name: str) -> None:
+    verdict = check(name, CACHE)
+    exit_code, findings = EXPECTED[name]
+    assert (verdict.exit_code, verdict.findings) == (exit_code, findings), verdict.output
+    torch = [w for w in verdict.wheels if w.startswith("torch-")]
+    assert torch == ["torch-2.9.1-cp311-cp311-win_amd64.whl"], verdict.wheels
+    assert verdict.torch == "2.9.1+cpu", verdict.output
