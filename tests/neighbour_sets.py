@@ -20,6 +20,14 @@ from pathlib import Path
 
 FOLDER = Path(__file__).parent / "neighbour_sets"
 SETS = ("faster-whisper", "onnxruntime-gpu", "kohya-bitsandbytes", "comfyui-triton")
+#: The native wheels each set resolves to that weigh (about 250 MB beside torch 2.9.1's 111 MB):
+#: ``tests/prefetch.py`` fetches them ahead; the real-wheel test checks each is resolved.
+PINNED = {
+    "faster-whisper": (("ctranslate2", "4.8.5"),),
+    "onnxruntime-gpu": (("onnxruntime-gpu", "1.15.1"), ("numpy", "1.26.4")),
+    "kohya-bitsandbytes": (("bitsandbytes", "0.45.2"), ("torchvision", "0.24.1")),
+    "comfyui-triton": (("triton-windows", "3.5.1.post24"),),
+}
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """``check`` on the four requirement sets of issue 24 (``tests/neighbour_sets/``): the verdict
 for Windows x64 and CPython 3.11, resolved against PyPI, every wheel from the real-wheel tier's
-cache (the sets pin releases it already holds, or small ones: about 80 MB downloaded once,
-ctranslate2, triton-windows, bitsandbytes and their dependencies). The Wine tier judges these
+cache (``--cache-dir``; about 200 MB downloaded on a cache that has torch 2.9.1 and
+onnxruntime-gpu 1.15.1: bitsandbytes, triton-windows, ctranslate2, av, numpy ...; what is not
+pinned follows PyPI's newest release, so a new one is downloaded when it appears). The Wine tier judges these
 verdicts with the real loader (``e2e/test_neighbour_sets_loader.py``)."""
 
 from __future__ import annotations
 
 import pytest
-from neighbour_sets import SETS, check, requirements
+from neighbour_sets import PINNED, SETS, check, requirements
 from realwheels import CACHE
 
 pytestmark = pytest.mark.realwheel
@@ -43,3 +44,6 @@ def test_check_verdict(name: str) -> None:
     torch = [w for w in verdict.wheels if w.startswith("torch-")]
     assert torch == ["torch-2.9.1-cp311-cp311-win_amd64.whl"], verdict.wheels
     assert verdict.torch == "2.9.1+cpu", verdict.output
+    for project, version in PINNED[name]:  # what tests/prefetch.py fetches ahead
+        prefix = f"{project.replace('-', '_')}-{version}-"
+        assert any(w.startswith(prefix) for w in verdict.wheels), (prefix, verdict.wheels)
