@@ -37,6 +37,8 @@ class Verdict:
     """(code, severity, package, missing) of each finding."""
     wheels: tuple[str, ...]
     """The wheel files pip would install, as check downloaded them into the cache."""
+    commands: tuple[str, ...]
+    """Every command the findings' hints propose."""
     torch: str
     """torch's version as check read it from the wheel (``2.9.1+cpu``)."""
     output: str
@@ -65,4 +67,5 @@ def check(name: str, cache: Path, python: str = "3.11") -> Verdict:
         for f in data["findings"]
     )
     wheels = tuple(data["check"]["wheels"])
-    return Verdict(result.returncode, findings, wheels, data["torch"]["version"], output)
+    commands = tuple(c for f in data["findings"] for h in f["hints"] for c in h["commands"])
+    return Verdict(result.returncode, findings, wheels, commands, data["torch"]["version"], output)

@@ -47,3 +47,13 @@ def test_check_verdict(name: str) -> None:
     for project, version in PINNED[name]:  # what tests/prefetch.py fetches ahead
         prefix = f"{project.replace('-', '_')}-{version}-"
         assert any(w.startswith(prefix) for w in verdict.wheels), (prefix, verdict.wheels)
+
+
+def test_the_providers_wheels_are_those_of_its_own_cuda() -> None:
+    """The CPU torch has no CUDA major: the wheels for onnxruntime-gpu 1.15.1's cuDNN and cuFFT
+    follow its cuBLAS' (CUDA 11), cuDNN pinned to the 8 its provider imports."""
+    verdict = check("onnxruntime-gpu", CACHE)
+    wanted = (
+        'nvidia-cublas-cu11 "nvidia-cudnn-cu11==8.*" nvidia-cufft-cu11 nvidia-cuda-runtime-cu11'
+    )
+    assert any(c.endswith(f"pip install {wanted}") for c in verdict.commands), verdict.commands
