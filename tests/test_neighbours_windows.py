@@ -275,3 +275,25 @@ def test_a_damaged_library_is_a_warning_not_a_traceback(tmp_path: Path) -> None:
     (finding,) = of(run(site, tmp_path), "ctranslate2")
     assert finding.code == Code.CORRUPT_DLL and not finding.is_error
     assert "WinError 193 (ctranslate2.dll)" in finding.message
+
+
+def test_the_wheels_hinted_are_those_of_the_providers_own_cuda_and_cudnn(tmp_path: Path) -> None:
+    """onnxruntime-gpu 1.15.1's provider imports CUDA 11's cuBLAS and runtime with cuDNN 8 and
+    cuFFT 10 (read from the real wheel: tests/test_neighbours_windows_real.py). The names
+    without a CUDA major of their own take the provider's (its cuBLAS'), not torch's: NVIDIA's
+    CUDA 12 wheels ship cufft64_11.dll and cuDNN 9, which would leave it failing. The cuDNN
+    wheel is pinned to the major the name asks for (nvidia-cudnn-cu11 9.x ships cudnn64_9.dll)."""
+    site = cuda_torch(tmp_path / "site")
+    imports = ["cublas64_11.dll", "cudart64_110.dll", "cudnn64_8.dll", "cufft64_10.dll"]
+    onnxruntime(site, imports, version="1.15.1")
+    (finding,) = of(run(site, tmp_path), "onnxruntime-gpu")
+    (command,) = [c for h in finding.hints for c in h.commands if "nvidia-" in c]
+    wheels = command.split("install ", 1)[1].split()
+    assert sorted(wheels) == sorted(
+        [
+            "nvidia-cublas-cu11",
+            "nvidia-cuda-runtime-cu11",
+            '"nvidia-cudnn-cu11==8.*"',
+            "nvidia-cufft-cu11",
+        ]
+    ), command

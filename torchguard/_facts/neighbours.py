@@ -138,6 +138,18 @@ def windows_wheel(name: str, cuda_major: str | None) -> str | None:
     return f"nvidia-{part}-cu{cuda_major}"
 
 
+def cudnn_major(name: str) -> int | None:
+    """The cuDNN major a Windows cuDNN DLL name asks for (``cudnn64_8.dll``,
+    ``cudnn_ops_infer64_8.dll`` -> 8); None for other names. NVIDIA's ``nvidia-cudnn-cu11``
+    ships cuDNN 8 and 9 under one name (8.9.4.25 to 9.10.2.21 on Windows), so the wheel is
+    pinned to this major."""
+    lowered = name.lower()
+    if not lowered.startswith("cudnn") or "64_" not in lowered:
+        return None
+    digits = lowered.rsplit("64_", 1)[1].split(".", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
 def windows_cuda_major(name: str) -> int | None:
     """The CUDA major a Windows cuBLAS or CUDA runtime DLL name belongs to
     (``cublas64_12.dll`` -> 12, ``cudart64_110.dll`` -> 11); None for other names."""

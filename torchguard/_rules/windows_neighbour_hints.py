@@ -4,7 +4,13 @@ for torch's CUDA and NVIDIA's Windows wheels."""
 
 from __future__ import annotations
 
-from torchguard._facts.neighbours import Kind, pin_for, windows_cuda_major, windows_wheel
+from torchguard._facts.neighbours import (
+    Kind,
+    cudnn_major,
+    pin_for,
+    windows_cuda_major,
+    windows_wheel,
+)
 from torchguard._platforms.windows.neighbours import NeighbourReplay
 from torchguard._report.findings import RepairHint
 from torchguard._rules.hints import HintContext
@@ -57,7 +63,16 @@ def order_hints(
 
 
 def wheel_names(names: list[str], torch_major: str | None) -> list[str]:
-    return list(dict.fromkeys(w for n in names if (w := windows_wheel(n, major(n, torch_major)))))
+    """NVIDIA's Windows wheels that ship ``names``, for the CUDA major the names themselves
+    give (a cuBLAS or runtime name among them), else torch's; a cuDNN wheel pinned to the
+    cuDNN major its name asks for."""
+    wanted = []
+    for name in names:
+        wheel = windows_wheel(name, major(name, names, torch_major))
+        cudnn = cudnn_major(name)
+        if wheel is not None:
+            wanted.append(wheel if cudnn is None else f'"{wheel}=={cudnn}.*"')
+    return list(dict.fromkeys(wanted))
 
 
 def wheel_hints(
@@ -103,10 +118,15 @@ def pin(
     )
 
 
-def major(name: str, torch_major: str | None) -> str | None:
-    """The CUDA major whose wheel ships ``name``: its own (``cublas64_11.dll``), else torch's."""
+def major(name: str, names: list[str], torch_major: str | None) -> str | None:
+    """The CUDA major whose wheel ships ``name``: its own (``cublas64_11.dll``), else the one
+    the other names a binary loads share (``cudnn64_8.dll`` beside ``cublas64_11.dll``: 11),
+    else torch's."""
     own = windows_cuda_major(name)
-    return str(own) if own is not None else torch_major
+    if own is not None:
+        return str(own)
+    siblings = {m for n in names if (m := windows_cuda_major(n)) is not None}
+    return str(siblings.pop()) if len(siblings) == 1 else torch_major
 
 
 def cuda_major_of(hints: HintContext) -> str | None:
