@@ -6,7 +6,8 @@ torch: a torch that runs on an RTX 5090 (sm_120) does not make an xformers built
 sm_90 run there. Each such package's binaries (``.pyd``/``.dll`` its RECORD lists, on disk) are
 read for their fatbin (:mod:`torchguard._binary.fatbin`), inside a wheel from the member's
 stream, headers only, as torch's own ``torch_cuda.dll`` is; a package whose binaries together
-carry no SASS or PTX the GPU runs is a warning naming the package and what stops working.
+carry no SASS or PTX the GPU runs is a warning naming the package, what stops working, and the
+PyPI release whose read binaries have the kernels (:mod:`torchguard._facts.extension_archs`).
 A package whose binaries hold no fatbin at all (a CPU build, or kernels compiled at run time)
 is not judged.
 """
@@ -46,7 +47,16 @@ def check(context: CheckContext) -> Iterator[Finding]:
         for name, capability in gpus.items():
             if not archs.runs_on(capability):
                 yield extension_finding(
-                    f"{dist.name} {dist.version}", dist.name, loses, name, capability, archs
+                    f"{dist.name} {dist.version}",
+                    dist.name,
+                    loses,
+                    name,
+                    capability,
+                    archs,
+                    platform="windows",
+                    torch_version=context.torch.version,
+                    torch_cuda=context.torch.cuda,
+                    installed=dist.version,
                 )
 
 
