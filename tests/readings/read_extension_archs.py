@@ -4,6 +4,8 @@ Rerun it to check or extend ``torchguard/_facts/extension_archs.py``::
 
     python tests/readings/read_extension_archs.py > tests/readings/extension_archs_readings.jsonl
     python tests/readings/read_extension_archs.py xformers --releases 2   # the newest two
+    python tests/readings/read_extension_archs.py --skip 12 --releases 20 >> ...   # older ones
+    python tests/readings/read_extension_archs.py --emit tests/readings/extension_archs_readings.jsonl
 
 The packages whose CUDA wheels are on PyPI: xformers (a Linux and a Windows wheel per release,
 ``torch==`` pinned in its metadata), bitsandbytes (one library per CUDA version inside one
@@ -190,10 +192,15 @@ def read_wheel(wheel: Wheel, sample: int = SAMPLE) -> Iterator[Reading]:
             )
 
 
-def readings(packages: list[str], count: int = RELEASES, sample: int = SAMPLE) -> Iterator[Reading]:
+def readings(
+    packages: list[str], count: int = RELEASES, sample: int = SAMPLE, skip: int = 0
+) -> Iterator[Reading]:
+    """The newest ``count`` releases of each package since :data:`SINCE`, after the newest
+    ``skip`` (to read a long history in parts)."""
     for package in packages:
         wheels = pypi_wheels(package)
-        newest = sorted({w.version for w in wheels}, key=_key, reverse=True)[:count]
+        ordered = sorted({w.version for w in wheels}, key=_key, reverse=True)
+        newest = ordered[skip : skip + count]
         for wheel in wheels:
             if wheel.version in newest:
                 yield from read_wheel(wheel, sample)
@@ -251,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packages", nargs="*", default=list(BINARIES))
     parser.add_argument("--releases", type=int, default=RELEASES, help="newest N per package")
+    parser.add_argument("--skip", type=int, default=0, help="after the newest N per package")
     parser.add_argument("--sample", type=int, default=SAMPLE, help="containers per binary")
     parser.add_argument("--emit", type=Path, help="readings to write the facts module from")
     options = parser.parse_args(argv)
@@ -261,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     for package in NO_BINARY_WHEELS:
         if no_binary_wheel(package):
             print(f"{package}: no binary wheel on PyPI", file=sys.stderr)
-    for reading in readings(options.packages, options.releases, options.sample):
+    for reading in readings(options.packages, options.releases, options.sample, options.skip):
         print(json.dumps(reading.__dict__), flush=True)
         print(
             f"{reading.package} {reading.version} {reading.platform} {reading.member}: "

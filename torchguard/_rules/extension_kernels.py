@@ -56,6 +56,7 @@ def check(context: CheckContext) -> Iterator[Finding]:
                     platform="windows",
                     torch_version=context.torch.version,
                     torch_cuda=context.torch.cuda,
+                    python_cmd=context.hints.python_cmd,
                     installed=dist.version,
                 )
 

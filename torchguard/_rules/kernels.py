@@ -68,6 +68,7 @@ def extension_finding(
     platform: str,
     torch_version: str | None,
     torch_cuda: str | None,
+    python_cmd: str,
     installed: str | None = None,
 ) -> Finding:
     """An extension (``label``: ``xformers 0.0.32``) whose own kernels the GPU cannot run;
@@ -84,7 +85,9 @@ def extension_finding(
             'device" even where torch itself runs'
         ),
         hints=(
-            extension_hint(package, capability, platform, torch_version, torch_cuda, installed),
+            extension_hint(
+                package, capability, platform, torch_version, torch_cuda, python_cmd, installed
+            ),
         ),
         rank=73,
     )
@@ -96,6 +99,7 @@ def extension_hint(
     platform: str,
     torch_version: str | None,
     torch_cuda: str | None,
+    python_cmd: str,
     installed: str | None,
 ) -> RepairHint:
     """The release of ``package`` whose PyPI wheel was read to carry kernels for the GPU (and
@@ -128,7 +132,7 @@ def extension_hint(
             f"install {dist} {build.version}: its {platform} wheel on PyPI ({build.wheel}"
             f"{library}) carries kernels for {kernels}, which run on {arch}"
             + (f", and it requires torch{build.requires_torch}" if build.requires_torch else ""),
-            (f"pip install {dist}=={build.version}",),
+            (f"{python_cmd} -m pip install {dist}=={build.version}",),
             CUDA_GPUS_URL,
         )
     known = f"{dist} wheel on PyPI for {platform} (releases {found.releases[-1]} to " + (

@@ -29,4 +29,5 @@ def check(context: LinuxContext) -> Iterator[Finding]:
                     platform="linux",
                     torch_version=context.torch_version,
                     torch_cuda=context.cuda,
+                    python_cmd=context.python_cmd,
                 )
