@@ -211,6 +211,11 @@ def test_an_extension_inside_an_offline_wheel_is_read_from_the_member_stream(
     )
     (finding,) = kernels(report)
     assert "xformers 0.0.32" in finding.message and "sm_80, sm_90" in finding.message
+    # offline too, the nearest read release for torch 2.8.0 whose Windows wheel runs there
+    (command,) = finding.hints[0].commands
+    assert command.split(" -m pip install xformers==")[1] in read_releases(
+        "xformers", "windows", "==2.8.0", (12, 0)
+    )
     assert (
         kernels(
             torchguard.scan(
