@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from torchguard._facts.extension_archs import BUILDS, known_builds, pick
+from torchguard._facts.extension_archs import builds, known_builds, pick
 
 READINGS = Path(__file__).resolve().parent / "readings"
 #: GPUs from Pascal to Blackwell, by compute capability.
@@ -62,9 +62,9 @@ def _version(text: str) -> tuple[int, ...]:
 def test_every_row_is_the_union_of_its_wheels_readings() -> None:
     """Each row is exactly what its wheel's binaries said; every reading has its row."""
     unions = _unions()
-    assert {(b.package, b.version, b.platform, b.cuda) for b in BUILDS} == set(unions)
-    assert len(BUILDS) == len(unions)
-    for build in BUILDS:
+    assert {(b.package, b.version, b.platform, b.cuda) for b in builds()} == set(unions)
+    assert len(builds()) == len(unions)
+    for build in builds():
         sass, ptx, line = unions[build.package, build.version, build.platform, build.cuda]
         assert (build.sass, build.ptx) == (frozenset(sass), frozenset(ptx)), build
         assert build.wheel == line["wheel"] and build.uploaded == line["uploaded"]
@@ -165,7 +165,7 @@ def test_pypi_has_no_release_the_table_does_not_know(package: str) -> None:
     reading script and ``--emit``."""
     wheels = _reader().pypi_wheels(package, since="")
     newest = max((w.version for w in wheels), key=_version)
-    assert any(b.package == package and b.version == newest for b in BUILDS), (
+    assert any(b.package == package and b.version == newest for b in builds()), (
         f"{package} {newest} is on PyPI: read it (tests/readings/read_extension_archs.py)"
     )
 

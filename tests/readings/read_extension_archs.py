@@ -243,11 +243,11 @@ def rows(lines: list[dict[str, object]]) -> list[tuple[object, ...]]:
 def emit(readings_path: Path, module: Path) -> None:
     """Rewrite the rows between the ``readings`` markers of the facts module."""
     lines = [json.loads(line) for line in readings_path.read_text(encoding="utf-8").splitlines()]
-    body = "".join(f"    _row{row!r},\n" for row in rows(lines))
+    body = "".join(f"    {row!r},\n" for row in rows(lines))
     text = module.read_text(encoding="utf-8")
-    start = text.index("BUILDS: tuple[ExtensionBuild, ...] = (")
+    start = text.index("_ROWS: tuple[Row, ...] = (")
     end = text.index("# /readings")
-    table = "BUILDS: tuple[ExtensionBuild, ...] = (\n" + body + ")\n"
+    table = "_ROWS: tuple[Row, ...] = (\n" + body + ")\n"
     module.write_text(text[:start] + table + text[end:], encoding="utf-8")
     subprocess.run(
         [sys.executable, "-m", "ruff", "format", "-q", str(module)], check=True

@@ -17,7 +17,7 @@ binaries hold no fatbin (xformers 0.0.35, which leaves attention to torch; 0.0.3
 wheel, whose extension modules were packaged as ``xformers/pyd``, a name Python never imports)
 is a row with empty lists: never recommended. Read 2026-12-07: xformers 0.0.27 to 0.0.35,
 bitsandbytes 0.43.2 to 0.50.2, onnxruntime-gpu 1.18.1 to 1.31.1 (every release uploaded since
-June 2024 that has a Linux x86-64 or Windows wheel), 511 binaries, about 14 GiB inflated from
+June 2024 that has a Linux x86-64 or Windows wheel), 511 binaries, about 14 GiB fetched by
 range requests in about 19 minutes over three runs. The rows
 between the ``readings`` markers are written by ``read_extension_archs.py --emit``.
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from torchguard._facts.gpus import Capability
 
@@ -67,33 +68,23 @@ class ExtensionBuild:
         return any(p <= arch for p in self.ptx)
 
 
-def _row(
-    package: str,
-    version: str,
-    platform: str,
-    sass: tuple[int, ...],
-    ptx: tuple[int, ...],
-    requires_torch: str | None,
-    wheel: str,
-    uploaded: str,
-    cuda: tuple[int, int] | None,
-) -> ExtensionBuild:
-    return ExtensionBuild(
-        package,
-        version,
-        platform,
-        frozenset(sass),
-        frozenset(ptx),
-        requires_torch,
-        wheel,
-        uploaded,
-        cuda,
-    )
-
+Row = tuple[
+    str,
+    str,
+    str,
+    tuple[int, ...],
+    tuple[int, ...],
+    "str | None",
+    str,
+    str,
+    "tuple[int, int] | None",
+]
+"""package, release, platform, SASS, PTX, torch requirement, wheel, upload date, library
+CUDA: literals only, so the table loads as one constant."""
 
 # readings: written by tests/readings/read_extension_archs.py --emit
-BUILDS: tuple[ExtensionBuild, ...] = (
-    _row(
+_ROWS: tuple[Row, ...] = (
+    (
         "xformers",
         "0.0.35",
         "linux",
@@ -104,7 +95,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-20",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.35",
         "windows",
@@ -115,7 +106,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-20",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.34",
         "linux",
@@ -126,7 +117,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-23",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.34",
         "windows",
@@ -137,7 +128,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-23",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.33.post2",
         "linux",
@@ -148,7 +139,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-04",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.33.post2",
         "windows",
@@ -159,7 +150,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-04",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.33.post1",
         "linux",
@@ -170,7 +161,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-11-13",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.33.post1",
         "windows",
@@ -181,7 +172,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-11-13",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.33",
         "linux",
@@ -192,7 +183,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-11-12",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.33",
         "windows",
@@ -203,7 +194,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-11-12",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.32.post2",
         "linux",
@@ -214,7 +205,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-15",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.32.post2",
         "windows",
@@ -225,7 +216,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-15",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.32.post1",
         "linux",
@@ -236,7 +227,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-14",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.32.post1",
         "windows",
@@ -247,7 +238,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-14",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.31.post1",
         "linux",
@@ -258,7 +249,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-08",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.31.post1",
         "windows",
@@ -269,7 +260,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-08",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.31",
         "linux",
@@ -280,7 +271,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-06-25",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.31",
         "windows",
@@ -291,7 +282,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-06-25",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.30",
         "linux",
@@ -302,7 +293,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-28",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.30",
         "windows",
@@ -313,7 +304,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-28",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.29.post3",
         "linux",
@@ -324,7 +315,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-10",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.29.post3",
         "windows",
@@ -335,7 +326,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-10",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.29.post2",
         "linux",
@@ -346,7 +337,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-01",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.29.post2",
         "windows",
@@ -357,7 +348,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-01",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.29.post1",
         "linux",
@@ -368,7 +359,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-31",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.29",
         "linux",
@@ -379,7 +370,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-27",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.28.post3",
         "linux",
@@ -390,7 +381,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-10-30",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.28.post2",
         "linux",
@@ -401,7 +392,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-10-22",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.28.post1",
         "linux",
@@ -412,7 +403,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-13",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.28",
         "linux",
@@ -423,7 +414,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-12",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.27.post2",
         "linux",
@@ -434,7 +425,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-26",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.27.post2",
         "windows",
@@ -445,7 +436,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-26",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.27.post1",
         "linux",
@@ -456,7 +447,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-25",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.27.post1",
         "windows",
@@ -467,7 +458,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-25",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.27",
         "linux",
@@ -478,7 +469,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-09",
         None,
     ),
-    _row(
+    (
         "xformers",
         "0.0.27",
         "windows",
@@ -489,7 +480,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-09",
         None,
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "linux",
@@ -500,7 +491,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (13, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "linux",
@@ -511,7 +502,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "linux",
@@ -522,7 +513,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "linux",
@@ -533,7 +524,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "linux",
@@ -544,7 +535,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "linux",
@@ -555,7 +546,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "linux",
@@ -566,7 +557,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "windows",
@@ -577,7 +568,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (13, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "windows",
@@ -588,7 +579,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "windows",
@@ -599,7 +590,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "windows",
@@ -610,7 +601,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "windows",
@@ -621,7 +612,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "windows",
@@ -632,7 +623,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.2",
         "windows",
@@ -643,7 +634,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-27",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "linux",
@@ -654,7 +645,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (13, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "linux",
@@ -665,7 +656,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "linux",
@@ -676,7 +667,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "linux",
@@ -687,7 +678,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "linux",
@@ -698,7 +689,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "linux",
@@ -709,7 +700,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "linux",
@@ -720,7 +711,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "windows",
@@ -731,7 +722,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (13, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "windows",
@@ -742,7 +733,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "windows",
@@ -753,7 +744,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "windows",
@@ -764,7 +755,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "windows",
@@ -775,7 +766,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "windows",
@@ -786,7 +777,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.1",
         "windows",
@@ -797,7 +788,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-13",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "linux",
@@ -808,7 +799,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (13, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "linux",
@@ -819,7 +810,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "linux",
@@ -830,7 +821,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "linux",
@@ -841,7 +832,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "linux",
@@ -852,7 +843,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "linux",
@@ -863,7 +854,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "linux",
@@ -874,7 +865,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "windows",
@@ -885,7 +876,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (13, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "windows",
@@ -896,7 +887,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "windows",
@@ -907,7 +898,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "windows",
@@ -918,7 +909,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "windows",
@@ -929,7 +920,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "windows",
@@ -940,7 +931,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.50.0",
         "windows",
@@ -951,7 +942,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -962,7 +953,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -973,7 +964,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -984,7 +975,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -995,7 +986,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -1006,7 +997,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -1017,7 +1008,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -1028,7 +1019,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -1039,7 +1030,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -1050,7 +1041,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -1061,7 +1052,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "linux",
@@ -1072,7 +1063,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1083,7 +1074,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1094,7 +1085,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1105,7 +1096,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1116,7 +1107,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1127,7 +1118,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1138,7 +1129,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1149,7 +1140,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1160,7 +1151,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1171,7 +1162,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1182,7 +1173,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.2",
         "windows",
@@ -1193,7 +1184,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-16",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1204,7 +1195,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1215,7 +1206,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1226,7 +1217,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1237,7 +1228,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1248,7 +1239,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1259,7 +1250,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1270,7 +1261,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1281,7 +1272,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1292,7 +1283,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1303,7 +1294,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "linux",
@@ -1314,7 +1305,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1325,7 +1316,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1336,7 +1327,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1347,7 +1338,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1358,7 +1349,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1369,7 +1360,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1380,7 +1371,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1391,7 +1382,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1402,7 +1393,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1413,7 +1404,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1424,7 +1415,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.1",
         "windows",
@@ -1435,7 +1426,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-01-08",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1446,7 +1437,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1457,7 +1448,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1468,7 +1459,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1479,7 +1470,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1490,7 +1481,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1501,7 +1492,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1512,7 +1503,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1523,7 +1514,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1534,7 +1525,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1545,7 +1536,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "linux",
@@ -1556,7 +1547,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1567,7 +1558,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1578,7 +1569,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1589,7 +1580,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1600,7 +1591,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1611,7 +1602,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1622,7 +1613,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1633,7 +1624,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1644,7 +1635,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1655,7 +1646,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1666,7 +1657,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.49.0",
         "windows",
@@ -1677,7 +1668,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-12-11",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1688,7 +1679,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1699,7 +1690,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1710,7 +1701,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1721,7 +1712,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1732,7 +1723,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1743,7 +1734,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1754,7 +1745,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1765,7 +1756,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1776,7 +1767,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1787,7 +1778,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "linux",
@@ -1798,7 +1789,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1809,7 +1800,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1820,7 +1811,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1831,7 +1822,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1842,7 +1833,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1853,7 +1844,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1864,7 +1855,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1875,7 +1866,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1886,7 +1877,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1897,7 +1888,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1908,7 +1899,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.2",
         "windows",
@@ -1919,7 +1910,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-29",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -1930,7 +1921,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -1941,7 +1932,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -1952,7 +1943,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -1963,7 +1954,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -1974,7 +1965,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -1985,7 +1976,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -1996,7 +1987,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -2007,7 +1998,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -2018,7 +2009,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -2029,7 +2020,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "linux",
@@ -2040,7 +2031,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2051,7 +2042,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2062,7 +2053,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2073,7 +2064,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2084,7 +2075,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2095,7 +2086,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2106,7 +2097,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2117,7 +2108,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2128,7 +2119,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2139,7 +2130,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2150,7 +2141,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.1",
         "windows",
@@ -2161,7 +2152,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-02",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2172,7 +2163,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2183,7 +2174,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2194,7 +2185,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2205,7 +2196,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2216,7 +2207,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2227,7 +2218,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2238,7 +2229,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2249,7 +2240,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2260,7 +2251,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2271,7 +2262,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "linux",
@@ -2282,7 +2273,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2293,7 +2284,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (13, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2304,7 +2295,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2315,7 +2306,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2326,7 +2317,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2337,7 +2328,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2348,7 +2339,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2359,7 +2350,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2370,7 +2361,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2381,7 +2372,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2392,7 +2383,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.48.0",
         "windows",
@@ -2403,7 +2394,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-30",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2414,7 +2405,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2425,7 +2416,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2436,7 +2427,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2447,7 +2438,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2458,7 +2449,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2469,7 +2460,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2480,7 +2471,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2491,7 +2482,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2502,7 +2493,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "linux",
@@ -2513,7 +2504,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2524,7 +2515,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2535,7 +2526,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2546,7 +2537,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2557,7 +2548,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2568,7 +2559,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2579,7 +2570,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2590,7 +2581,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2601,7 +2592,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2612,7 +2603,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.47.0",
         "windows",
@@ -2623,7 +2614,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-08-11",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2634,7 +2625,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2645,7 +2636,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2656,7 +2647,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2667,7 +2658,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2678,7 +2669,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2689,7 +2680,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2700,7 +2691,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2711,7 +2702,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2722,7 +2713,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "linux",
@@ -2733,7 +2724,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2744,7 +2735,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 9),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2755,7 +2746,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2766,7 +2757,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2777,7 +2768,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2788,7 +2779,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2799,7 +2790,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2810,7 +2801,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2821,7 +2812,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2832,7 +2823,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.1",
         "windows",
@@ -2843,7 +2834,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-07-02",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2854,7 +2845,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2865,7 +2856,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2876,7 +2867,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2887,7 +2878,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2898,7 +2889,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2909,7 +2900,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2920,7 +2911,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2931,7 +2922,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "linux",
@@ -2942,7 +2933,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -2953,7 +2944,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -2964,7 +2955,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -2975,7 +2966,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -2986,7 +2977,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -2997,7 +2988,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -3008,7 +2999,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -3019,7 +3010,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -3030,7 +3021,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.46.0",
         "windows",
@@ -3041,7 +3032,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-27",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3052,7 +3043,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3063,7 +3054,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3074,7 +3065,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3085,7 +3076,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3096,7 +3087,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3107,7 +3098,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3118,7 +3109,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3129,7 +3120,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3140,7 +3131,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "linux",
@@ -3151,7 +3142,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3162,7 +3153,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3173,7 +3164,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3184,7 +3175,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3195,7 +3186,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3206,7 +3197,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3217,7 +3208,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3228,7 +3219,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3239,7 +3230,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3250,7 +3241,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.5",
         "windows",
@@ -3261,7 +3252,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-07",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3272,7 +3263,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3283,7 +3274,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3294,7 +3285,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3305,7 +3296,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3316,7 +3307,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3327,7 +3318,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3338,7 +3329,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3349,7 +3340,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3360,7 +3351,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "linux",
@@ -3371,7 +3362,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3382,7 +3373,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3393,7 +3384,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3404,7 +3395,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3415,7 +3406,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3426,7 +3417,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3437,7 +3428,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3448,7 +3439,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3459,7 +3450,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3470,7 +3461,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.4",
         "windows",
@@ -3481,7 +3472,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-25",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3492,7 +3483,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3503,7 +3494,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3514,7 +3505,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3525,7 +3516,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3536,7 +3527,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3547,7 +3538,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3558,7 +3549,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3569,7 +3560,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3580,7 +3571,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "linux",
@@ -3591,7 +3582,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3602,7 +3593,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3613,7 +3604,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3624,7 +3615,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3635,7 +3626,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3646,7 +3637,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3657,7 +3648,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3668,7 +3659,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3679,7 +3670,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3690,7 +3681,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.3",
         "windows",
@@ -3701,7 +3692,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-24",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3712,7 +3703,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3723,7 +3714,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3734,7 +3725,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3745,7 +3736,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3756,7 +3747,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3767,7 +3758,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3778,7 +3769,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3789,7 +3780,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "linux",
@@ -3800,7 +3791,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3811,7 +3802,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3822,7 +3813,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3833,7 +3824,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3844,7 +3835,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3855,7 +3846,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3866,7 +3857,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3877,7 +3868,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3888,7 +3879,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.2",
         "windows",
@@ -3899,7 +3890,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-02-06",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3910,7 +3901,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3921,7 +3912,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3932,7 +3923,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3943,7 +3934,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3954,7 +3945,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3965,7 +3956,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3976,7 +3967,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3987,7 +3978,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "linux",
@@ -3998,7 +3989,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4009,7 +4000,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4020,7 +4011,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4031,7 +4022,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4042,7 +4033,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4053,7 +4044,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4064,7 +4055,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4075,7 +4066,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4086,7 +4077,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.1",
         "windows",
@@ -4097,7 +4088,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-01-23",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4108,7 +4099,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4119,7 +4110,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4130,7 +4121,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4141,7 +4132,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4152,7 +4143,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4163,7 +4154,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4174,7 +4165,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4185,7 +4176,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "linux",
@@ -4196,7 +4187,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4207,7 +4198,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 6),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4218,7 +4209,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4229,7 +4220,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4240,7 +4231,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4251,7 +4242,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4262,7 +4253,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4273,7 +4264,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4284,7 +4275,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.45.0",
         "windows",
@@ -4295,7 +4286,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-12-05",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4306,7 +4297,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4317,7 +4308,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4328,7 +4319,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4339,7 +4330,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4350,7 +4341,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4361,7 +4352,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4372,7 +4363,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "linux",
@@ -4383,7 +4374,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4394,7 +4385,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4405,7 +4396,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4416,7 +4407,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4427,7 +4418,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4438,7 +4429,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4449,7 +4440,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4460,7 +4451,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.1",
         "windows",
@@ -4471,7 +4462,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-30",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4482,7 +4473,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4493,7 +4484,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4504,7 +4495,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4515,7 +4506,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4526,7 +4517,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4537,7 +4528,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4548,7 +4539,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "linux",
@@ -4559,7 +4550,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4570,7 +4561,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4581,7 +4572,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4592,7 +4583,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4603,7 +4594,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4614,7 +4605,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4625,7 +4616,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4636,7 +4627,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.44.0",
         "windows",
@@ -4647,7 +4638,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-24",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4658,7 +4649,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4669,7 +4660,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4680,7 +4671,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4691,7 +4682,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4702,7 +4693,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4713,7 +4704,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4724,7 +4715,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "linux",
@@ -4735,7 +4726,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4746,7 +4737,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4757,7 +4748,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4768,7 +4759,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4779,7 +4770,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4790,7 +4781,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4801,7 +4792,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4812,7 +4803,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.3",
         "windows",
@@ -4823,7 +4814,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-30",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4834,7 +4825,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4845,7 +4836,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4856,7 +4847,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4867,7 +4858,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4878,7 +4869,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4889,7 +4880,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4900,7 +4891,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "linux",
@@ -4911,7 +4902,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (11, 7),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4922,7 +4913,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 5),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4933,7 +4924,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 4),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4944,7 +4935,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 3),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4955,7 +4946,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 2),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4966,7 +4957,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 1),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4977,7 +4968,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (12, 0),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4988,7 +4979,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (11, 8),
     ),
-    _row(
+    (
         "bitsandbytes",
         "0.43.2",
         "windows",
@@ -4999,7 +4990,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-07-23",
         (11, 7),
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.31.1",
         "linux",
@@ -5010,7 +5001,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-10-26",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.31.1",
         "windows",
@@ -5021,7 +5012,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-10-26",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.31.0",
         "linux",
@@ -5032,7 +5023,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-10-09",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.31.0",
         "windows",
@@ -5043,7 +5034,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-10-09",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.30.0",
         "linux",
@@ -5054,7 +5045,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-09-10",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.30.0",
         "windows",
@@ -5065,7 +5056,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-09-10",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.29.0",
         "linux",
@@ -5076,7 +5067,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-17",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.29.0",
         "windows",
@@ -5087,7 +5078,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-08-17",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.28.0",
         "linux",
@@ -5098,7 +5089,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.28.0",
         "windows",
@@ -5109,7 +5100,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-07-25",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.27.0",
         "linux",
@@ -5120,7 +5111,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-06-18",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.27.0",
         "windows",
@@ -5131,7 +5122,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-06-15",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.26.0",
         "linux",
@@ -5142,7 +5133,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-05-08",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.26.0",
         "windows",
@@ -5153,7 +5144,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-05-08",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.25.1",
         "linux",
@@ -5164,7 +5155,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-04-27",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.25.1",
         "windows",
@@ -5175,7 +5166,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-04-27",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.25.0",
         "linux",
@@ -5186,7 +5177,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-04-22",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.25.0",
         "windows",
@@ -5197,7 +5188,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-04-22",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.24.4",
         "linux",
@@ -5208,7 +5199,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-03-17",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.24.4",
         "windows",
@@ -5219,7 +5210,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-03-17",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.24.1",
         "linux",
@@ -5230,7 +5221,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-05",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.24.1",
         "windows",
@@ -5241,7 +5232,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2026-02-05",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.23.2",
         "linux",
@@ -5252,7 +5243,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-22",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.23.2",
         "windows",
@@ -5263,7 +5254,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-10-22",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.23.0",
         "linux",
@@ -5274,7 +5265,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-25",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.23.0",
         "windows",
@@ -5285,7 +5276,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-09-25",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.22.0",
         "linux",
@@ -5296,7 +5287,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-09",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.22.0",
         "windows",
@@ -5307,7 +5298,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-05-09",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.21.1",
         "linux",
@@ -5318,7 +5309,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-18",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.21.1",
         "windows",
@@ -5329,7 +5320,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-04-18",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.21.0",
         "linux",
@@ -5340,7 +5331,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-07",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.21.0",
         "windows",
@@ -5351,7 +5342,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-07",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.20.2",
         "linux",
@@ -5362,7 +5353,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-07",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.20.2",
         "windows",
@@ -5373,7 +5364,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2025-03-07",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.20.0",
         "linux",
@@ -5384,7 +5375,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-11-01",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.20.0",
         "windows",
@@ -5395,7 +5386,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-11-01",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.19.2",
         "linux",
@@ -5406,7 +5397,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-04",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.19.2",
         "windows",
@@ -5417,7 +5408,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-09-04",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.19.0",
         "linux",
@@ -5428,7 +5419,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-08-16",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.19.0",
         "windows",
@@ -5439,7 +5430,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-08-16",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.18.1",
         "linux",
@@ -5450,7 +5441,7 @@ BUILDS: tuple[ExtensionBuild, ...] = (
         "2024-06-27",
         None,
     ),
-    _row(
+    (
         "onnxruntime-gpu",
         "1.18.1",
         "windows",
@@ -5465,6 +5456,15 @@ BUILDS: tuple[ExtensionBuild, ...] = (
 # /readings
 
 
+@lru_cache(maxsize=1)
+def builds() -> tuple[ExtensionBuild, ...]:
+    """Every row, newest release first within a package."""
+    return tuple(
+        ExtensionBuild(p, v, o, frozenset(s), frozenset(x), t, w, u, c)
+        for p, v, o, s, x, t, w, u, c in _ROWS
+    )
+
+
 def canonical(name: str) -> str:
     """A distribution or import name as the table spells it (``onnxruntime_gpu``)."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -5473,7 +5473,7 @@ def canonical(name: str) -> str:
 def known_builds(package: str, platform: str) -> tuple[ExtensionBuild, ...]:
     """The rows of ``package`` on ``platform``, newest release first."""
     name = canonical(package)
-    return tuple(b for b in BUILDS if b.package == name and b.platform == platform)
+    return tuple(b for b in builds() if b.package == name and b.platform == platform)
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -5579,4 +5579,4 @@ def pick(
     return Pick(min(fits, key=distance), None, releases)
 
 
-__all__ = ["BUILDS", "READ_ON", "ExtensionBuild", "Pick", "canonical", "known_builds", "pick"]
+__all__ = ["READ_ON", "ExtensionBuild", "Pick", "builds", "canonical", "known_builds", "pick"]
