@@ -129,7 +129,8 @@ def test_binaries_without_a_fatbin_and_unknown_packages_are_not_judged(tmp_path:
 
 
 def test_kernels_spread_over_several_binaries_count_together(tmp_path: Path) -> None:
-    """bitsandbytes ships one library per CUDA version; any of them covering the GPU is enough."""
+    """bitsandbytes ships one library per CUDA version and loads the one for torch's (12.8
+    here): that library's kernels are what the GPU runs."""
     binaries = {
         "bitsandbytes/libbitsandbytes_cuda121.dll": torch_cuda((50, 60, 70)),
         "bitsandbytes/libbitsandbytes_cuda128.dll": torch_cuda((75, 120)),
@@ -138,6 +139,36 @@ def test_kernels_spread_over_several_binaries_count_together(tmp_path: Path) -> 
     report = scan(tmp_path / "b", "NVIDIA H100 PCIe", "bitsandbytes", binaries)
     (finding,) = kernels(report)  # torch has sm_90; sm_75 SASS does not run on Hopper
     assert finding.message.startswith("the NVIDIA H100 PCIe (sm_90) cannot run bitsandbytes")
+
+
+def test_a_bitsandbytes_library_torch_does_not_load_does_not_count(tmp_path: Path) -> None:
+    """A GTX 1080 under torch cu128: bitsandbytes loads libbitsandbytes_cuda128.dll, which has
+    no Pascal kernels; the CUDA 12.1 library's sm_60 does not help."""
+    binaries = {
+        "bitsandbytes/libbitsandbytes_cuda121.dll": torch_cuda((50, 60, 70)),
+        "bitsandbytes/libbitsandbytes_cuda128.dll": torch_cuda((75, 120)),
+    }
+    cu128 = scan_bnb(tmp_path / "a", "12.8", binaries)
+    (finding,) = [f for f in kernels(cu128) if "bitsandbytes" in f.message]
+    assert "built for sm_75, sm_120" in finding.message
+    cu121 = scan_bnb(tmp_path / "b", "12.1", binaries)  # its own library has sm_60
+    assert [f for f in kernels(cu121) if "bitsandbytes" in f.message] == []
+
+
+def scan_bnb(tmp_path: Path, cuda: str, binaries: dict[str, bytes]) -> torchguard.Report:
+    """torch (with Pascal kernels) built for ``cuda`` beside a bitsandbytes 0.45.3 whose
+    ``cextension.py`` loads the exact CUDA version's library."""
+    fake = FakeTorch(
+        version=f"2.6.0+cu{cuda.replace('.', '')}",
+        cuda=cuda,
+        extra={"torch/lib/torch_cuda.dll": torch_cuda((50, 60, 70, 75, 80, 86, 90))},
+    )
+    site = fake.write(tmp_path / "site")
+    files = {**binaries, "bitsandbytes/cextension.py": b"lib = ct.cdll.LoadLibrary(path)\n"}
+    write_tree(site, companion("bitsandbytes", "0.45.3", files, {}))
+    return torchguard.scan(
+        [site], system32=[system32(tmp_path / "s32")], gpus=["NVIDIA GeForce GTX 1080"]
+    )
 
 
 def test_linux_extension_kernels_are_read_and_cached(
