@@ -172,17 +172,21 @@ def test_pypi_has_no_release_the_table_does_not_know(package: str) -> None:
 
 @pytest.mark.realwheel
 def test_the_newest_xformers_wheels_read_as_recorded() -> None:
-    """Re-reads the newest xformers release that carries kernels, Linux and Windows (about
-    200 MiB of range requests), and compares each member with the recorded readings."""
+    """Re-reads the two newest xformers releases with kernels, Linux and Windows (the newest is
+    a few MiB; the one before carries flash_attn_3, about 200 MiB of range requests), and
+    compares each member with the recorded readings."""
     reader = _reader()
     recorded = readings()
-    newest = max(
-        (r for r in recorded if r["package"] == "xformers" and r["containers"]),
-        key=lambda r: _version(str(r["version"])),
-    )["version"]
-    wheels = [w for w in reader.pypi_wheels("xformers") if w.version == newest]
-    assert {w.platform for w in wheels} == {"linux", "windows"}
+    newest = sorted(
+        {str(r["version"]) for r in recorded if r["package"] == "xformers" and r["containers"]},
+        key=_version,
+    )[-2:]
+    wheels = [w for w in reader.pypi_wheels("xformers") if w.version in newest]
+    assert {(w.version, w.platform) for w in wheels} == {
+        (v, p) for v in newest for p in ("linux", "windows")
+    }
     for wheel in wheels:
+        members = []
         for reading in reader.read_wheel(wheel):
             (line,) = [
                 r
@@ -190,4 +194,9 @@ def test_the_newest_xformers_wheels_read_as_recorded() -> None:
                 if r["wheel"] == wheel.filename and r["member"] == reading.member
             ]
             assert list(reading.sass) == line["sass"] and list(reading.ptx) == line["ptx"]
+            assert reading.containers == line["containers"]
             assert reading.requires_torch == line["requires_torch"]
+            members.append(reading.member)
+        assert sorted(members) == sorted(
+            str(r["member"]) for r in recorded if r["wheel"] == wheel.filename
+        )
