@@ -6,7 +6,8 @@ torch: a torch that runs on an RTX 5090 (sm_120) does not make an xformers built
 sm_90 run there. Each such package's binaries (``.pyd``/``.dll`` its RECORD lists, on disk) are
 read for their fatbin (:mod:`torchguard._binary.fatbin`), inside a wheel from the member's
 stream, headers only, as torch's own ``torch_cuda.dll`` is; a package whose binaries together
-carry no SASS or PTX the GPU runs is a warning naming the package and what stops working.
+carry no SASS or PTX the GPU runs is a warning naming the package, what stops working, and the
+PyPI release whose read binaries have the kernels (:mod:`torchguard._facts.extension_archs`).
 A package whose binaries hold no fatbin at all (a CPU build, or kernels compiled at run time)
 is not judged.
 """
@@ -46,7 +47,17 @@ def check(context: CheckContext) -> Iterator[Finding]:
         for name, capability in gpus.items():
             if not archs.runs_on(capability):
                 yield extension_finding(
-                    f"{dist.name} {dist.version}", dist.name, loses, name, capability, archs
+                    f"{dist.name} {dist.version}",
+                    dist.name,
+                    loses,
+                    name,
+                    capability,
+                    archs,
+                    platform="windows",
+                    torch_version=context.torch.version,
+                    torch_cuda=context.torch.cuda,
+                    python_cmd=context.hints.python_cmd,
+                    installed=dist.version,
                 )
 
 
@@ -57,9 +68,13 @@ def _dist_archs(context: CheckContext, dist: InstalledDist) -> FatbinArchs | Non
     sass: set[int] = set()
     ptx: set[int] = set()
     found = False
+    loaded = _bitsandbytes_library(context, dist)
     for relative in dist.record_paths():
         if not relative.lower().endswith(_BINARY_SUFFIXES):
             continue
+        name = relative.rsplit("/", 1)[-1].lower()
+        if loaded is not None and name.startswith("libbitsandbytes_cuda") and name != loaded:
+            continue  # another CUDA version's library: never loaded under this torch
         entry = tree.entry(join(dist.site_dir, relative))
         if isinstance(entry, HostFile):
             archs = _cached_read(context, host_key(entry.path), partial(read_dll_archs, entry.path))
@@ -75,6 +90,30 @@ def _dist_archs(context: CheckContext, dist: InstalledDist) -> FatbinArchs | Non
         sass.update(archs.sass)
         ptx.update(archs.ptx)
     return FatbinArchs(frozenset(sass), frozenset(ptx), 0, 0) if found else None
+
+
+def _bitsandbytes_library(context: CheckContext, dist: InstalledDist) -> str | None:
+    """The one ``libbitsandbytes_cudaXY.dll`` bitsandbytes loads for torch's CUDA version
+    (:func:`torchguard._facts.bitsandbytes.chosen`), lower-cased; None when the package is
+    not bitsandbytes or torch's CUDA is unknown (then every library counts)."""
+    if dist.name.lower() != "bitsandbytes":
+        return None
+    from torchguard._facts.bitsandbytes import FALLBACK_MARK, binary_name, chosen, cuda_tuple
+    from torchguard._facts.bitsandbytes import shipped as shipped_versions
+
+    cuda = cuda_tuple(context.torch.cuda)
+    if cuda is None:
+        return None
+    names = [relative.rsplit("/", 1)[-1] for relative in dist.record_paths()]
+    tree = context.system.tree
+    source = tree.read_text(join(dist.site_dir, "bitsandbytes", "cextension.py"))
+    fallback = None if source is None else FALLBACK_MARK in source
+    present = set(shipped_versions(names, "windows"))
+    if fallback is None and cuda not in present:
+        return None  # its fallback policy unread: doubt judges every library together
+    picked = chosen(cuda, present, fallback=fallback)
+    # none loads: bitsandbytes-binary-missing says so, and no library's kernels are judged
+    return binary_name(picked, "windows").lower() if picked is not None else "-"
 
 
 def _member_identity(tree: WinTree, entry: ZipMember) -> str | None:

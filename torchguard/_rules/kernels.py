@@ -58,9 +58,21 @@ def no_kernels_message(
 
 
 def extension_finding(
-    label: str, package: str, loses: str, name: str, capability: Capability, archs: FatbinArchs
+    label: str,
+    package: str,
+    loses: str,
+    name: str,
+    capability: Capability,
+    archs: FatbinArchs,
+    *,
+    platform: str,
+    torch_version: str | None,
+    torch_cuda: str | None,
+    python_cmd: str,
+    installed: str | None = None,
 ) -> Finding:
-    """An extension (``label``: ``xformers 0.0.32``) whose own kernels the GPU cannot run."""
+    """An extension (``label``: ``xformers 0.0.32``) whose own kernels the GPU cannot run;
+    the hint names the release whose read binaries have them (:mod:`extension_archs`)."""
     arch = f"sm_{capability[0]}{capability[1]}"
     return Finding(
         code=Code.GPU_ARCH_UNSUPPORTED,
@@ -73,13 +85,73 @@ def extension_finding(
             'device" even where torch itself runs'
         ),
         hints=(
-            RepairHint(
-                f"install a {package} build compiled for {arch} (its release notes or wheel "
-                f"index name the architectures; a source build takes TORCH_CUDA_ARCH_LIST="
-                f"{capability[0]}.{capability[1]}), or uninstall it if nothing needs it",
-                (),
-                CUDA_GPUS_URL,
+            extension_hint(
+                package, capability, platform, torch_version, torch_cuda, python_cmd, installed
             ),
         ),
         rank=73,
+    )
+
+
+def extension_hint(
+    package: str,
+    capability: Capability,
+    platform: str,
+    torch_version: str | None,
+    torch_cuda: str | None,
+    python_cmd: str,
+    installed: str | None,
+) -> RepairHint:
+    """The release of ``package`` whose PyPI wheel was read to carry kernels for the GPU (and
+    accepts the installed torch), or that none does; a package the data does not cover gets
+    the general advice, never a guessed release."""
+    from torchguard._facts.bitsandbytes import cuda_tuple
+    from torchguard._facts.extension_archs import canonical, known_builds, pick
+
+    arch = f"sm_{capability[0]}{capability[1]}"
+    source = f"TORCH_CUDA_ARCH_LIST={capability[0]}.{capability[1]}"
+    found = pick(package, platform, capability, torch_version, installed, cuda_tuple(torch_cuda))
+    if found is None:
+        return RepairHint(
+            f"install a {package} build compiled for {arch} (its release notes or wheel "
+            f"index name the architectures; a source build takes {source}), or uninstall it "
+            "if nothing needs it",
+            (),
+            CUDA_GPUS_URL,
+        )
+    dist = canonical(package)
+    build = found.build
+    if build is not None:
+        kernels = arch_names(build.sass) + (
+            f" with PTX for {arch_names(build.ptx)}" if build.ptx else ""
+        )
+        library = (
+            f"'s library for CUDA {build.cuda[0]}.{build.cuda[1]}" if build.cuda is not None else ""
+        )
+        return RepairHint(
+            f"install {dist} {build.version}: its {platform} wheel on PyPI ({build.wheel}"
+            f"{library}) carries kernels for {kernels}, which run on {arch}"
+            + (f", and it requires torch{build.requires_torch}" if build.requires_torch else ""),
+            (f"{python_cmd} -m pip install {dist}=={build.version}",),
+            CUDA_GPUS_URL,
+        )
+    known = f"{dist} wheel on PyPI for {platform} (releases {found.releases[-1]} to " + (
+        f"{found.releases[0]} read)"
+    )
+    other = found.other_torch
+    cuda = cuda_tuple(torch_cuda)
+    where = ""
+    if cuda is not None and any(b.cuda for b in known_builds(package, platform)):
+        where = f" in the library it loads for CUDA {cuda[0]}.{cuda[1]}"  # bitsandbytes
+    if other is None:  # no read release has them, whatever torch it takes
+        said = f"no {known} has kernels for {arch}{where}"
+    else:
+        said = (
+            f"no {known} that accepts torch {torch_version} has kernels for {arch}{where}; "
+            f"{dist} {other.version} has them but requires torch{other.requires_torch}"
+        )
+    return RepairHint(
+        f"{said}; a source build takes {source}, or uninstall it if nothing needs it",
+        (),
+        CUDA_GPUS_URL,
     )

@@ -19,4 +19,15 @@ def check(context: LinuxContext) -> Iterator[Finding]:
         loses = extension_losses(package) or ""
         for name, capability in gpus.items():
             if not union.runs_on(capability):
-                yield extension_finding(package, package, loses, name, capability, union)
+                yield extension_finding(
+                    package,
+                    package,
+                    loses,
+                    name,
+                    capability,
+                    union,
+                    platform="linux",
+                    torch_version=context.torch_version,
+                    torch_cuda=context.cuda,
+                    python_cmd=context.python_cmd,
+                )
