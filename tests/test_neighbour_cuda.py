@@ -112,3 +112,37 @@ def test_the_cpu_build_hint_prefers_the_build_ctranslate2_s_cublas_needs(
 def test_the_cpu_build_hint_says_what_no_variant_serves(tmp_path: Path) -> None:
     hint = _hint(tmp_path, cublas="cublas64_11.dll")
     assert "install the CUDA 13.0 build of torch 2.9.1 (onnxruntime-gpu needs CUDA 11" in hint
+
+
+def _linux_hint(tmp_path: Path, gpu: str) -> str:
+    from test_linux_gpu import root_with_driver, system_on
+    from test_linux_import import torch_site
+    from test_neighbours import ctranslate2 as linux_ctranslate2
+
+    from torchguard._frontends.pipeline import analyze_linux
+
+    site = torch_site(tmp_path)
+    (site / "torch" / "version.py").write_text("__version__ = '2.9.1+cpu'\ncuda = None\n")
+    linux_ctranslate2(site, "libcublas.so.12")
+    system = system_on(tmp_path, root_with_driver(tmp_path, "580.82.07"), gpus=(gpu,))
+    report = analyze_linux(system)
+    assert any(f.package == "ctranslate2" for f in report.findings), report.findings
+    (finding,) = [f for f in report.findings if f.code == "cpu-build-on-gpu"]
+    return "\n".join(f"{h.summary} {' '.join(h.commands)}" for h in finding.hints)
+
+
+def test_the_linux_cpu_build_hint_prefers_the_cuda_ctranslate2_loads(tmp_path: Path) -> None:
+    hint = _linux_hint(tmp_path, "NVIDIA GeForce RTX 4090")
+    first = hint.split("\n")[0]
+    assert (
+        "Install torch 2.9.1 built for CUDA 12.8, the newest variant of this release with sm_89 "
+        "kernels and CUDA 12 (it also serves ctranslate2's libcublas.so.12)"
+    ) in first, hint
+    assert first.endswith("torch==2.9.1 --index-url https://download.pytorch.org/whl/cu128")
+
+
+def test_the_linux_hint_keeps_a_build_with_the_gpu_s_kernels(tmp_path: Path) -> None:
+    """torch 2.9's CUDA 12.8 builds have no sm_61 kernels: a GTX 1080 gets CUDA 12.6."""
+    first = _linux_hint(tmp_path, "NVIDIA GeForce GTX 1080").split("\n")[0]
+    assert "built for CUDA 12.6" in first and "ctranslate2's libcublas.so.12" in first, first
+    assert first.endswith("whl/cu126")
