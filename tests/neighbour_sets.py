@@ -51,11 +51,7 @@ def requirements(name: str) -> Path:
 def check(name: str, cache: Path, python: str = "3.11") -> Verdict:
     """``torchguard check --python 3.11 -- -r <set>`` in a child process, against PyPI, with the
     machine's pip configuration lifted (it caps torch's version) and wheels kept in ``cache``."""
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
-    argv = [sys.executable, "-m", "torchguard", "check", "--python", python]
-    argv += ["--cache-dir", str(cache), "--no-verify", "--json", "--resolve-timeout", "600"]
-    argv += ["--", "-r", str(requirements(name))]
-    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    result = _run(name, cache, python, "--json")
     output = result.stdout + result.stderr
     if result.returncode not in (0, 1):
         raise AssertionError(
@@ -69,3 +65,18 @@ def check(name: str, cache: Path, python: str = "3.11") -> Verdict:
     wheels = tuple(data["check"]["wheels"])
     commands = tuple(c for f in data["findings"] for h in f["hints"] for c in h["commands"])
     return Verdict(result.returncode, findings, wheels, commands, data["torch"]["version"], output)
+
+
+def text(name: str, cache: Path, python: str = "3.11") -> str:
+    """``check``'s text answer on a set (its ``note:`` lines are not in the JSON document)."""
+    result = _run(name, cache, python)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return result.stdout
+
+
+def _run(name: str, cache: Path, python: str, *options: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    argv = [sys.executable, "-m", "torchguard", "check", "--python", python]
+    argv += ["--cache-dir", str(cache), "--no-verify", *options, "--resolve-timeout", "600"]
+    argv += ["--", "-r", str(requirements(name))]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)

@@ -8,7 +8,7 @@ verdicts with the real loader (``e2e/test_neighbour_sets_loader.py``)."""
 from __future__ import annotations
 
 import pytest
-from neighbour_sets import PINNED, SETS, check, requirements
+from neighbour_sets import PINNED, SETS, check, requirements, text
 from realwheels import CACHE
 
 pytestmark = pytest.mark.realwheel
@@ -57,3 +57,17 @@ def test_the_providers_wheels_are_those_of_its_own_cuda() -> None:
         'nvidia-cublas-cu11 "nvidia-cudnn-cu11==8.*" nvidia-cufft-cu11 nvidia-cuda-runtime-cu11'
     )
     assert any(c.endswith(f"pip install {wanted}") for c in verdict.commands), verdict.commands
+
+
+def test_the_cpu_build_note_names_the_cuda_the_neighbour_needs() -> None:
+    """torch 2.9.1's newest CUDA build is 13.0; ctranslate2 4.8.5 loads ``cublas64_12.dll``,
+    which a CUDA 13 torch does not ship: the note names CUDA 12.8 and says why. No torch 2.9.1
+    build serves onnxruntime-gpu 1.15.1's CUDA 11: the note keeps 13.0 and says so."""
+    whisper = text("faster-whisper", CACHE)
+    assert (
+        "for an NVIDIA GPU install the CUDA 12.8 build, which also serves ctranslate2's "
+        "cublas64_12.dll, NVIDIA driver"
+    ) in whisper, whisper
+    assert "torch==2.9.1 --index-url https://download.pytorch.org/whl/cu128" in whisper
+    onnx = text("onnxruntime-gpu", CACHE)
+    assert "the CUDA 13.0 build (onnxruntime-gpu needs CUDA 11: cublasLt64_11.dll; " in onnx, onnx

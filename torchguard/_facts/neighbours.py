@@ -160,3 +160,17 @@ def windows_cuda_major(name: str) -> int | None:
     if not digits.isdigit():
         return None
     return int(digits[:2]) if len(digits) == 3 else int(digits)
+
+
+def library_cuda_major(name: str) -> int | None:
+    """The CUDA major a cuBLAS or CUDA runtime library name belongs to, on either platform
+    (``cublas64_12.dll`` -> 12, ``libcublas.so.12`` -> 12); None for other names (a cuDNN or
+    cuFFT major is not the CUDA major)."""
+    lowered = name.lower()
+    if lowered.endswith(".dll"):
+        return windows_cuda_major(lowered)
+    stem, dot, rest = lowered.partition(".so.")
+    digits = rest.split(".", 1)[0]
+    if not dot or stem not in ("libcublas", "libcublaslt", "libcudart") or not digits.isdigit():
+        return None
+    return int(digits)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from torchguard._frontends.cache_command import wheel_cache
 from torchguard._frontends.check_error import CheckError
@@ -28,6 +28,9 @@ from torchguard._frontends.resolve import Planned, resolve, running_python
 from torchguard._frontends.target import PLATFORMS, Target, parse_target
 from torchguard._frontends.uv_resolve import Resolver
 from torchguard._report.report import Report
+
+if TYPE_CHECKING:
+    from torchguard._facts.cuda_builds import Release
 
 
 @dataclass
@@ -616,6 +619,7 @@ def _cpu_build_note(
     if not report.ok:
         return []  # the fix comes first: no CUDA variant of a release that fails to import
     from torchguard._frontends.target_cuda import no_cuda_build, unverified
+    from torchguard._rules.neighbour_cuda import neighbour_need, prefer_neighbour
 
     base = torch.version.partition("+")[0]
     none = no_cuda_build(target) if target else None
@@ -638,13 +642,17 @@ def _cpu_build_note(
             f" (torchguard's table ends at {newest.series[0]}.{newest.series[1]}: the CUDA "
             "version shown is that release's)"
         )
-    best = (
-        newest_runnable(release.variants, minimum_driver(cuda) or (0, 0))
-        if cuda
-        else (release.variants[-1])
+    floor = minimum_driver(cuda) or (0, 0) if cuda else None
+
+    def pick(variants: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
+        if not variants:
+            return None
+        return newest_runnable(variants, floor) if floor is not None else variants[-1]
+
+    best = pick(release.variants) or release.variants[0]
+    best, serves = prefer_neighbour(
+        _with_kernels(release, gpus), best, neighbour_need(report.findings), pick
     )
-    if best is None:
-        best = release.variants[0]
     need = minimum_driver(best)
     driver = f", NVIDIA driver {need[0]}.{need[1]:02d} or newer" if need else ""
     siblings = "".join(
@@ -654,7 +662,7 @@ def _cpu_build_note(
     )
     return [
         f"note: torch {base} here is the CPU build (PyPI's Windows wheels are); for an NVIDIA "
-        f"GPU install the CUDA {best[0]}.{best[1]} build{driver}"
+        f"GPU install the CUDA {best[0]}.{best[1]} build{serves}{driver}"
         + (f" ({unchecked})" if unchecked else "")
         + f": pip install torch=={base}"
         f"{siblings} "
@@ -662,6 +670,17 @@ def _cpu_build_note(
         + caveat
         + ("" if gpus else " (name your GPU with --gpu to check it)")
     ]
+
+
+def _with_kernels(release: Release, gpus: Sequence[str]) -> tuple[tuple[int, int], ...]:
+    """The release's CUDA variants that carry kernels for every GPU named whose model is
+    known: a neighbour's CUDA major never picks a build the GPU cannot run."""
+    from torchguard._facts.gpus import compute_capability
+    from torchguard._facts.torch_archs import carries_kernels
+
+    known = [c for name in gpus if (c := compute_capability(name)) is not None]
+    version = release.releases[-1]
+    return tuple(v for v in release.variants if all(carries_kernels(version, v, c) for c in known))
 
 
 __all__ = ["Check", "CheckError", "check", "parse_cuda_option", "wheel_cache"]

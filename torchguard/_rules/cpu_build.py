@@ -8,13 +8,14 @@ by the variants this torch release was published for (:mod:`torchguard._facts.cu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from torchguard._facts.companions import matching_siblings
 from torchguard._facts.cuda_builds import (
     PREVIOUS_VERSIONS_URL,
     RELEASES,
     Cuda,
+    Driver,
     Release,
     install_command,
     minimum_driver,
@@ -30,7 +31,9 @@ from torchguard._rules.context import CheckContext
 from torchguard._rules.cuda_driver import find_driver, format_driver
 from torchguard._rules.gpu_fix import candidate_releases, newest_hint, newest_pick
 from torchguard._rules.links import DRIVERS_URL
+from torchguard._rules.neighbour_cuda import Need, neighbour_need, prefer_neighbour
 from torchguard._rules.registry import WINDOWS, rule
+from torchguard._rules.windows_neighbours import neighbour_findings
 
 #: Local version tags of builds for other accelerators: not CPU builds, not judged here.
 _CPU_TAGS = (None, "cpu")
@@ -70,17 +73,20 @@ def check(context: CheckContext) -> Iterator[Finding]:
     )
     hints: list[RepairHint] = []
     if best is not None:
+        newest_cuda = best
+        best, serves = prefer_neighbour(variants, best, _neighbour_need(context), _pick(driver))
         need = minimum_driver(best)
+        which = "CUDA" if best == newest_cuda else f"CUDA {best[0]}"
         why = (
-            f"the newest CUDA variant torch {version} was published for that driver "
+            f"the newest {which} variant torch {version} was published for that driver "
             f"{format_driver(driver)} runs"
             if driver
-            else f"the newest CUDA variant of torch {version}; it needs driver "
+            else f"the newest {which} variant of torch {version}; it needs driver "
             f"{format_driver(need) if need else 'a recent'} or newer"
         )
         hints.append(
             RepairHint(
-                f"install the CUDA {best[0]}.{best[1]} build of torch {version}: {why}"
+                f"install the CUDA {best[0]}.{best[1]} build of torch {version}{serves}: {why}"
                 + table_note,
                 (
                     install_command(
@@ -134,6 +140,24 @@ def check(context: CheckContext) -> Iterator[Finding]:
         hints=tuple(hints),
         rank=75,
     )
+
+
+def _neighbour_need(context: CheckContext) -> Need | None:
+    """The CUDA major torch's native neighbours here need, from their own findings."""
+    return neighbour_need(
+        f for replay in context.neighbours for f in neighbour_findings(replay, context.hints)
+    )
+
+
+def _pick(driver: Driver | None) -> Callable[[tuple[Cuda, ...]], Cuda | None]:
+    """The newest of some variants that ``driver`` runs (any, without a driver)."""
+
+    def pick(variants: tuple[Cuda, ...]) -> Cuda | None:
+        if driver is not None:
+            return newest_runnable(variants, driver)
+        return variants[-1] if variants else None
+
+    return pick
 
 
 def installed_siblings(context: CheckContext) -> tuple[tuple[str, str], ...]:
