@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from torchguard._facts.neighbours import Kind, pin_for
+from torchguard._facts.neighbours import Kind
 from torchguard._facts.vocab import Code
 from torchguard._platforms.linux.ldso import SharedObject
 from torchguard._platforms.linux.neighbour_loads import Order
@@ -28,6 +28,7 @@ from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, nvidia_wheel
 from torchguard._rules.linux_missing import load_error_finding
+from torchguard._rules.neighbour_text import cuda_pin_hint, order_finding
 from torchguard._rules.registry import LINUX, rule
 
 RANK = 140
@@ -113,18 +114,14 @@ def neighbour_findings(
         when = f"its first CUDA call cannot find {', '.join(needs)}"
     dirs = list(dict.fromkeys(posixpath.dirname(p) for p in folders))
     findings.append(
-        Finding(
-            code=Code.NEIGHBOUR_LOAD_ORDER,
-            severity=WARNING,
-            message=(
-                f"{label}: {kind.role} ({file}) finds {', '.join(needs)} only because torch "
-                f"loaded {'it' if len(needs) == 1 else 'them'} first"
-                + (f" (from {', '.join(dirs)})" if dirs else "")
-                + f"; in a process that has not imported torch, {when}. Import torch first"
-            ),
-            missing=needs[0],
-            path=library,
-            package=kind.package,
+        order_finding(
+            label=label,
+            kind=kind,
+            file=file,
+            needs=needs,
+            dirs=dirs,
+            when=when,
+            library=library,
             hints=_order_hints(kind, version, dirs),
             rank=RANK,
         )
@@ -176,15 +173,7 @@ def _pin(kind: Kind, name: str, hints: LinuxHints) -> tuple[RepairHint, ...]:
         return ()
     if not name.startswith(("libcublas", "libcudart")) or str(major) == torch_major:
         return ()
-    pin = pin_for(kind, int(torch_major))
-    if pin is None:
-        return ()
-    return (
-        RepairHint(
-            f"install the {kind.package} built for CUDA {torch_major}, like this torch",
-            (hints.pip("install", shlex.quote(pin)),),
-        ),
-    )
+    return cuda_pin_hint(kind, torch_major, lambda pin: hints.pip("install", shlex.quote(pin)))
 
 
 def _wheel(name: str, hints: LinuxHints) -> tuple[RepairHint, ...]:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from torchguard._facts.neighbours import (
     Kind,
     cudnn_major,
-    pin_for,
     windows_cuda_major,
     windows_wheel,
 )
 from torchguard._platforms.windows.neighbours import NeighbourReplay
 from torchguard._report.findings import RepairHint
 from torchguard._rules.hints import HintContext
+from torchguard._rules.neighbour_text import cuda_pin_hint
 
 
 def order_hints(
@@ -107,15 +107,7 @@ def pin(
         return ()
     if majors == {int(torch_major)}:
         return ()
-    pin = pin_for(kind, int(torch_major))
-    if pin is None:
-        return ()
-    return (
-        RepairHint(
-            f"install the {kind.package} built for CUDA {torch_major}, like this torch",
-            (hints.pip("install", f'"{pin}"'),),
-        ),
-    )
+    return cuda_pin_hint(kind, torch_major, lambda pin: hints.pip("install", f'"{pin}"'))
 
 
 def major(name: str, names: list[str], torch_major: str | None) -> str | None:

@@ -22,6 +22,7 @@ from torchguard._platforms.windows.neighbours import NeighbourReplay, Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import HintContext
+from torchguard._rules.neighbour_text import order_finding
 from torchguard._rules.registry import WINDOWS, rule
 from torchguard._rules.windows_neighbour_hints import (
     built,
@@ -116,18 +117,14 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
         when = f"its first CUDA call cannot find {', '.join(needs)}"
     dirs = list(dict.fromkeys(ntpath.dirname(p) for p in folders))
     findings.append(
-        Finding(
-            code=Code.NEIGHBOUR_LOAD_ORDER,
-            severity=WARNING,
-            message=(
-                f"{label}: {kind.role} ({file}) finds {', '.join(needs)} only because torch "
-                f"loaded {'it' if len(needs) == 1 else 'them'} first"
-                + (f" (from {', '.join(dirs)})" if dirs else "")
-                + f"; in a process that has not imported torch, {when}. Import torch first"
-            ),
-            missing=needs[0],
-            path=library,
-            package=kind.package,
+        order_finding(
+            label=label,
+            kind=kind,
+            file=file,
+            needs=needs,
+            dirs=dirs,
+            when=when,
+            library=library,
             hints=order_hints(replay, needs, torch_major, hints),
             rank=RANK,
         )
