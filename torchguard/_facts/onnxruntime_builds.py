@@ -16,7 +16,10 @@ The wheels name the cuDNN major only, never its minor (``cudnn_version = "9"``),
 metadata pins ``nvidia-cudnn-cu12~=9.0`` (the ``cudnn`` extra, 1.21 to 1.26), so the minor a
 release was built with, which onnxruntime needs at least at run time (its issue 24266: a
 provider built with a newer 9.x that binds torch's cuDNN 9.1 fails), cannot be read from the
-release's files: no finding compares cuDNN minors from this table.
+release's files, nor from its documentation (the CUDA execution provider's requirements table
+says "9.x" for every CUDA 12 release; its PR 23674 says the provider reuses torch's CUDA and
+cuDNN "as long as CUDA and cuDNN major versions are compatible"): no finding compares cuDNN
+minors from this table.
 """
 
 from __future__ import annotations
