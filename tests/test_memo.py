@@ -270,6 +270,7 @@ def test_watching_collects_paths_only_while_on() -> None:
 #: path ``realpath`` walks with ``lstat``, an absent name below a watched folder aside).
 SPY = """
 import builtins, json, os, sys
+import pathlib  # before the spies: Python 3.9's pathlib makes os.stat a method of its class
 from torchguard._binary import memo
 from torchguard._frontends import api
 os.unlink(memo.memo_file())
