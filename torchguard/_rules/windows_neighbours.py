@@ -22,7 +22,7 @@ from torchguard._platforms.windows.neighbours import NeighbourReplay, Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import HintContext
-from torchguard._rules.neighbour_text import order_finding
+from torchguard._rules.neighbour_text import found_through_torch, order_finding
 from torchguard._rules.registry import WINDOWS, rule
 from torchguard._rules.windows_neighbour_hints import (
     built,
@@ -112,9 +112,7 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
             kind, 126, file
         )
     else:
-        needs = [late.name for late in by_torch]
-        folders = [late.path for late in by_torch if late.path]
-        when = f"its first CUDA call cannot find {', '.join(needs)}"
+        needs, folders, when = found_through_torch(by_torch)
     dirs = list(dict.fromkeys(ntpath.dirname(p) for p in folders))
     findings.append(
         order_finding(
