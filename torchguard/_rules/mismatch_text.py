@@ -4,9 +4,9 @@ torch: one text for Windows and Linux, from what the real loaders did.
 Binding is not the end of it. Under Wine (a real Windows CPython 3.11), torchvision 0.19.1
 (built for torch 2.4.1) beside torch 2.5.1 binds every symbol and ``import torchvision``
 works, but ``torchvision.ops.nms`` raises NotImplementedError ("Could not run
-'torchvision::nms' with arguments from the 'CPU' backend"), and one run ended in a page fault:
-its operators registered against another torch's dispatcher. On Linux with PyPI's wheels the
-import itself goes: torchvision 0.23.0 (built for 2.8) binds into torch 2.9.1, then ``import
+'torchvision::nms' with arguments from the 'CPU' backend": that torch finds no CPU kernel
+for it), and one run ended in a page fault. On Linux with PyPI's wheels the import itself
+goes: torchvision 0.23.0 (built for 2.8) binds into torch 2.9.1, then ``import
 torchvision`` segfaults while its operators register; 0.28.0 (built for 2.13.0) does not bind
 into 2.14.1 (``undefined symbol: _ZN3c10...``), torchvision swallows that load error and its
 import fails with "operator torchvision::nms does not exist" (a torchvision whose import goes
