@@ -15,7 +15,11 @@ Pins, from the projects' own release notes and READMEs:
   (2026-12): ``libcublas.so.11`` up to 1.18.1, ``libcublas.so.12`` and ``libcudnn.so.9`` from
   1.19.0 to 1.26.0, ``libcublas.so.13`` from 1.27.0 (1.31.1: no cuDNN in ``DT_NEEDED``).
   ``onnxruntime.preload_dlls()`` (1.21.0+) loads the CUDA and cuDNN libraries of the NVIDIA
-  wheels before the provider.
+  wheels before the provider. onnxruntime loads ``libonnxruntime_providers_shared.so`` from the
+  provider's folder with ``RTLD_GLOBAL`` first (``ProviderSharedLibrary::Ensure`` in its
+  ``provider_bridge_ort.cc``), then the provider ``RTLD_NOW | RTLD_LOCAL``: the provider's
+  ``Provider_GetHost`` is in no ``DT_NEEDED`` library and binds to that global copy (measured
+  with 1.24.1 beside torch 2.9.1+cu128: without it, glibc refuses the provider).
 
 Windows (read from the real wheels and the projects' sources):
 
@@ -52,6 +56,9 @@ class Kind:
     """What that library is, for messages."""
     pins: tuple[tuple[int, str], ...]
     """(CUDA major, the release series built for it) for hints."""
+    linux_globals: tuple[str, ...] = ()
+    """Linux: libraries of the library's own folder the package loads ``RTLD_GLOBAL`` before
+    it (the symbols they define bind the library's undefined ones)."""
     windows: tuple[str, ...] = ()
     """Windows: the site-relative parts of the library it loads (none: not judged there)."""
     windows_altered: bool = False
@@ -81,6 +88,7 @@ KINDS: tuple[Kind, ...] = (
             (12, "onnxruntime-gpu>=1.19,<1.27"),
             (13, "onnxruntime-gpu>=1.27"),
         ),
+        linux_globals=("libonnxruntime_providers_shared.so",),
         windows=("onnxruntime", "capi", "onnxruntime_providers_cuda.dll"),
         windows_altered=True,
     ),
