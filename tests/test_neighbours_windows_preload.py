@@ -44,6 +44,7 @@ def site_with(
     wheel_graph: tuple[str, ...],
     torch_version: str = "2.5.1",
     release: str = "1.22.0",
+    init: bytes = b"",
 ) -> Path:
     ours = cudnn_set((9, 1, 0, 70), ("cudnnGraphA", "cudnnGraphB"))
     extra = {f"torch/lib/{name}": data for name, data in ours.items()}
@@ -53,7 +54,7 @@ def site_with(
     provider = build_pe(["cudnn64_9.dll", "cublas64_12.dll", *KERNEL])
     files = {
         "onnxruntime/capi/onnxruntime_providers_cuda.dll": provider,
-        "onnxruntime/__init__.py": b"",
+        "onnxruntime/__init__.py": init,
     }
     write_tree(site, companion("onnxruntime-gpu", release, files, {}))
     return site
@@ -126,3 +127,23 @@ def test_torchs_folder_is_taken_as_the_release_decides(
     release: str, major: int, torch: str, picked: bool
 ) -> None:
     assert picks_torch_lib(release, major, torch) is picked
+
+
+def _init(*cudnn: str) -> bytes:
+    """An ``onnxruntime/__init__.py`` whose ``preload_dlls()`` lists ``cudnn`` for Windows."""
+    rows = "".join(f'            ("nvidia", "cudnn", "bin", "{name}"),\n' for name in cudnn)
+    return (
+        "def _get_nvidia_dll_paths(is_windows, cuda=True, cudnn=True):\n"
+        f"        cudnn_dll_paths = [\n{rows}        ]\n"
+        "def preload_dlls(cuda=True, cudnn=True, msvc=True, directory=None):\n    pass\n"
+    ).encode()
+
+
+def test_an_installed_list_the_table_does_not_know_is_not_replayed(tmp_path: Path) -> None:
+    """The installed ``__init__.py`` is read: a release that lists other cuDNN DLLs than the
+    table says is not replayed (not guessed); the table's own list is."""
+    same = [name for _, name in preload_list("1.22.0", 12) if name.startswith("cudnn")]
+    (finding,) = preload_findings(site_with(tmp_path / "a", ("cudnnGraphA",), init=_init(*same)))
+    assert "WinError 127" in finding.message
+    other = _init(*same, "cudnn_engines_future64_9.dll")
+    assert preload_findings(site_with(tmp_path / "b", ("cudnnGraphA",), init=other)) == []

@@ -14,7 +14,11 @@ from unittest import mock
 import pytest
 from range_members import wheel_members
 
-from torchguard._facts.onnxruntime_preload import picks_torch_lib, preload_list
+from torchguard._facts.onnxruntime_preload import (
+    agrees_with_source,
+    picks_torch_lib,
+    preload_list,
+)
 
 pytestmark = pytest.mark.realwheel
 
@@ -49,6 +53,8 @@ def test_the_list_is_the_releases_own(release: str, cuda: str) -> None:
     real = _real_list(source, cuda)
     table = preload_list(release, int(cuda.split(".")[0]))
     assert [(*folder, name) for folder, name in table] == real
+    # what torchguard checks of the installed file: its cuDNN literals are the table's
+    assert agrees_with_source(release, int(cuda.split(".")[0]), source)
 
 
 @pytest.mark.parametrize("release", ["1.21.0", "1.23.2", "1.26.0"])

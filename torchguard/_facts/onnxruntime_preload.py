@@ -5,7 +5,9 @@ Read from ``onnxruntime/__init__.py`` of every win_amd64 cp311 wheel on PyPI fro
 1.31.1 (2026-12; ``tests/test_realwheel_onnxruntime_preload.py`` runs the real wheels'
 ``_get_nvidia_dll_paths`` again and compares). Its list is built by Python code (f-strings on
 the build's CUDA major, an architecture folder from ``platform.machine()``), so it is kept here
-as data rather than parsed from the installed file.
+as data rather than parsed from the installed file; the installed file's cuDNN names, plain
+literals, are compared with it (:func:`agrees_with_source`), so a release that changes them is
+not replayed with a list it does not use.
 
 - The order: the CUDA DLLs (``cublasLt64_M``, ``cublas64_M``, ``cufft64_F``, ``cudart64_M``),
   then cuDNN's sub-libraries before ``cudnn_graph64_9`` and ``cudnn64_9`` (1.21.0 already;
@@ -24,6 +26,8 @@ as data rather than parsed from the installed file.
 """
 
 from __future__ import annotations
+
+import re
 
 #: The first onnxruntime-gpu release with ``preload_dlls()``.
 PRELOAD_SINCE = (1, 21)
@@ -91,3 +95,18 @@ def picks_torch_lib(version: str, cuda_major: int, torch_version: str | None) ->
         return "+cu12" in torch_version
     digits = torch_version.split("+cu", 1)[1][:2]
     return digits.isdigit() and int(digits) == cuda_major
+
+
+_CUDNN_LITERAL = re.compile(r"""["'](cudnn[a-z_]*64_\d+\.dll)["']""")
+
+
+def agrees_with_source(version: str, cuda_major: int, source: str) -> bool:
+    """Whether the installed ``onnxruntime/__init__.py`` (``source``) lists the cuDNN DLLs
+    :func:`preload_list` says its release does (they are plain literals there, unlike the CUDA
+    names): a release whose file lists others is not described by this table. A file without
+    ``def preload_dlls`` is not judged here (True)."""
+    if "def preload_dlls" not in source:
+        return True
+    listed = set(_CUDNN_LITERAL.findall(source))
+    table = {name for _, name in preload_list(version, cuda_major) if name.startswith("cudnn")}
+    return listed == table

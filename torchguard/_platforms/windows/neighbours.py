@@ -21,7 +21,12 @@ from torchguard._binary.cache import FactsCache
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.names import cuda_dll_names
 from torchguard._facts.neighbours import KINDS, Kind, windows_cuda_major
-from torchguard._facts.onnxruntime_preload import Entry, picks_torch_lib, preload_list
+from torchguard._facts.onnxruntime_preload import (
+    Entry,
+    agrees_with_source,
+    picks_torch_lib,
+    preload_list,
+)
 from torchguard._facts.vocab import Step
 from torchguard._platforms.windows.cudnn import cudnn_version
 from torchguard._platforms.windows.dists import InstalledDist
@@ -310,7 +315,8 @@ def torch_after_wheels(
 def preloads(neighbour: Neighbour, process: LoaderModel) -> tuple[tuple[Entry, ...], int]:
     """What ``onnxruntime.preload_dlls()`` of this release loads for its provider, and the
     provider's CUDA major (read from its cuBLAS or CUDA runtime import); empty for another
-    package, a release without it, or a build it skips."""
+    package, a release without it, a build it skips, or an installed ``__init__.py`` whose
+    cuDNN list is not the table's (a release the table does not describe)."""
     if neighbour.kind.module != "onnxruntime":
         return (), 0
     try:
@@ -321,6 +327,12 @@ def preloads(neighbour: Neighbour, process: LoaderModel) -> tuple[tuple[Entry, .
     if len(majors) != 1:
         return (), 0
     major = majors.pop()
+    try:
+        source = process.tree.read_bytes(join(neighbour.site, "onnxruntime", "__init__.py"))
+    except (OSError, MemoryError, ValueError):
+        source = b""  # unread: the release's table stands
+    if not agrees_with_source(neighbour.version, major, source.decode("utf-8", "replace")):
+        return (), major  # its own file lists other DLLs: not replayed rather than guessed
     return preload_list(neighbour.version, major), major
 
 
