@@ -11,7 +11,9 @@ the real ones; their export and import tables are read here with pefile, indepen
 torchguard's reader, and say which names are missing: 9.1.0.70's sub-library takes 177 names
 from cudnn_graph64_9.dll, 16 of which 9.10.2.21's does not export (and 9.10's 345, 113 missing
 from 9.1's), so the load fails with WinError 127 (the loader's rule, measured on Windows in
-that issue: "[WinError 127] ... Error loading ...\\torch\\lib\\cudnn_adv64_9.dll").
+that issue: "[WinError 127] ... Error loading ...\\torch\\lib\\cudnn_adv64_9.dll"). The outcomes
+reported in onnxruntime issue 24266 for a torch with cuDNN 9.1.0 (9.0, 9.5, 9.6 preloaded: fails
+on cudnn_cnn64_9.dll; 9.1.1: loads) are replayed with the real DLLs of those releases.
 """
 
 from __future__ import annotations
@@ -121,3 +123,51 @@ def test_with_cu12_in_torchs_version_only_directory_empty_takes_the_wheels(
 def test_the_same_cudnn_preloaded_is_silent(tmp_path: Path) -> None:
     assert missing(cudnn(OLD)[SUB], cudnn(OLD)["cudnn_graph64_9.dll"]) == []
     assert preload_findings(site_with(tmp_path, OLD, OLD, "2.4.1")) == []
+
+
+CNN = "cudnn_cnn64_9.dll"
+#: onnxruntime issue 24266, measured on Windows with a torch shipping cuDNN 9.1.0: preloading
+#: the NVIDIA wheel's cuDNN 9.0, 9.5 or 9.6 made `import torch` fail on cudnn_cnn64_9.dll;
+#: 9.1.1 let torch load.
+ISSUE_24266 = {"9.0.0.312": True, "9.5.0.50": True, "9.6.0.74": True, "9.1.1.17": False}
+
+
+def taken(importer: Path, dll: str) -> list[str]:
+    image = pefile.PE(str(importer), fast_load=True)
+    image.parse_data_directories([pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"]])
+    return [
+        i.name.decode()
+        for entry in image.DIRECTORY_ENTRY_IMPORT
+        if entry.dll.decode().lower() == dll
+        for i in entry.imports
+        if i.name
+    ]
+
+
+@pytest.mark.parametrize(("wheel", "fails"), sorted(ISSUE_24266.items()))
+def test_the_minors_of_issue_24266_as_reported(tmp_path: Path, wheel: str, fails: bool) -> None:
+    """torch's side is 9.1.0.70's real ``cudnn64_9``, ``cudnn_graph64_9`` and
+    ``cudnn_cnn64_9``; ``cudnn_ops64_9.dll`` (80 MB compressed, imported by cnn for 10 names
+    that play no part here) is a built stand-in exporting exactly the names cnn's import table
+    takes from it. The wheel's side is each reported release's real ``cudnn64_9`` and
+    ``cudnn_graph64_9`` (~1.3 MB each)."""
+    ours = wheel_files("nvidia-cudnn-cu12", OLD, tuple(f"{BIN}/{n}" for n in (*FILES[:2], CNN)))
+    lib = {member.rsplit("/", 1)[1]: path.read_bytes() for member, path in ours.items()}
+    cnn = ours[f"{BIN}/{CNN}"]
+    lib["cudnn_ops64_9.dll"] = build_pe(["KERNEL32.dll"], exports=taken(cnn, "cudnn_ops64_9.dll"))
+    extra = {f"torch/lib/{n}": data for n, data in lib.items()}
+    site = FakeTorch(version="2.4.1", cuda="12.4", extra=extra).write(tmp_path / "site")
+    theirs = wheel_files("nvidia-cudnn-cu12", wheel, tuple(f"{BIN}/{n}" for n in FILES[:2]))
+    write_tree(site, {m: p.read_bytes() for m, p in theirs.items()})
+    provider = build_pe(["cudnn64_9.dll", "cublas64_12.dll", "KERNEL32.dll"])
+    files = {
+        "onnxruntime/capi/onnxruntime_providers_cuda.dll": provider,
+        "onnxruntime/__init__.py": b"",
+    }
+    write_tree(site, companion("onnxruntime-gpu", "1.22.0", files, {}))
+    gap = missing(cnn, theirs[f"{BIN}/cudnn_graph64_9.dll"])
+    assert bool(gap) is fails  # the tables say what the issue saw
+    (finding,) = preload_findings(site)
+    assert (f'[WinError 127] Error loading "...\\{CNN}"' in finding.message) is fails
+    assert ("two cuDNN minors are mixed" in finding.message) is not fails
+    assert f"the NVIDIA wheel loaded first is {wheel.rsplit('.', 1)[0]}" in finding.message
