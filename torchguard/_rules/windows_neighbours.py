@@ -31,6 +31,7 @@ from torchguard._rules.windows_neighbour_hints import (
     pin,
     wheel_hints,
 )
+from torchguard._rules.windows_preload_order import preload_order_findings
 
 RANK = 140
 
@@ -39,6 +40,7 @@ RANK = 140
 def check(context: CheckContext) -> Iterator[Finding]:
     for replay in context.neighbours:
         yield from neighbour_findings(replay, context.hints)
+        yield from preload_order_findings(replay, context.hints)
 
 
 def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Finding]:
