@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from realwheels import build_once, download
 
 CACHE = Path(
@@ -36,6 +37,15 @@ TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 
 def _pip_env() -> dict[str, str]:
     return {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # lift the local torch cap
+
+
+REAL_GLIBC_MARKS = (
+    pytest.mark.linux,
+    pytest.mark.realwheel,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the judge is glibc's ld.so"),
+    pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the cached wheels are cp311"),
+)
+"""The marks of every module whose judge is glibc with the cached cp311 torch wheels."""
 
 
 NOT_NEEDED = ("triton",)

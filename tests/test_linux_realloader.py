@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from linux_realloader import (
     CACHE,
+    REAL_GLIBC_MARKS,
     Verdict,
     agree,
     agree_package,
@@ -34,12 +34,7 @@ from linux_realloader import (
     wheel_member,
 )
 
-pytestmark = [
-    pytest.mark.linux,
-    pytest.mark.realwheel,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the judge is glibc's ld.so"),
-    pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the cached wheels are cp311"),
-]
+pytestmark = list(REAL_GLIBC_MARKS)
 
 TORCH = "2.9.1"
 OLD_NVJITLINK = "12.4.127"

@@ -13,22 +13,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from elf_members import cached_member
-from linux_realloader import predicted, real_run, scratch_site, torch_site
+from linux_realloader import REAL_GLIBC_MARKS, predicted, real_run, scratch_site, torch_site
 
 from torchguard._binary.elf import read_elf_file
 from torchguard._binary.elf.strings import read_dlopen_facts
 
-pytestmark = [
-    pytest.mark.linux,
-    pytest.mark.realwheel,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the judge is glibc's ld.so"),
-    pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the cached wheels are cp311"),
-]
+pytestmark = list(REAL_GLIBC_MARKS)
 
 TORCH = "2.9.1"
 GRAPH = "libcudnn_graph.so.9"

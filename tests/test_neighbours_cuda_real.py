@@ -31,17 +31,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from linux_realloader import LOCAL_WHEELS, scratch_site, torch_site
+from linux_realloader import LOCAL_WHEELS, REAL_GLIBC_MARKS, scratch_site, torch_site
 from neighbour_members import cached_members, unpack_members
 from realwheels import CACHE as WHEELS
 from realwheels import download
 
-pytestmark = [
-    pytest.mark.linux,
-    pytest.mark.realwheel,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the judge is glibc's ld.so"),
-    pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the cached wheels are cp311"),
-]
+pytestmark = list(REAL_GLIBC_MARKS)
 
 TORCH = "2.9.1"
 CT2 = "4.8.5"
