@@ -1,0 +1,74 @@
+"""The verdict memo in a real Windows CPython under Wine, with the hook installed.
+
+The first hooked ``import torch`` analyses and leaves a memo; the next process is answered by
+it without importing the analysis, and registers the same folders; a file removed from
+``torch\\lib`` makes the next process analyse again and raise the real verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from wine import WineEnv, parse
+
+from torchguard._binary import memo
+from torchguard._hook import write_hook_files
+
+pytestmark = pytest.mark.e2e
+
+#: A plain ``import torch`` under the hook, then what happened: whether the memo answered,
+#: whether any module of the analysis was imported, the folders registered so far (torch's
+#: own included), and torch computing something.
+PROBE = """
+import json, os, sys
+try:
+    import torch
+    out = {"ok": True, "sum": float(torch.ones(3).sum())}
+except ImportError as exc:
+    out = {"ok": False, "type": type(exc).__name__, "missing": (getattr(exc, "missing", None) or "").lower()}
+memo = sys.modules.get("torchguard._binary.memo")
+analysis = ("torchguard._frontends", "torchguard._platforms", "torchguard._rules",
+            "torchguard._report", "torchguard._hook", "torchguard._binary.cache")
+handles = getattr(os.add_dll_directory, "torchguard_handles", [])
+out.update(passed=bool(memo and memo.passed), analysis=sorted(m for m in sys.modules if m.startswith(analysis))[:3],
+           registered=[h.path for h in handles])
+print("TG-JSON " + json.dumps(out))
+"""
+
+
+def _age(root: Path, when: float) -> None:
+    """Date every folder of ``root`` (the copy's folders are new; its files are links)."""
+    for folder, _, _ in os.walk(root):
+        os.utime(folder, (when, when))
+
+
+def test_a_second_hooked_import_is_answered_by_the_memo_until_torch_lib_changes(
+    wine_env: WineEnv, tmp_path: Path
+) -> None:
+    site = wine_env.make_scenario_site("memo-hook")
+    write_hook_files(site)
+    _age(site, time.time() - 3600)
+    cache = tmp_path / "cache"
+    env = {"TORCHGUARD_CACHE_DIR": wine_env.to_windows(cache)}
+
+    missed = parse(wine_env.run(PROBE, site, env=env))
+    assert missed["ok"] and missed["sum"] == 3.0, missed
+    assert not missed["passed"] and missed["analysis"], missed
+    assert len(list((cache / memo.FOLDER).glob("*.memo"))) == 1
+
+    hit = parse(wine_env.run(PROBE, site, env=env))
+    assert hit["ok"] and hit["sum"] == 3.0, hit
+    assert hit["passed"] and hit["analysis"] == [], hit
+    assert hit["registered"] == missed["registered"]
+
+    wine_env.remove(site / "torch" / "lib" / "uv.dll")
+    changed = parse(wine_env.run(PROBE, site, env=env))
+    assert not changed["passed"] and changed["analysis"], changed
+    assert (changed["ok"], changed.get("type"), changed.get("missing")) == (
+        False,
+        "MissingDllError",
+        "uv.dll",
+    )
