@@ -1,8 +1,9 @@
 """The verdict memo in a real Windows CPython under Wine, with the hook installed.
 
 The first hooked ``import torch`` analyses and leaves a memo; the next process is answered by
-it without importing the analysis, and registers the same folders; a file removed from
-``torch\\lib`` makes the next process analyse again and raise the real verdict.
+it without importing the analysis, and registers the same folders; a folder added to
+``PATH`` makes the next process analyse again, and so does a file removed from
+``torch\\lib``, which raises the real verdict.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ analysis = ("torchguard._frontends", "torchguard._platforms", "torchguard._rules
             "torchguard._report", "torchguard._hook", "torchguard._binary.cache")
 handles = getattr(os.add_dll_directory, "torchguard_handles", [])
 out.update(passed=bool(memo and memo.passed), analysis=sorted(m for m in sys.modules if m.startswith(analysis))[:3],
-           registered=[h.path for h in handles])
+           registered=[h.path for h in handles], path=os.environ.get("PATH", ""))
 print("TG-JSON " + json.dumps(out))
 """
 
@@ -45,7 +46,7 @@ def _age(root: Path, when: float) -> None:
         os.utime(folder, (when, when))
 
 
-def test_a_second_hooked_import_is_answered_by_the_memo_until_torch_lib_changes(
+def test_a_second_hooked_import_is_answered_by_the_memo_until_something_changes(
     wine_env: WineEnv, tmp_path: Path
 ) -> None:
     site = wine_env.make_scenario_site("memo-hook")
@@ -63,6 +64,13 @@ def test_a_second_hooked_import_is_answered_by_the_memo_until_torch_lib_changes(
     assert hit["ok"] and hit["sum"] == 3.0, hit
     assert hit["passed"] and hit["analysis"] == [], hit
     assert hit["registered"] == missed["registered"]
+
+    folder = tmp_path / "on-path"  # a folder added to PATH (Wine puts WINEPATH first)
+    folder.mkdir()
+    path_env = {**env, "WINEPATH": wine_env.to_windows(folder)}
+    on_path = parse(wine_env.run(PROBE, site, env=path_env))
+    assert wine_env.to_windows(folder).lower() in str(on_path["path"]).lower().split(";")
+    assert on_path["ok"] and not on_path["passed"] and on_path["analysis"], on_path
 
     wine_env.remove(site / "torch" / "lib" / "uv.dll")
     changed = parse(wine_env.run(PROBE, site, env=env))

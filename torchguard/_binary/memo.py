@@ -223,8 +223,9 @@ def state(path: str) -> str:
 def fixed_paths() -> "list[str]":
     """Watched in every memo: the interpreter, ``sys.path`` entries (the current folder for
     an empty one), conda's marker folder; on Linux ld.so's files and folders and
-    ``LD_LIBRARY_PATH`` folders; on Windows the loader's: the application's folder, System32,
-    the current folder, ``PATH`` folders and the folders registered so far."""
+    ``LD_LIBRARY_PATH`` folders; on Windows the process image and the loader's folders: the
+    application's folder, System32, the current folder, ``PATH`` folders and the folders
+    registered so far."""
     paths = [sys.executable, os.path.join(sys.prefix, "conda-meta")]
     paths += [os.path.abspath(entry or os.curdir) for entry in sys.path if isinstance(entry, str)]
     if on_windows():
@@ -232,7 +233,9 @@ def fixed_paths() -> "list[str]":
 
         loaded = winapi.loaded_paths() or []
         system = winapi.system_directory()
-        paths += [os.path.dirname(p) for p in loaded[:1]] + ([system] if system else [])
+        for image in loaded[:1]:  # the process image, whose header says the CPU, and its folder
+            paths += [image, os.path.dirname(image)]
+        paths += [system] if system else []
         paths += [os.getcwd(), *(p for p in winapi.registered_dirs() if isinstance(p, str))]
         search = os.environ.get("PATH", "").split(os.pathsep)
         return paths + [os.path.abspath(e) for e in search if e]
