@@ -80,3 +80,56 @@ def test_a_second_hooked_import_is_answered_by_the_memo_until_something_changes(
         "MissingDllError",
         "uv.dll",
     )
+
+
+#: The live Windows analysis after a memo miss, under a spy of every file-system call: the
+#: paths it touched that the memo it leaves does not watch (its own cache, Python's and
+#: torchguard's own files, a path only ``lstat``-ed, and an absent name below a watched
+#: folder aside).
+SPY = r"""
+import builtins, json, os, sys
+from torchguard._binary import memo
+from torchguard._frontends import api
+assert not memo.check()
+touched = {}
+def spy(name, real):
+    def call(*args, **kwargs):
+        if args and isinstance(args[0], (str, bytes, os.PathLike)):
+            touched.setdefault(os.path.abspath(os.fsdecode(args[0])), set()).add(name)
+        return real(*args, **kwargs)
+    return call
+names = ("stat", "lstat", "listdir", "scandir", "access", "readlink")
+reals = {name: getattr(os, name) for name in names}
+real_open = builtins.open
+for name in names:
+    setattr(os, name, spy(name, reals[name]))
+builtins.open = spy("open", real_open)
+report = api._prepare_windows()
+for name in names:
+    setattr(os, name, reals[name])
+builtins.open = real_open
+with open(memo.memo_file(), encoding="utf-8") as handle:
+    watched = {line.rstrip("\n").split(" ", 2)[2].lower() for line in handle if line.startswith("state ")}
+own = tuple(p.lower() for p in (os.environ["TORCHGUARD_CACHE_DIR"], sys.base_prefix, sys.prefix,
+            os.path.dirname(os.path.dirname(memo.__file__))))
+def present(path):
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path.lower()
+print("TG-JSON " + json.dumps({"blocking": report.blocking, "watched": len(watched), "unwatched": sorted(
+    path for path, calls in touched.items()
+    if path.lower() not in watched and present(path) not in watched
+    and not path.lower().startswith(own) and calls != {"lstat"}
+)}))
+"""
+
+
+def test_the_memo_watches_every_path_the_live_windows_analysis_touches(
+    wine_env: WineEnv, tmp_path: Path
+) -> None:
+    site = wine_env.make_scenario_site("memo-spy")
+    _age(site, time.time() - 3600)
+    env = {"TORCHGUARD_CACHE_DIR": wine_env.to_windows(tmp_path / "cache")}
+    spied = parse(wine_env.run(SPY, site, env=env))
+    assert spied["blocking"] is False and spied["watched"], spied
+    assert spied["unwatched"] == [], "\n".join(spied["unwatched"])  # type: ignore[arg-type]
