@@ -8,8 +8,10 @@ it without importing the analysis, and registers the same folders; a folder adde
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,16 @@ print("TG-JSON " + json.dumps(out))
 """
 
 
+@contextlib.contextmanager
+def _settled_system32(env: WineEnv) -> Iterator[None]:
+    """System32's state is in every memo: no other test process hides a DLL there meanwhile,
+    and one that just did is :data:`memo.RACY` seconds behind."""
+    with env.system32_shared():
+        since = time.time() - env.system32.stat().st_mtime
+        time.sleep(max(0.0, memo.RACY + 0.5 - since))
+        yield
+
+
 def _age(root: Path, when: float) -> None:
     """Date every folder of ``root`` (the copy's folders are new; its files are links)."""
     for folder, _, _ in os.walk(root):
@@ -55,12 +67,13 @@ def test_a_second_hooked_import_is_answered_by_the_memo_until_something_changes(
     cache = tmp_path / "cache"
     env = {"TORCHGUARD_CACHE_DIR": wine_env.to_windows(cache)}
 
-    missed = parse(wine_env.run(PROBE, site, env=env))
+    with _settled_system32(wine_env):
+        missed = parse(wine_env.run(PROBE, site, env=env))
+        hit = parse(wine_env.run(PROBE, site, env=env))
     assert missed["ok"] and missed["sum"] == 3.0, missed
     assert not missed["passed"] and missed["analysis"], missed
     assert len(list((cache / memo.FOLDER).glob("*.memo"))) == 1
 
-    hit = parse(wine_env.run(PROBE, site, env=env))
     assert hit["ok"] and hit["sum"] == 3.0, hit
     assert hit["passed"] and hit["analysis"] == [], hit
     assert hit["registered"] == missed["registered"]
@@ -130,6 +143,7 @@ def test_the_memo_watches_every_path_the_live_windows_analysis_touches(
     site = wine_env.make_scenario_site("memo-spy")
     _age(site, time.time() - 3600)
     env = {"TORCHGUARD_CACHE_DIR": wine_env.to_windows(tmp_path / "cache")}
-    spied = parse(wine_env.run(SPY, site, env=env))
+    with _settled_system32(wine_env):
+        spied = parse(wine_env.run(SPY, site, env=env))
     assert spied["blocking"] is False and spied["watched"], spied
     assert spied["unwatched"] == [], "\n".join(spied["unwatched"])  # type: ignore[arg-type]
