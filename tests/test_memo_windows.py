@@ -390,3 +390,23 @@ def test_the_memo_watches_every_path_a_windows_analysis_reads(
     )
     assert unwatched == [], "\n".join(unwatched)
     assert str(site / "torch" / "lib" / "c10.dll") in watched  # the check can fail
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="off Windows only")
+def test_the_windows_seam_refuses_off_windows() -> None:
+    """Off Windows the memo never asks it (``memo.on_windows()``); asked anyway, it refuses
+    rather than answer something."""
+    for call in (
+        winapi.loaded_paths,
+        winapi.system_directory,
+        winapi.kmp_marker,
+        winapi.known_dlls,
+        winapi.smart_app_control,
+        winapi.display_adapters,
+        winapi.registered_dirs,
+        winapi.windows_version,
+        lambda: winapi.add_dll_directory("C:\\x"),
+        lambda: winapi.preload("C:\\x.dll"),
+    ):
+        with pytest.raises(NotImplementedError):
+            call()
