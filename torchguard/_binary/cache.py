@@ -46,6 +46,7 @@ from typing import Any
 
 from torchguard._binary.pe.errors import PEReadError
 from torchguard._binary.pe.image import READER_VERSION, PEFacts
+from torchguard._binary.state import watch
 
 SCHEMA = 3
 FOLDER = f"facts-v{SCHEMA}"
@@ -109,6 +110,7 @@ def cold_file(hot: Path) -> Path:
 
 def host_key(path: str) -> str | None:
     """The identity of a file on disk, or None when it cannot be stat-ed."""
+    watch(path)
     try:
         info = os.stat(path)
     except OSError:
@@ -391,12 +393,13 @@ def _load(path: Path, scope: str) -> tuple[Entries, float]:
     return kept, time.time() - info.st_mtime
 
 
-def replace_text(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` atomically (a link is replaced, never its target)."""
+def replace_text(path: Path, text: str, newline: str | None = None) -> bool:
+    """Write ``text`` to ``path`` atomically (a link is replaced, never its target);
+    ``newline`` as :func:`open`'s (``"\\n"``: the same bytes on Windows)."""
     try:
         handle, temporary = tempfile.mkstemp(prefix=".facts-", suffix=".tmp", dir=path.parent)
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            with os.fdopen(handle, "w", encoding="utf-8", newline=newline) as stream:
                 stream.write(text)
             os.replace(temporary, path)
         except BaseException:

@@ -187,23 +187,49 @@ def ensure() -> Report:
 
 def _prepare() -> Report:
     if sys.platform == "win32":
-        report = _live_report()
-    elif sys.platform.startswith("linux"):
+        return _prepare_windows()
+    if sys.platform.startswith("linux"):
         report = _memoized_linux_report()  # nothing to register: ld.so's inputs are fixed
     else:
         report = _non_windows()
-    if sys.platform == "win32":
-        from torchguard._platforms.windows.register import register
-
-        # only the folders torch forgets, each safe and needed (torch registers its own)
-        register(d.path for d in report.dll_directories if not d.by_torch)
     if report.blocking:
-        first = report.blockers[0]
-        if first.code == "torch-not-found":
-            raise TorchNotFoundError(first, report)
-        raise error_for(first, report)
-    if sys.platform == "win32" and report.preloads:
-        report = _preload(report)
+        _raise_first(report)
+    return report
+
+
+def _raise_first(report: Report) -> None:
+    first = report.blockers[0]
+    if first.code == "torch-not-found":
+        raise TorchNotFoundError(first, report)
+    raise error_for(first, report)
+
+
+def _prepare_windows() -> Report:
+    """Analyse, register the folders torch forgets, raise, preload. After the hook's memo
+    missed, a clean run whose every preload loaded leaves a memo of the states it validated
+    and of what it registered and preloaded, in order (:mod:`torchguard._binary.memo`)."""
+    from torchguard._binary import memo
+    from torchguard._binary.state import watching
+    from torchguard._platforms.windows.register import register
+
+    try:
+        with watching() as seen:
+            report = _live_report()
+        # only the folders torch forgets, each safe and needed (torch registers its own)
+        added = register(d.path for d in report.dll_directories if not d.by_torch)
+        if report.blocking:
+            _raise_first(report)
+        if report.preloads:
+            report = _preload(report)
+        if memo.pending is not None and all(record.done for record in report.preloads):
+            steps = [("register", path) for path in added]
+            steps += [("preload", record.path) for record in report.preloads]
+            try:
+                memo.save(seen, steps)
+            except Exception:  # the memo only ever skips work: then none is kept
+                return report
+    finally:
+        memo.pending = None
     return report
 
 

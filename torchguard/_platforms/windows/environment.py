@@ -18,6 +18,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from torchguard._binary.state import watch
+
 #: Where WSL mounts the Windows drives (``/mnt/c`` is ``C:\``).
 WSL_MOUNTS = "/mnt"
 
@@ -67,6 +69,7 @@ class Environment:
 
 def child(folder: str, name: str) -> str | None:
     """``folder``'s entry ``name`` in any case (a copy on a case-sensitive file system)."""
+    watch(folder)
     try:
         names = os.listdir(folder)
     except OSError:
@@ -107,6 +110,7 @@ def host_folder(windows: str) -> str | None:
 
 
 def _kind(root: str) -> str | None:
+    watch(root)
     try:
         names = os.listdir(root)
     except OSError:
@@ -134,6 +138,8 @@ def _kind(root: str) -> str | None:
 def _venv_config(root: str) -> dict[str, str]:
     """``<root>\\pyvenv.cfg``'s settings (``home``: the folder of the python.exe it runs)."""
     config = child(root, "pyvenv.cfg")
+    if config:
+        watch(config)
     try:
         with open(config or "", encoding="utf-8", errors="replace") as handle:
             lines = handle.read(1 << 16).splitlines()

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from torchguard._binary import memo
 from torchguard._platforms.windows.tree import path_key
 
 _lock = threading.Lock()
@@ -26,6 +27,8 @@ def register(paths: Iterable[str]) -> list[str]:
         return []
     added: list[str] = []
     with _lock:
+        for folder, handle in memo.replayed:  # the start-up hook's memo registered these
+            _handles.setdefault(path_key(folder), handle)
         for path in paths:
             key = path_key(path)
             if key in _handles or not ntpath.isabs(path) or not os.path.isdir(path):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import NewType, Union
 
 from torchguard._binary.budget import inflate_budget, mib
-from torchguard._binary.state import host_state
+from torchguard._binary.state import host_state, watch
 
 
 @dataclass(frozen=True)
@@ -317,6 +317,7 @@ class WinTree:
         for host in reversed(self._host_dirs(directory)):
             if self._host_listing(host) is None and host in self._unlistable:
                 candidate = os.path.join(host, name)
+                watch(candidate)
                 if _host_key(candidate) not in self._hidden and os.path.isfile(candidate):
                     return (name, HostFile(candidate))
         return None
@@ -389,7 +390,10 @@ class WinTree:
         return host_state(os.path.join(hosts[-1], name))
 
     def is_dir(self, path: str) -> bool:
-        if any(os.path.isdir(host) for host in self._host_dirs(path)):
+        hosts = self._host_dirs(path)
+        for host in hosts:
+            watch(host)
+        if any(os.path.isdir(host) for host in hosts):
             return True
         wanted = path_key(path).rstrip("\\")
         prefix = wanted + "\\"
@@ -408,6 +412,7 @@ class WinTree:
     def read_entry(self, entry: Entry) -> bytes:
         """The whole content of ``entry``; a zip member only within its inflate budget."""
         if isinstance(entry, HostFile):
+            watch(entry.path)
             with open(entry.path, "rb") as handle:
                 return handle.read()
         if isinstance(entry, ZipMember):
@@ -434,6 +439,7 @@ class WinTree:
         entry = self.entry(path)
         try:
             if isinstance(entry, HostFile):
+                watch(entry.path)
                 with open(entry.path, "rb") as handle:
                     return handle.read(size)
             if isinstance(entry, ZipMember):
@@ -449,6 +455,7 @@ class WinTree:
         if not isinstance(entry, HostFile):
             return None
         digest = hashlib.sha256()
+        watch(entry.path)
         try:
             with open(entry.path, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
@@ -522,6 +529,7 @@ class WinTree:
         """lower-case name -> (name, is a directory), from one scandir (cached)."""
         if host_dir in self._listing_cache:
             return self._listing_cache[host_dir]
+        watch(host_dir)  # an entry added, removed or renamed changes the folder's state
         listing: dict[str, tuple[str, bool]] = {}
         hidden = self._hidden
         try:

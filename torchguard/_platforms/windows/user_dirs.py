@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable
 from types import ModuleType
 
+from torchguard._binary.state import watch
 from torchguard._platforms.windows.tree import path_key
 
 
@@ -55,6 +56,7 @@ def library_dirs(site_dirs: Iterable[str]) -> tuple[str, ...]:
     """The ``<name>.libs`` folders delvewheel puts beside the packages it repaired."""
     found: list[str] = []
     for site in site_dirs:
+        watch(site)
         try:
             names = sorted(os.listdir(site))
         except OSError:
