@@ -34,6 +34,7 @@ from torchguard._platforms.windows.replay import (
     replay,
     runtime_preloads,
 )
+from torchguard._platforms.windows.site_answers import LINKED, SiteAnswers
 from torchguard._platforms.windows.system import System
 from torchguard._platforms.windows.vcruntime import stale_copies, toolset
 from torchguard._report.findings import ERROR, Finding
@@ -82,7 +83,8 @@ class WindowsAnalysis:
             scope = f"windows|{system.torch_package_dir}" if system.live else "windows-offline"
             cache.use_scope(scope)
         self.dists = find_dists(system.tree, interpreter.site_dirs)
-        remember_records(system.tree, self.dists, cache)
+        self.answers = SiteAnswers(system.tree, cache, self.dists)
+        remember_records(system.tree, self.dists, cache, self.answers)
         self.torch = locate_torch(system.tree, system.torch_package_dir, self.dists)
         return None
 
@@ -101,10 +103,13 @@ class WindowsAnalysis:
             system, torch, self.dirs, binaries, self.cwd
         )
         self.guarded, self.unguarded = guarded, unguarded
+        answers = self.answers
         links = RememberedLinks(system.tree, cache, binaries.facts) if cache is not None else None
-        found = discover(self.dists, binaries.facts, links)
+        found = discover(self.dists, binaries.facts, links, answers.linked)
         if links is not None:
             links.save()
+            for site_dir in answers.sites():
+                answers.learn(site_dir, LINKED, links.whole(site_dir))
         self.packages: list[PackageSimulation] = refine(
             simulate_packages(process, found, torch_ok=guarded.outcome().ok),
             process,
@@ -112,7 +117,7 @@ class WindowsAnalysis:
             cache,
             binaries.identity,
         )
-        files = candidates(system, torch, self.dists, binaries)
+        files = candidates(system, torch, self.dists, binaries, answers)
         self.openmp = openmp_state(system, torch, files, binaries, process)
         needed = toolset(guarded, binaries.facts, torch.package_dir)
         self.stale = (
@@ -147,9 +152,11 @@ class WindowsAnalysis:
             stale_runtimes=self.stale,
             preloads=self.preloads,
             neighbours=self.neighbours,
+            site_answers=self.answers,
         )
         findings = doubt_unseen(run_rules(context, WINDOWS), system.tree, system.unseen_dirs)
         if cache is not None:
+            self.answers.save()
             cache.save()
         return findings
 
