@@ -222,6 +222,30 @@ def test_answers_kept_half_a_month_are_asked_again_once(
     same(warm, cold(site, monkeypatch))
 
 
+def test_a_sibling_is_answered_from_the_folder_entry_and_its_break_is_seen(
+    tmp_path: Path, fake_torch: FakeTorch, looked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchvision's loaders need all its binaries: its RECORD summary is kept in the folder's
+    answers, so a warm run looks up no RECORD summary; its uninstall is seen."""
+    from test_ecosystem import torchvision
+
+    root = fake_torch.write(tmp_path / "site")
+    write_tree(root, torchvision())
+    for index in range(PLAIN):
+        write_tree(root, plain(index))
+    age(root)
+    warm = settled(root, looked)
+    assert "dist-records" not in looked
+    assert packages(warm) == {"torchvision": "ok"}
+    same(warm, cold(root, monkeypatch))
+    shutil.rmtree(root / "torchvision-0.19.1.dist-info")  # pip uninstall torchvision
+    shutil.rmtree(root / "torchvision")
+    changed(root)
+    gone = scan(root)
+    assert packages(gone) == {}
+    same(gone, cold(root, monkeypatch))
+
+
 def entry(document: dict[str, Any]) -> str:
     (key,) = [k for k in document["entries"] if k.startswith(f"{KIND}|")]
     return key
@@ -242,6 +266,7 @@ def entry(document: dict[str, Any]) -> str:
         {"openmp": {"check": {}, "groups": {"x": "not a list"}}},
         {"tags": {"Tag: x": [1]}},
         {"tags": None},
+        {"records": []},
     ],
 )
 def test_a_damaged_entry_is_asked_again(
