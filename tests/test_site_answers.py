@@ -246,6 +246,28 @@ def test_a_sibling_is_answered_from_the_folder_entry_and_its_break_is_seen(
     same(gone, cold(root, monkeypatch))
 
 
+def test_a_runtime_user_with_a_dll_is_found_without_asking_a_record_summary(
+    tmp_path: Path, fake_torch: FakeTorch, looked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A distribution whose DLL imports another one's OpenMP runtime is kept whole in the
+    folder's answers with its cache key: a warm run reads its briefs without asking for its
+    RECORD summary, and says what a cold run says."""
+    from test_openmp import llvm_runtime, torch_with_runtime
+
+    root = torch_with_runtime(fake_torch).write(tmp_path / "site")  # torch's libiomp5md.dll
+    write_tree(root, companion("llvm-omp", "1.0", {"llvm_omp/libomp.dll": llvm_runtime()}, {}))
+    user = {"uses_omp/core.dll": build_pe(["libomp.dll", *KERNEL])}
+    write_tree(root, companion("uses-omp", "1.0", user, {}))
+    for index in range(PLAIN):
+        write_tree(root, plain(index))
+    age(root)
+    warm = settled(root, looked)
+    assert "dist-records" not in looked
+    fresh = cold(root, monkeypatch)
+    assert [f.package for f in fresh.findings if f.code == Code.OPENMP_CONFLICT] == ["uses-omp"]
+    same(warm, fresh)
+
+
 def entry(document: dict[str, Any]) -> str:
     (key,) = [k for k in document["entries"] if k.startswith(f"{KIND}|")]
     return key

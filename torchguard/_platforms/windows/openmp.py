@@ -248,7 +248,7 @@ def candidate_files(
                 cached.extend(summarised[0])
                 if summarised[1] is not None:
                     deferred.append(Deferred(dist, key, summarised[1]))
-                _learn(learning, dist, raw)
+                _learn(learning, dist, key, raw)
                 continue
         learning[dist.site_dir] = None  # read now: kept whole by the next run
         listed = [*dist_binaries(dist), *_data_binaries(dist)]
@@ -298,6 +298,7 @@ def candidate_files(
 def _learn(
     learning: dict[str, tuple[dict[str, Any], dict[str, list[str]]] | None],
     dist: InstalledDist,
+    key: str,
     raw: list[Any],
 ) -> None:
     """Add a distribution's cached summary to its folder's answers: grouped by the names its
@@ -308,7 +309,7 @@ def _learn(
     entries, joined, count, folders = raw
     name = dist.distribution.dist_info
     if entries or folders or type(joined) is not str:
-        learned[0][name] = raw
+        learned[0][name] = [key, raw]  # its key: no RECORD summary asked for on a warm run
     elif count:
         learned[1].setdefault(joined, []).append(name)
 
@@ -322,14 +323,17 @@ def _answered(
     assert answers is not None
     briefs: list[Brief] = []
     deferred: list[Deferred] = []
-    for dist_info, raw in known.openmp.items():
+    for dist_info, item in known.openmp.items():
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
+            return None
+        key, raw = item
         dist = answers.dist(site_dir, dist_info)
         summarised = _summary_from_cache(raw, binaries) if dist is not None else None
         if dist is None or summarised is None:
             return None
         briefs.extend(summarised[0])
         if summarised[1] is not None:
-            deferred.append(Deferred(dist, None, summarised[1]))
+            deferred.append(Deferred(dist, key, summarised[1]))
     return briefs, deferred
 
 

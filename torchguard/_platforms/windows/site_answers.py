@@ -52,7 +52,8 @@ class Known(NamedTuple):
     linked: dict[str, list[str]]
     """``.dist-info`` name -> its binaries that import torch (only those with any)."""
     openmp: dict[str, Any]
-    """``.dist-info`` name -> its OpenMP summary as cached (those to check every run)."""
+    """``.dist-info`` name -> [its summary's cache key, its OpenMP summary as cached], for
+    those with something to check every run."""
     groups: dict[str, list[str]]
     """The DLL names (``|``-joined) plain binaries import -> the ``.dist-info`` names."""
     tags: dict[str, list[str]]
