@@ -229,6 +229,17 @@ def cached_wheel(project: str, version: str) -> Path:
     return found[0]
 
 
+def local_or_cached_wheel(project: str, version: str) -> Path:
+    """The ``project==version`` wheel for this Python from the machine's wheel folders
+    (:data:`LOCAL_WHEELS`), else from the cache (downloaded once)."""
+    dist = project.replace("-", "_")
+    for folder in LOCAL_WHEELS:
+        found = sorted(folder.glob(f"{dist}-{version}-{TAG}-*.whl"))
+        if found:
+            return found[0]
+    return cached_wheel(project, version)
+
+
 def install_over(site: Path, wheel: Path) -> None:
     """Unpack ``wheel`` into a scratch site as pip would install it after the others: a file
     both claim is replaced (a symlink into the cache is unlinked first, never written)."""

@@ -57,6 +57,9 @@ def jobs() -> list[Job]:
         from linux_realloader import torch_wheels
 
         found.append(("torch==2.9.1 with its NVIDIA wheels (Linux)", lambda: torch_wheels("2.9.1")))
+        from test_neighbours_cuda_real import ORT, ort_members
+
+        found.append((f"onnxruntime-gpu=={ORT}'s provider and core (Linux)", ort_members))
     for torch in sorted({variant.torch for variant in gpuwheels.VARIANTS.values()}):
         found.append((f"torch=={torch}'s DLLs unpacked", lambda t=torch: gpuwheels.torch_tree(t)))
     for variant in gpuwheels.VARIANTS.values():

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeTorch, system32
+from gpu_names import GPUS
 from pe_builder import build_pe
 from test_gpu_arch import torch_cuda
 
@@ -46,17 +47,6 @@ from torchguard._rules.linux_hints import LinuxHints
 
 READINGS = Path(__file__).resolve().parent / "readings" / "torch_archs_readings.jsonl"
 
-#: The GPUs of issue 23's done-when line and their SM architecture (NVIDIA's CUDA GPU list).
-GPUS = {
-    "NVIDIA GeForce GTX 970": 52,
-    "NVIDIA GeForce GTX 1080": 61,
-    "Tesla V100-SXM2-16GB": 70,
-    "NVIDIA GeForce RTX 2080": 75,
-    "NVIDIA GeForce RTX 3090": 86,
-    "NVIDIA GeForce RTX 4090": 89,
-    "NVIDIA H100 80GB HBM3": 90,
-    "NVIDIA GeForce RTX 5090": 120,
-}
 Cuda = tuple[int, int]
 Archs = tuple[frozenset[int], frozenset[int]]
 

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from gpu_names import GPUS
 
 from torchguard._facts.companions import SIBLING_PINS, WINDOWS_PYTHONS, matching_siblings
 from torchguard._facts.cuda_builds import RELEASES, release_of
@@ -20,16 +21,6 @@ from torchguard._facts.gpu_pick import cuda_starts, driver_starts, pick
 from torchguard._facts.gpus import compute_capability
 
 READINGS = Path(__file__).resolve().parent / "readings"
-GPUS = {
-    "NVIDIA GeForce GTX 970": 52,
-    "NVIDIA GeForce GTX 1080": 61,
-    "Tesla V100-SXM2-16GB": 70,
-    "NVIDIA GeForce RTX 2080": 75,
-    "NVIDIA GeForce RTX 3090": 86,
-    "NVIDIA GeForce RTX 4090": 89,
-    "NVIDIA H100 80GB HBM3": 90,
-    "NVIDIA GeForce RTX 5090": 120,
-}
 DRIVERS = (None, (11, 8), (12, 4), (12, 6), (12, 8), (13, 0))
 
 

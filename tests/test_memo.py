@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -70,12 +72,28 @@ def memo_files(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / "cache" / memo.FOLDER).glob("*.memo"))
 
 
+def age_interpreter_paths() -> None:
+    """Date this interpreter's site folders and ``sys.path`` folders back when they changed
+    lately.
+
+    The child runs ``sys.executable``, so they are watched states: within :data:`memo.RACY`
+    seconds of ``pip install -e`` (the site folder) or of a file created in the checkout (an
+    editable install's path entry) they are too young to memoize and no memo is written. Only
+    each folder's own time changes (nothing below it), and only when younger than a minute."""
+    folders = {Path(sysconfig.get_path(name)) for name in ("purelib", "platlib")}
+    folders |= {Path(entry) for entry in sys.path if entry}
+    for folder in folders:
+        if folder.is_dir() and time.time() - folder.stat().st_mtime < 60:
+            age(folder, below=False)
+
+
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """A healthy torch site installed long ago, and a clean analysis of it memoized."""
     (tmp_path / "work").mkdir()
     found = torch_site(tmp_path)
     age(found, tmp_path / "work")
+    age_interpreter_paths()
     assert guard(tmp_path, found) == ANALYSED
     assert len(memo_files(tmp_path)) == 1
     return found

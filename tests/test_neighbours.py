@@ -47,11 +47,21 @@ def ctranslate2(site: Path, *names: str, version: str = "4.8.5") -> Path:
 
 
 def onnxruntime(site: Path, needed: str, version: str = "1.22.0") -> Path:
+    """onnxruntime-gpu's layout: its provider binds ``Provider_GetHost``, which no
+    ``DT_NEEDED`` library defines, to ``libonnxruntime_providers_shared.so`` (loaded
+    ``RTLD_GLOBAL`` first)."""
     capi = site / "onnxruntime" / "capi"
     capi.mkdir(parents=True, exist_ok=True)
     (site / "onnxruntime" / "__init__.py").write_text("")
     (site / f"onnxruntime_gpu-{version}.dist-info").mkdir(exist_ok=True)
-    return write_so(capi, "libonnxruntime_providers_cuda.so", needed=[needed], runpath="$ORIGIN")
+    write_so(capi, "libonnxruntime_providers_shared.so", defines=["Provider_GetHost"])
+    return write_so(
+        capi,
+        "libonnxruntime_providers_cuda.so",
+        needed=[needed],
+        runpath="$ORIGIN",
+        undefined=["Provider_GetHost"],
+    )
 
 
 def neighbour_findings(site: Path) -> list[Finding]:
@@ -100,6 +110,23 @@ def test_onnxruntime_provider_loads_only_after_torch(tmp_path: Path) -> None:
     assert "CUDAExecutionProvider" in finding.message
     assert "cannot open shared object file" in finding.message
     assert any("preload_dlls" in c for h in finding.hints for c in h.commands)
+
+
+def test_the_provider_binds_provider_get_host_to_the_shared_library(tmp_path: Path) -> None:
+    """onnxruntime loads ``libonnxruntime_providers_shared.so`` ``RTLD_GLOBAL`` first: the
+    provider's undefined ``Provider_GetHost`` binds there (the real 1.24.1 provider, replayed
+    without it, was wrongly said not to load after torch); without that file neither order
+    loads the provider, as onnxruntime's own load fails on it."""
+    site = cublas_torch(tmp_path)
+    onnxruntime(site, "libcublas.so.12")
+    assert [f.code for f in neighbour_findings(site)] == [Code.NEIGHBOUR_LOAD_ORDER]
+    (site / "onnxruntime" / "capi" / "libonnxruntime_providers_shared.so").unlink()
+    (finding,) = neighbour_findings(site)
+    assert finding.code == Code.MISSING_DLL and finding.package == "onnxruntime-gpu"
+    assert finding.missing == str(
+        site / "onnxruntime" / "capi" / "libonnxruntime_providers_shared.so"
+    )
+    assert "does not load even after `import torch`" in finding.message
 
 
 def test_onnxruntime_built_for_cuda_11_fails_in_either_order(tmp_path: Path) -> None:

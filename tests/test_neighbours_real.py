@@ -69,10 +69,13 @@ def layout(root: Path) -> tuple[Path, Path, Path]:
         rpath="$ORIGIN/../../nvidia/cublas/lib",
     )
     ct2 = build(site / "ctranslate2.libs", "libctranslate2-a7a60d30.so.4", PROBE, rpath="$ORIGIN")
+    capi = site / "onnxruntime" / "capi"
+    build(capi, "libonnxruntime_providers_shared.so", "int Provider_GetHost(void) { return 0; }\n")
     provider = build(
-        site / "onnxruntime" / "capi",
+        capi,
         "libonnxruntime_providers_cuda.so",
-        "extern int cublasCreate_v2(void); int provider(void) { return cublasCreate_v2(); }\n",
+        "extern int cublasCreate_v2(void); extern int Provider_GetHost(void);\n"
+        "int provider(void) { return cublasCreate_v2() + Provider_GetHost(); }\n",
         needed=[cublas],
         runpath="$ORIGIN",
     )
@@ -84,6 +87,9 @@ def real(first: Path | None, library: Path, probe: bool) -> tuple[bool, bool]:
     code = "import ctypes\n"
     if first is not None:
         code += f"ctypes.CDLL({str(first)!r})\n"
+    shared = library.parent / "libonnxruntime_providers_shared.so"
+    if shared.exists():  # onnxruntime loads it RTLD_GLOBAL before its provider
+        code += f"ctypes.CDLL({str(shared)!r}, mode=ctypes.RTLD_GLOBAL)\n"
     code += f"try:\n    lib = ctypes.CDLL({str(library)!r})\nexcept OSError:\n    print(0, 0); raise SystemExit\n"
     code += "print(1, lib.probe())\n" if probe else "print(1, 1)\n"
     done = subprocess.run(
@@ -97,7 +103,9 @@ def predicted(first: Path | None, library: Path) -> Order:
     ldso = model()
     if first is not None:
         assert ldso.dlopen(str(first)).ok
-    return replay_order(ldso, str(library), Facts())
+    shared = library.parent / "libonnxruntime_providers_shared.so"
+    globals_ = [str(shared)] if shared.exists() else []
+    return replay_order(ldso, str(library), Facts(), globals_)
 
 
 @pytest.mark.parametrize("torch_first", [True, False])
@@ -168,7 +176,11 @@ def test_the_real_onnxruntime_provider_is_built_for_cuda_13(tmp_path: Path) -> N
     site = cublas_torch(tmp_path)
     (site / f"onnxruntime_gpu-{ORT}.dist-info").mkdir()
     with zipfile.ZipFile(next(folder.glob(pattern))) as archive:
-        for member in ("__init__.py", "capi/libonnxruntime_providers_cuda.so"):
+        for member in (
+            "__init__.py",
+            "capi/libonnxruntime_providers_cuda.so",
+            "capi/libonnxruntime_providers_shared.so",
+        ):
             archive.extract(f"onnxruntime/{member}", site)
     report = analyze(site)
     (finding,) = [f for f in report.findings if f.package == "onnxruntime-gpu"]

@@ -29,8 +29,10 @@ KERNEL = ("KERNEL32.dll",)
 PROVIDER = "onnxruntime/capi/onnxruntime_providers_cuda.dll"
 
 
-def cuda_torch(site: Path, *, cublas: bool = True) -> Path:
-    """A CUDA 12 torch whose ``torch_cuda.dll`` imports cuBLAS 12 from ``torch\\lib``."""
+def cuda_torch(site: Path, *, cublas: bool = True, version: str = "2.4.1+cu124") -> Path:
+    """A CUDA 12 torch whose ``torch_cuda.dll`` imports cuBLAS 12 from ``torch\\lib``
+    (``version``: what its metadata says; without ``+cu12`` onnxruntime's ``preload_dlls()``
+    does not take torch's folder)."""
     graph = dict(TORCH_241_GRAPH)
     graph["torch_cuda.dll"] = ("cublas64_12.dll", "torch_cpu.dll", *KERNEL)
     graph["cublas64_12.dll"] = ("cublasLt64_12.dll", *KERNEL)
@@ -38,7 +40,7 @@ def cuda_torch(site: Path, *, cublas: bool = True) -> Path:
     if not cublas:
         for name in ("torch_cuda.dll", "cublas64_12.dll", "cublasLt64_12.dll"):
             del graph[name]
-    return FakeTorch(version="2.4.1+cu124", cuda="12.4", graph=graph).write(site)
+    return FakeTorch(version=version, cuda="12.4", graph=graph).write(site)
 
 
 def onnxruntime(site: Path, imports: Sequence[str], version: str = "1.22.0") -> None:
@@ -93,8 +95,22 @@ def test_the_provider_loads_only_after_torch(tmp_path: Path) -> None:
     commands = [c for h in finding.hints for c in h.commands]
     assert any("import torch" in c for c in commands)
     assert any("preload_dlls()" in c for c in commands)
-    assert any("nvidia-cublas-cu12" in c for c in commands)
+    (preload,) = [h for h in finding.hints if "preload_dlls()" in " ".join(h.commands)]
+    assert "torch's own copies in" in preload.summary and "torch\\lib" in preload.summary
+    assert "provider then loads (replayed)" in preload.summary
     assert finding.path is not None and finding.path.endswith("onnxruntime_providers_cuda.dll")
+
+
+def test_without_cu12_in_torchs_version_the_preload_takes_the_wheels(tmp_path: Path) -> None:
+    """onnxruntime 1.21-1.23 take ``torch\\lib`` only when torch's version says ``+cu12``:
+    a torch whose metadata has no local tag is not chosen, and with no NVIDIA wheel installed
+    the preload finds nothing: the hint installs the wheels."""
+    site = cuda_torch(tmp_path / "site", version="2.4.1")
+    onnxruntime(site, ["cublas64_12.dll", "cublasLt64_12.dll"])
+    (finding,) = of(run(site, tmp_path), "onnxruntime-gpu")
+    commands = [c for h in finding.hints for c in h.commands]
+    assert any("nvidia-cublas-cu12" in c for c in commands)
+    assert not any("torch's own copies" in h.summary for h in finding.hints)
 
 
 def test_no_preload_hint_before_onnxruntime_1_21(tmp_path: Path) -> None:
@@ -238,16 +254,22 @@ def test_a_copy_torch_loaded_that_lacks_a_symbol_breaks_the_torch_first_order(
     newer = build_pe(["cublasLt64_12.dll", *KERNEL], exports=("cublasNewerCall",))
     write_tree(site, {"nvidia/cublas/bin/cublas64_12.dll": newer})
     write_tree(site, {"nvidia/cublas/bin/cublasLt64_12.dll": build_pe(KERNEL)})
-    (finding,) = of(run(site, tmp_path, path=["nvidia/cublas/bin"]), "onnxruntime-gpu")
+    finding, other = of(run(site, tmp_path, path=["nvidia/cublas/bin"]), "onnxruntime-gpu")
     assert finding.code == Code.NEIGHBOUR_LOAD_ORDER and not finding.is_error
     assert "not after `import torch`: WinError 127 on cublas64_12.dll" in finding.message
     assert "torch\\lib" in finding.message
+    # and the same pair the other way: the wheel's copy preloaded lacks what torch takes
+    assert other.code == Code.NEIGHBOUR_LOAD_ORDER and not other.is_error
+    assert other.message.startswith(
+        'onnxruntime-gpu 1.22.0: onnxruntime.preload_dlls(directory="") before `import torch`'
+    )
+    assert "torch's own torch_cuda.dll then binds cublas64_12.dll" in other.message
 
 
 def test_preload_dlls_is_replayed_from_the_nvidia_wheels_installed(tmp_path: Path) -> None:
     """onnxruntime 1.21+'s ``preload_dlls()`` loads ``nvidia\\<part>\\bin`` files by full path:
     with the NVIDIA wheel installed (not on PATH) the provider then loads without torch."""
-    site = cuda_torch(tmp_path / "site")
+    site = cuda_torch(tmp_path / "site", version="2.4.1")
     onnxruntime(site, ["cublas64_12.dll"])
     bin_dir = "nvidia/cublas/bin"
     write_tree(site, {f"{bin_dir}/cublas64_12.dll": build_pe(["cublasLt64_12.dll", *KERNEL])})
@@ -255,12 +277,13 @@ def test_preload_dlls_is_replayed_from_the_nvidia_wheels_installed(tmp_path: Pat
     (finding,) = of(run(site, tmp_path), "onnxruntime-gpu")
     assert finding.code == Code.NEIGHBOUR_LOAD_ORDER  # alone, without the preload, still 126
     summaries = [h.summary for h in finding.hints]
+    assert any("the NVIDIA wheels' copies installed here" in s for s in summaries)
     assert any("provider then loads (replayed)" in s for s in summaries)
     assert not any("pip" in c for h in finding.hints for c in h.commands)
 
 
 def test_without_the_wheels_the_preload_hint_installs_them_first(tmp_path: Path) -> None:
-    site = cuda_torch(tmp_path / "site")
+    site = cuda_torch(tmp_path / "site", version="2.4.1")
     onnxruntime(site, ["cublas64_12.dll"])
     (finding,) = of(run(site, tmp_path), "onnxruntime-gpu")
     (preload,) = [h for h in finding.hints if "preload_dlls()" in " ".join(h.commands)]

@@ -35,6 +35,11 @@ def test_mismatched_sibling_is_a_warning(
     assert report.ok
     (finding,) = report.findings
     assert finding.code == "package-mismatch" and problem in finding.message
+    # no binary of the package to replay: every way it can go, the quiet one included
+    assert "`import torchvision` may fail" in finding.message
+    assert "crash while its operators register" in finding.message
+    assert "or work while its compiled operators" in finding.message
+    assert "`torchvision.ops.nms` raises NotImplementedError" in finding.message
     assert (
         finding.hints[0]
         .commands[0]

@@ -10,53 +10,16 @@ cached under ~/.cache/torchguard-ci/range-reads keyed by release.
 
 from __future__ import annotations
 
-import io
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
-import zipfile
-
 import pytest
-from realwheels import CACHE
+from range_members import wheel_members as _members
 
 from torchguard._facts.onnxruntime_builds import built_with, parse_build_info
-from torchguard._frontends.remote_kernels import RangeFile
 from torchguard._platforms.windows.cudnn import cudnn_version
 from torchguard._platforms.windows.tree import MemoryFile, WinTree
 
 pytestmark = pytest.mark.realwheel
 
-READS = CACHE / "range-reads"
 INFO = ("onnxruntime/capi/build_and_package_info.py", "onnxruntime/capi/version_info.py")
-
-
-def _members(project: str, version: str, wanted: tuple[str, ...]) -> dict[str, bytes]:
-    """The ``wanted`` members of ``project``'s cp311 (or any-Python) win_amd64 wheel, read
-    over range requests once and cached."""
-    cached = READS / f"{project}-{version}.json"
-    if cached.exists():
-        return {k: bytes.fromhex(v) for k, v in json.loads(cached.read_text()).items()}
-    try:
-        with urllib.request.urlopen(f"https://pypi.org/pypi/{project}/json") as answer:
-            base, listing = answer.geturl(), json.load(answer)
-        wheel = next(
-            f
-            for f in listing["releases"][version]
-            if (f["filename"].endswith("win_amd64.whl") and "-cp311-" in f["filename"])
-            or f["filename"].endswith("-py3-none-win_amd64.whl")
-        )
-        remote = RangeFile(urllib.parse.urljoin(base, wheel["url"]), wheel["size"])
-        with zipfile.ZipFile(io.BufferedReader(remote, 1 << 16)) as archive:
-            names = {n.lower(): n for n in archive.namelist()}
-            found = {w: archive.read(names[w.lower()]) for w in wanted if w.lower() in names}
-    except urllib.error.HTTPError:
-        raise  # PyPI answered: a wrong name or release is this test's failure
-    except OSError as error:  # no network: nothing to compare
-        pytest.skip(f"PyPI not reachable: {error}")
-    READS.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps({k: v.hex() for k, v in found.items()}))
-    return found
 
 
 @pytest.mark.parametrize("release", ["1.22.0", "1.25.0"])

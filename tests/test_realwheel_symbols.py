@@ -181,6 +181,25 @@ def test_a_pair_pip_calls_mismatched_that_still_binds(vc_runtime: Path) -> None:
     assert {p.name: p.status for p in report.packages}["torchvision"] == "ok"
     (mismatch,) = [f for f in report.warnings if f.code == "package-mismatch"]
     assert "still bind" in mismatch.message
+    assert "`import torchvision` may work, but its compiled operators" in mismatch.message
+
+
+def test_a_pair_that_binds_is_not_said_to_work(vc_runtime: Path) -> None:
+    """torchvision 0.19.1 (built for torch 2.4.1) binds every core symbol in torch 2.5.1, yet
+    under Wine its ``nms`` raised NotImplementedError and one run page-faulted: the warning
+    says binding is not working."""
+    report = torchguard.scan(
+        [wheel("torch", "2.5.1"), wheel("torchvision", "0.19.1")], system32=[vc_runtime]
+    )
+    assert report.ok and {p.name: p.status for p in report.packages}["torchvision"] != "fails"
+    (mismatch,) = [f for f in report.warnings if f.code == "package-mismatch"]
+    assert mismatch.message.startswith(
+        "torchvision 0.19.1 requires torch==2.4.1, but torch 2.5.1+cpu is installed: its "
+        "binaries still bind to this torch (checked symbol by symbol), so `import torchvision` "
+        "may work, but its compiled operators, registered for another torch, fail when called "
+        "(`torchvision.ops.nms` raises NotImplementedError"
+    ), mismatch.message
+    assert mismatch.message.endswith("or crash the process")
 
 
 @pytest.mark.parametrize(

@@ -39,9 +39,10 @@ def _dll(*imports: str) -> bytes:
     return build_pe([*imports, "KERNEL32.dll"], symbols=KERNEL)
 
 
-def _site(root: Path, provider_imports: str) -> Path:
+def _site(root: Path, provider_imports: str, torch_version: str = "2.4.1+cu124") -> Path:
     """A fake CUDA torch small enough to load for real: every binary takes only
-    ``GetLastError`` from kernel32 and its default symbol from the fakes."""
+    ``GetLastError`` from kernel32 and its default symbol from the fakes (``torch_version``:
+    its metadata's; without ``+cu12`` onnxruntime's ``preload_dlls()`` takes the wheels)."""
     graph = {
         "torch_python.dll": ("torch_cuda.dll",),
         "torch_cuda.dll": (CUBLAS,),
@@ -51,7 +52,7 @@ def _site(root: Path, provider_imports: str) -> Path:
     extra = {f"torch/lib/{name}": _dll(*imports) for name, imports in graph.items()}
     extra["torch/_C.cp311-win_amd64.pyd"] = _dll("torch_python.dll")
     files = dict.fromkeys(graph, ())  # each written from ``extra``
-    site = FakeTorch(version="2.4.1+cu124", cuda="12.4", graph=files, extra=extra).write(root)
+    site = FakeTorch(version=torch_version, cuda="12.4", graph=files, extra=extra).write(root)
     provider = {
         "onnxruntime/capi/onnxruntime_providers_cuda.dll": _dll(
             provider_imports, "onnxruntime_providers_shared.dll"
@@ -205,9 +206,9 @@ print("TG-JSON " + json.dumps(out))
 def test_preload_dlls_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     """The NVIDIA wheel's cuBLAS installed (not on PATH), no torch loaded: the provider fails
     until its copies are loaded by full path in ``preload_dlls()``'s order, then loads."""
-    from torchguard._facts.neighbours import PRELOAD_WINDOWS_CUDA12
+    from torchguard._facts.onnxruntime_preload import preload_list
 
-    site = _site(wine_env.scenarios / "neighbours-preload" / "site-packages", CUBLAS)
+    site = _site(wine_env.scenarios / "neighbours-preload" / "site-packages", CUBLAS, "2.4.1")
     nvidia = site / "nvidia" / "cublas" / "bin"
     write_tree(nvidia, {CUBLAS: _dll("cublasLt64_12.dll"), "cublasLt64_12.dll": _dll()})
     system = offline_windows([str(site)], system32_dirs=[str(system32(tmp_path / "s32"))])
@@ -216,10 +217,14 @@ def test_preload_dlls_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     finally:
         system.close()
     (finding,) = [f for f in report.findings if f.package == "onnxruntime-gpu"]
-    said = any("provider then loads (replayed)" in h.summary for h in finding.hints)
-    paths = [
-        wine_env.to_windows(site / "nvidia" / part / "bin" / name)
-        for part, name in PRELOAD_WINDOWS_CUDA12
+    said = any(
+        "the NVIDIA wheels' copies installed here by full path, and the provider then loads"
+        in h.summary
+        for h in finding.hints
+    )
+    paths = [  # preload_dlls(directory=""): the NVIDIA wheels' files, in 1.22's order
+        wine_env.to_windows(site.joinpath(*folder, name))
+        for folder, name in preload_list("1.22.0", 12)
     ]
     capi = site / "onnxruntime" / "capi" / "onnxruntime_providers_cuda.dll"
     code = PRELOAD.format(provider=wine_env.to_windows(capi), preload=paths)
@@ -239,3 +244,110 @@ def test_preload_dlls_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     )
     assert finding.code == Code.NEIGHBOUR_LOAD_ORDER and said, finding
     assert real == {"before": 126, "preloaded": 0}, real
+
+
+BINDING = """
+import ctypes, json
+from ctypes import wintypes
+k = ctypes.WinDLL("kernel32", use_last_error=True)
+k.LoadLibraryExW.restype = wintypes.HMODULE
+k.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
+k.GetModuleHandleW.restype = wintypes.HMODULE
+k.GetModuleHandleW.argtypes = [wintypes.LPCWSTR]
+k.GetModuleFileNameW.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
+def path_of(name):
+    buffer = ctypes.create_unicode_buffer(1024)
+    handle = k.GetModuleHandleW(name)
+    return buffer.value if handle and k.GetModuleFileNameW(handle, buffer, 1024) else None
+out = {{}}
+for path in {preload!r}:  # preload_dlls(directory=""): the wheel files found, in its order
+    ctypes.CDLL(path)
+for path in {torch_loads!r}:  # torch's own preload loop, by full path, in its glob order
+    handle = k.LoadLibraryExW(path, None, 0x1100)
+    out[path.rsplit("\\\\", 1)[1]] = 0 if handle else ctypes.get_last_error()
+out["graph"] = path_of("cudnn_graph64_9.dll")
+out["torch_graph_loaded"] = bool(k.GetModuleHandleW({torch_graph!r}))
+out["ops"] = path_of("cudnn_ops64_9.dll")
+print("TG-JSON " + json.dumps(out))
+"""
+
+
+def test_preloaded_cudnn_binds_torchs_sub_libraries_as_predicted(
+    wine_env: WineEnv, tmp_path: Path
+) -> None:
+    """The other order of onnxruntime issue 24266, bound by the real loader: the NVIDIA wheel's
+    ``cudnn_graph64_9.dll`` loaded first by full path, torch's ``torch\\lib\\cudnn_adv64_9.dll``
+    loaded by full path binds its ``cudnn_graph64_9.dll`` import to that module, and torch's own
+    copy is never loaded; its ``cudnn_ops64_9.dll`` import, which nothing preloaded, binds to
+    torch's copy. Wine binds a missing symbol to a stub, so it cannot say WinError 127: the
+    stand-ins export the same names, and two cuDNN versions (the version resources) make
+    torchguard's verdict the mixed-minors warning, which names the binding judged here."""
+    from torchguard._facts.onnxruntime_preload import preload_list
+
+    root = wine_env.scenarios / "neighbours-cudnn" / "site-packages"
+    lib = {
+        "cudnn64_9.dll": build_pe(["KERNEL32.dll"], symbols=KERNEL, file_version=(9, 1, 0, 70)),
+        "cudnn_adv64_9.dll": _dll("cudnn_graph64_9.dll", "cudnn_ops64_9.dll"),
+        "cudnn_graph64_9.dll": _dll(),
+        "cudnn_ops64_9.dll": _dll("cudnn_graph64_9.dll"),
+    }
+    lib["torch_python.dll"] = _dll()
+    extra = {f"torch/lib/{name}": data for name, data in lib.items()}
+    extra["torch/_C.cp311-win_amd64.pyd"] = _dll("torch_python.dll")
+    graph = dict.fromkeys(lib, ())  # each written from ``extra``
+    site = FakeTorch(version="2.4.1", cuda="12.4", graph=graph, extra=extra).write(root)
+    wheel = {
+        "cudnn64_9.dll": build_pe(["KERNEL32.dll"], symbols=KERNEL, file_version=(9, 10, 2, 21)),
+        "cudnn_graph64_9.dll": _dll(),
+    }
+    write_tree(site / "nvidia" / "cudnn" / "bin", wheel)
+    provider = {
+        "onnxruntime/capi/onnxruntime_providers_cuda.dll": _dll(
+            "cudnn64_9.dll", "cublas64_12.dll", "onnxruntime_providers_shared.dll"
+        ),
+        "onnxruntime/capi/onnxruntime_providers_shared.dll": _dll(),
+        "onnxruntime/__init__.py": b"",
+    }
+    write_tree(site, companion("onnxruntime-gpu", "1.22.0", provider, {}))
+    system = offline_windows([str(site)], system32_dirs=[str(system32(tmp_path / "s32"))])
+    try:
+        report = analyze(system, cache=user_cache())
+    finally:
+        system.close()
+    said = [f for f in report.findings if "before `import torch`" in f.message]
+    mixed = len(said) == 1 and "two cuDNN minors are mixed" in said[0].message
+    preload = [
+        wine_env.to_windows(site.joinpath(*folder, name))
+        for folder, name in preload_list("1.22.0", 12)
+        if site.joinpath(*folder, name).is_file()
+    ]
+    torch_lib = site / "torch" / "lib"
+    loads = [wine_env.to_windows(torch_lib / n) for n in ("cudnn_adv64_9.dll",)]
+    code = BINDING.format(
+        preload=preload,
+        torch_loads=loads,
+        torch_graph=wine_env.to_windows(torch_lib / "cudnn_graph64_9.dll"),
+    )
+    real = parse(wine_env.run(code, site, timeout=300))
+    wheel_graph = wine_env.to_windows(site / "nvidia" / "cudnn" / "bin" / "cudnn_graph64_9.dll")
+    torch_ops = wine_env.to_windows(torch_lib / "cudnn_ops64_9.dll")
+    bound = (
+        real["cudnn_adv64_9.dll"] == 0
+        and str(real["graph"]).lower() == wheel_graph.lower()
+        and not real["torch_graph_loaded"]
+        and str(real["ops"]).lower() == torch_ops.lower()
+    )
+    ROWS.append(
+        {
+            "scenario": "NVIDIA wheel's cudnn_graph64_9.dll preloaded, then torch\\lib's "
+            "cudnn_adv64_9.dll by full path",
+            "verdict": "neighbour-load-order (minors mixed)" if mixed else str(said),
+            "predicted": "adv binds graph to the wheel's copy, ops to torch's",
+            "real": f"graph bound: {real['graph']}; torch's graph loaded: "
+            f"{real['torch_graph_loaded']}; ops: {real['ops']}",
+            "wine": "-",
+            "agree": "yes" if mixed and bound else "**NO**",
+        }
+    )
+    assert mixed, said
+    assert bound, real

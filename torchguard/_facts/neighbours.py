@@ -15,7 +15,12 @@ Pins, from the projects' own release notes and READMEs:
   (2026-12): ``libcublas.so.11`` up to 1.18.1, ``libcublas.so.12`` and ``libcudnn.so.9`` from
   1.19.0 to 1.26.0, ``libcublas.so.13`` from 1.27.0 (1.31.1: no cuDNN in ``DT_NEEDED``).
   ``onnxruntime.preload_dlls()`` (1.21.0+) loads the CUDA and cuDNN libraries of the NVIDIA
-  wheels before the provider.
+  wheels before the provider (per release: :mod:`torchguard._facts.onnxruntime_preload`).
+  onnxruntime loads ``libonnxruntime_providers_shared.so`` from the
+  provider's folder with ``RTLD_GLOBAL`` first (``ProviderSharedLibrary::Ensure`` in its
+  ``provider_bridge_ort.cc``), then the provider ``RTLD_NOW | RTLD_LOCAL``: the provider's
+  ``Provider_GetHost`` is in no ``DT_NEEDED`` library and binds to that global copy (measured
+  with 1.24.1 beside torch 2.9.1+cu128: without it, glibc refuses the provider).
 
 Windows (read from the real wheels and the projects' sources):
 
@@ -25,8 +30,9 @@ Windows (read from the real wheels and the projects' sources):
   and PATH, never in ``os.add_dll_directory`` folders. The 1.15.1 provider imports
   ``cublas64_11.dll``, ``cublasLt64_11.dll``, ``cudnn64_8.dll``, ``cufft64_10.dll`` and
   ``cudart64_110.dll``; its Python code adds no folder. ``preload_dlls()`` (1.21+) loads torch's
-  ``lib`` copies when torch's CUDA major matches, else ``nvidia\\<part>\\bin\\<name>`` of the
-  NVIDIA wheels, by full path.
+  ``lib`` copies when torch's version says a matching CUDA build, else
+  ``nvidia\\<part>\\bin\\<name>`` of the NVIDIA wheels, by full path
+  (:mod:`torchguard._facts.onnxruntime_preload`).
 - ctranslate2's ``__init__`` adds its folder with ``os.add_dll_directory`` and loads every
   ``ctranslate2\\*.dll`` with ``ctypes.CDLL``; ``ctranslate2.dll`` then calls
   ``LoadLibraryA("cublas64_12.dll")`` at its first CUDA call, after
@@ -52,6 +58,9 @@ class Kind:
     """What that library is, for messages."""
     pins: tuple[tuple[int, str], ...]
     """(CUDA major, the release series built for it) for hints."""
+    linux_globals: tuple[str, ...] = ()
+    """Linux: libraries of the library's own folder the package loads ``RTLD_GLOBAL`` before
+    it (the symbols they define bind the library's undefined ones)."""
     windows: tuple[str, ...] = ()
     """Windows: the site-relative parts of the library it loads (none: not judged there)."""
     windows_altered: bool = False
@@ -81,6 +90,7 @@ KINDS: tuple[Kind, ...] = (
             (12, "onnxruntime-gpu>=1.19,<1.27"),
             (13, "onnxruntime-gpu>=1.27"),
         ),
+        linux_globals=("libonnxruntime_providers_shared.so",),
         windows=("onnxruntime", "capi", "onnxruntime_providers_cuda.dll"),
         windows_altered=True,
     ),
@@ -92,24 +102,6 @@ LATE_FAMILIES = ("libcublas", "libcudnn", "libcudart", "libcufft", "libcurand", 
 
 def pin_for(kind: Kind, major: int) -> str | None:
     return next((pin for cuda, pin in kind.pins if cuda == major), None)
-
-
-#: What ``onnxruntime.preload_dlls()`` loads on Windows for a CUDA 12 build, in its order, as
-#: (``nvidia\\<part>\\bin`` of the NVIDIA wheels, name): by full path where the file is, then by
-#: name (``ctypes.CDLL``) where it is not. The list of its first release (1.21); later releases
-#: load more cuDNN sub-libraries after these, and torch's ``lib`` copies instead when torch's
-#: CUDA major matches (onnxruntime's ``__init__.py``, read at both shapes).
-PRELOAD_WINDOWS_CUDA12 = (
-    ("cublas", "cublasLt64_12.dll"),
-    ("cublas", "cublas64_12.dll"),
-    ("cufft", "cufft64_11.dll"),
-    ("cuda_runtime", "cudart64_12.dll"),
-    ("cudnn", "cudnn_graph64_9.dll"),
-    ("cudnn", "cudnn64_9.dll"),
-)
-
-#: The first onnxruntime-gpu release with ``preload_dlls()``.
-PRELOAD_SINCE = (1, 21)
 
 
 #: Windows CUDA DLL stems -> the NVIDIA wheel part that ships them (``nvidia\\<part>\\bin``).

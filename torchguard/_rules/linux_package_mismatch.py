@@ -10,9 +10,19 @@ from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints
+from torchguard._rules.mismatch_text import unknown
 from torchguard._rules.registry import LINUX, rule
 
 _BUILD_TORCH = re.compile(r"torch(\d+)\.(\d+)")
+
+#: How ``import`` fails when a package's binaries do not bind (torchvision swallows its
+#: ``_C.so`` load error, then fails on a registration; measured with 0.28.0 in torch 2.14.1).
+_UNBOUND = {
+    "torchvision": (
+        'undefined symbol: _ZN3c10..., which torchvision reports as "operator '
+        'torchvision::nms does not exist"'
+    ),
+}
 
 
 def package_mismatch(
@@ -21,8 +31,9 @@ def package_mismatch(
     """``package-mismatch`` warnings from metadata: (name, version, torch requirement).
 
     A warning: ``import torch`` works. The binary replay stands next to it; a pair that binds
-    can still fail when its operators register (torchvision 0.23.0 in torch 2.9.1 binds every
-    symbol, then segfaults: measured), which no loader model sees."""
+    can still crash when its operators register (torchvision 0.23.0 in torch 2.9.1 binds every
+    symbol, then ``import torchvision`` segfaults: measured) or import with operators that fail
+    when called (measured under Wine), which no loader model sees."""
     base, _, local = torch_version.partition("+")
     release = tuple(base.split(".")[:2])
     for name, version, requires in pins:
@@ -45,9 +56,8 @@ def package_mismatch(
             code=Code.PACKAGE_MISMATCH,
             severity=WARNING,
             message=(
-                f"{name} {version} {problem}, but torch {torch_version} is installed: its "
-                "binaries may fail to bind (undefined symbol: _ZN3c10...) or bind and then "
-                "crash when their operators register"
+                f"{name} {version} {problem}, but torch {torch_version} is installed: "
+                + unknown(name, _UNBOUND.get(name, "undefined symbol: _ZN3c10..."))
             ),
             missing=f"{name}=={version}",
             hints=(

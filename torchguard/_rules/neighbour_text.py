@@ -3,11 +3,30 @@ CUDA: one text for Windows and Linux, so the two platforms' findings read alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from torchguard._facts.neighbours import Kind, pin_for
 from torchguard._facts.vocab import Code
 from torchguard._report.findings import WARNING, Finding, RepairHint
+
+
+class Landed(Protocol):
+    """A name a neighbour loads at run time and where it lands (either system's record)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str | None: ...
+
+
+def found_through_torch(late: Sequence[Landed]) -> tuple[list[str], list[str], str]:
+    """The names a neighbour's first CUDA call finds only because torch loaded them: the
+    names, the copies torch loaded, and what happens in a process without torch."""
+    needs = [load.name for load in late]
+    copies = [load.path for load in late if load.path]
+    return needs, copies, f"its first CUDA call cannot find {', '.join(needs)}"
 
 
 def order_finding(

@@ -28,7 +28,7 @@ from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.linux_context import LinuxContext
 from torchguard._rules.linux_hints import LinuxHints, nvidia_wheel
 from torchguard._rules.linux_missing import load_error_finding
-from torchguard._rules.neighbour_text import cuda_pin_hint, order_finding
+from torchguard._rules.neighbour_text import cuda_pin_hint, found_through_torch, order_finding
 from torchguard._rules.registry import LINUX, rule
 
 RANK = 140
@@ -109,9 +109,7 @@ def neighbour_findings(
         ]
         when = f"{file} itself does not load ({alone.error.message()})"
     else:
-        needs = [late.name for late in by_torch]
-        folders = [late.path for late in by_torch if late.path]
-        when = f"its first CUDA call cannot find {', '.join(needs)}"
+        needs, folders, when = found_through_torch(by_torch)
     dirs = list(dict.fromkeys(posixpath.dirname(p) for p in folders))
     findings.append(
         order_finding(

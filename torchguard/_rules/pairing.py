@@ -3,13 +3,14 @@
 Their binaries import torch's DLLs symbol by symbol, so each release pins one torch
 (``Requires-Dist: torch ==2.4.0``) and one build variant (``+cpu``, ``+cu121``). A mismatched
 pair imports torch fine, then ``import torchvision`` fails with "operator torchvision::nms does
-not exist" or WinError 127 (failure-catalog.md, row 20). A warning: ``import torch`` works.
+not exist" or WinError 127 (failure-catalog.md, row 20), or imports and its operators fail when
+called or crash (:mod:`torchguard._rules.mismatch_text`). A warning: ``import torch`` works.
 
 This is the metadata-level explanation. Next to it stands the binary-level proof: the
 package's binaries are replayed against this torch symbol by symbol
 (``_platforms.windows.ecosystem``), so the message says what that replay found. A pair pip calls
 mismatched may still bind (torchvision 0.19.0, pinned to torch 2.4.0, loads into torch 2.4.1): then
-the warning says so.
+the warning says so, and that binding does not make its operators work.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from torchguard._platforms.windows.ecosystem import CORE
 from torchguard._platforms.windows.locate import split_local
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
+from torchguard._rules.mismatch_text import bound, unknown
 from torchguard._rules.registry import WINDOWS, rule
 
-#: Each paired package and how its import then fails.
+#: Each paired package and how its import fails when its binaries do not bind.
 PAIRED = {
     "torchvision": '"operator torchvision::nms does not exist" or WinError 127',
     "torchaudio": "WinError 127 or 126 loading libtorchaudio.pyd",
@@ -68,15 +70,12 @@ def check(context: CheckContext) -> Iterator[Finding]:
 
 
 def _consequence(context: CheckContext, name: str) -> str:
-    """What the binary-level replay of the package found, or the usual failure."""
+    """What the binary-level replay of the package found, or what may happen."""
     simulation = next((p for p in context.packages if p.plan.name == name), None)
     if simulation is None or simulation.blocked or not simulation.results:
-        return f"`import {name}` fails ({PAIRED[name]})"
+        return unknown(name, PAIRED[name])
     if all(result.ok for result in simulation.results if result.step.role == CORE):
-        return (
-            f"its binaries still bind to this torch (checked symbol by symbol), so `import "
-            f"{name}` works today, but pip reports the conflict and any reinstall may break it"
-        )
+        return bound(name)
     return f"`import {name}` fails ({PAIRED[name]}; see the findings about it)"
 
 

@@ -29,11 +29,16 @@ def order_hints(
     preload = "import onnxruntime; onnxruntime.preload_dlls()"
     preloaded = replay.preloaded
     if preloaded is not None and preloaded.ok:
+        source = (
+            f"torch's own copies in {replay.preload_dir} (this torch's version says a CUDA "
+            "build of the provider's major)"
+            if replay.preload_dir
+            else "the NVIDIA wheels' copies installed here"
+        )
         found.append(
             RepairHint(
                 "or, without torch, call onnxruntime.preload_dlls() before the first session: "
-                "it loads the NVIDIA wheels' copies installed here by full path, and the "
-                "provider then loads (replayed)",
+                f"it loads {source} by full path, and the provider then loads (replayed)",
                 (preload,),
             )
         )

@@ -22,7 +22,7 @@ from torchguard._platforms.windows.neighbours import NeighbourReplay, Order
 from torchguard._report.findings import WARNING, Finding, RepairHint
 from torchguard._rules.context import CheckContext
 from torchguard._rules.hints import HintContext
-from torchguard._rules.neighbour_text import order_finding
+from torchguard._rules.neighbour_text import found_through_torch, order_finding
 from torchguard._rules.registry import WINDOWS, rule
 from torchguard._rules.windows_neighbour_hints import (
     built,
@@ -31,6 +31,7 @@ from torchguard._rules.windows_neighbour_hints import (
     pin,
     wheel_hints,
 )
+from torchguard._rules.windows_preload_order import preload_order_findings
 
 RANK = 140
 
@@ -39,6 +40,7 @@ RANK = 140
 def check(context: CheckContext) -> Iterator[Finding]:
     for replay in context.neighbours:
         yield from neighbour_findings(replay, context.hints)
+        yield from preload_order_findings(replay, context.hints)
 
 
 def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Finding]:
@@ -112,9 +114,7 @@ def neighbour_findings(replay: NeighbourReplay, hints: HintContext) -> list[Find
             kind, 126, file
         )
     else:
-        needs = [late.name for late in by_torch]
-        folders = [late.path for late in by_torch if late.path]
-        when = f"its first CUDA call cannot find {', '.join(needs)}"
+        needs, folders, when = found_through_torch(by_torch)
     dirs = list(dict.fromkeys(ntpath.dirname(p) for p in folders))
     findings.append(
         order_finding(

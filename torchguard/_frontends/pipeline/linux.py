@@ -343,8 +343,10 @@ def _neighbours(
     alone.start(system.executable, system.mapped, live=system.live)
     replays: list[NeighbourReplay] = []
     for neighbour in found:
-        after = replay_order(ldso, neighbour.library, late_facts)
-        solo = replay_order(alone, neighbour.library, late_facts)
+        folder = os.path.dirname(neighbour.library)
+        first = [os.path.join(folder, name) for name in neighbour.kind.linux_globals]
+        after = replay_order(ldso, neighbour.library, late_facts, first)
+        solo = replay_order(alone, neighbour.library, late_facts, first)
         replays.append(NeighbourReplay(neighbour, after, solo, tuple(ldso.objects)))
     return replays
 

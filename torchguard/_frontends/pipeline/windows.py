@@ -8,6 +8,8 @@ check: the Windows rules; report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torchguard._binary.cache import FactsCache
 from torchguard._facts.vocab import Analysis, Code
 from torchguard._platforms.windows.binaries import Binaries
@@ -20,6 +22,7 @@ from torchguard._platforms.windows.ecosystem import (
 )
 from torchguard._platforms.windows.extensions import refine
 from torchguard._platforms.windows.linked import RememberedLinks
+from torchguard._platforms.windows.loader import LoaderModel
 from torchguard._platforms.windows.locate import TorchInstall, companions, locate_torch, related
 from torchguard._platforms.windows.neighbours import NeighbourReplay, replay_neighbours
 from torchguard._platforms.windows.plan import plan_directories
@@ -34,6 +37,7 @@ from torchguard._platforms.windows.replay import (
     replay,
     runtime_preloads,
 )
+from torchguard._platforms.windows.simulate import ImportSimulation, simulate_import
 from torchguard._platforms.windows.site_answers import LINKED, SiteAnswers
 from torchguard._platforms.windows.system import System
 from torchguard._platforms.windows.vcruntime import stale_copies, toolset
@@ -132,8 +136,26 @@ class WindowsAnalysis:
         self.neighbours: tuple[NeighbourReplay, ...] = ()
         if guarded.outcome().ok:  # into the process torch's import left, and one without it
             self.neighbours = replay_neighbours(
-                system, self.dists, process, cache, binaries.identity, self.cwd
+                system, self.dists, process, cache, binaries.identity, self.cwd, self._importer()
             )
+
+    def _importer(self) -> Callable[[LoaderModel], ImportSimulation]:
+        """``import torch`` replayed on a given process, with this analysis' folders."""
+        system, torch = self.system, self.torch
+        torch_paths = tuple(d.path for d in self.dirs if d.by_torch)
+
+        def run(process: LoaderModel) -> ImportSimulation:
+            return simulate_import(
+                process,
+                torch.lib_dir,
+                torch.extensions,
+                system.interpreter.path_dirs,
+                torch_paths=torch_paths,
+                cwd=self.cwd,
+                ntfs_order=not system.live,
+            )
+
+        return run
 
     def check(self) -> list[Finding]:
         system, cache = self.system, self.cache

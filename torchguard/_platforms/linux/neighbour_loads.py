@@ -9,6 +9,7 @@ outcomes say which order works.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchguard._facts.neighbours import LATE_FAMILIES
@@ -36,8 +37,14 @@ class Order:
     """(soname, path) of what its ``DT_NEEDED`` entries bound to that was already loaded."""
 
 
-def replay_order(ldso: Ldso, library: str, facts: LateFacts) -> Order:
-    """Load ``library`` into ``ldso``'s process (kept there, as the real process keeps it)."""
+def replay_order(ldso: Ldso, library: str, facts: LateFacts, globals_: Sequence[str] = ()) -> Order:
+    """Load ``library`` into ``ldso``'s process (kept there, as the real process keeps it),
+    after each of ``globals_`` (full paths) ``RTLD_GLOBAL``, as the package loads them first:
+    one that fails is the library's failure."""
+    for path in globals_:
+        first = ldso.dlopen(path, global_=True)
+        if not first.ok:
+            return Order(first.error)
     before = {id(o) for o in ldso.objects}
     result = ldso.dlopen(library)
     if not result.ok or result.root is None:

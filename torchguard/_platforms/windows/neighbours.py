@@ -20,8 +20,15 @@ from dataclasses import dataclass, replace
 from torchguard._binary.cache import FactsCache
 from torchguard._binary.pe.errors import ImageUnavailable
 from torchguard._binary.pe.names import cuda_dll_names
-from torchguard._facts.neighbours import KINDS, PRELOAD_SINCE, PRELOAD_WINDOWS_CUDA12, Kind
+from torchguard._facts.neighbours import KINDS, Kind, windows_cuda_major
+from torchguard._facts.onnxruntime_preload import (
+    Entry,
+    agrees_with_source,
+    picks_torch_lib,
+    preload_list,
+)
 from torchguard._facts.vocab import Step
+from torchguard._platforms.windows.cudnn import cudnn_version
 from torchguard._platforms.windows.dists import InstalledDist
 from torchguard._platforms.windows.loader import (
     APP_DIR,
@@ -33,6 +40,7 @@ from torchguard._platforms.windows.loader import (
     SearchOrder,
     legacy_order,
 )
+from torchguard._platforms.windows.simulate import ImportSimulation
 from torchguard._platforms.windows.system import System
 from torchguard._platforms.windows.tree import WinTree, join
 
@@ -85,7 +93,31 @@ class NeighbourReplay:
     solo: Order
     preloaded: Order | None = None
     """Without torch, after ``onnxruntime.preload_dlls()`` (None: the release has none, or
-    its provider is not a CUDA 12 build)."""
+    none for its provider's CUDA major)."""
+    preload_dir: str | None = None
+    """The folder that ``preload_dlls()`` takes its files from here: ``torch\\lib`` when the
+    release picks torch's (its version says a matching CUDA build), else None (the NVIDIA
+    wheels' ``nvidia\\<part>\\bin``)."""
+    torch_after_wheels: WheelsFirst | None = None
+    """``import torch`` after ``preload_dlls(directory="")`` loaded the NVIDIA wheels' copies
+    (None: not replayed, no NVIDIA wheel file to preload)."""
+
+
+@dataclass(frozen=True)
+class WheelsFirst:
+    """``onnxruntime.preload_dlls()`` from the NVIDIA wheels, then ``import torch``."""
+
+    simulation: ImportSimulation
+    default_too: bool
+    """Plain ``preload_dlls()`` takes the wheels too (torch's version does not say a matching
+    CUDA build), not only ``directory=""``."""
+    torch_cudnn: tuple[int, ...] | None
+    """The cuDNN version of ``torch\\lib\\cudnn64_9.dll`` (None: none, or unread)."""
+    wheel_cudnn: tuple[int, ...] | None
+    """The cuDNN version of ``nvidia\\cudnn\\bin\\cudnn64_9.dll`` (None: none, or unread)."""
+    torch_lib: str
+    wheel_dir: str
+    """``nvidia\\cudnn\\bin`` of the NVIDIA wheel."""
 
 
 def find_neighbours(tree: WinTree, dists: Sequence[InstalledDist]) -> list[Neighbour]:
@@ -193,14 +225,20 @@ def replay_neighbours(
     cache: FactsCache | None,
     identity: Callable[[str], str | None],
     cwd: str | None = None,
+    import_torch: Callable[[LoaderModel], ImportSimulation] | None = None,
 ) -> tuple[NeighbourReplay, ...]:
     """Each installed neighbour replayed on a copy of ``process`` (the guarded ``import
-    torch``'s) and on a process without torch; the names read once per file state."""
+    torch``'s) and on a process without torch; the names read once per file state. With
+    ``import_torch`` (torch's import, replayed on a given process), onnxruntime's
+    ``preload_dlls()`` from the NVIDIA wheels is also replayed before ``import torch``."""
     found = find_neighbours(system.tree, dists)
     if not found:
         return ()
     interpreter = system.interpreter
     path_dirs, environ = interpreter.path_dirs, interpreter.environ
+    torch_dist = next((d for d in dists if _canonical(d.name) == "torch"), None)
+    torch_version = torch_dist.version if torch_dist is not None else None
+    torch_lib = join(system.torch_package_dir, "lib") if system.torch_package_dir else None
     replays = []
     for neighbour in found:
         key = identity(neighbour.library)
@@ -214,60 +252,114 @@ def replay_neighbours(
         after = replace(process, loaded=dict(process.loaded))
         solo = alone(process, system.loaded, system.registered_dirs)
         solo_order = replay_order(solo, neighbour, names, path_dirs, environ, cwd)
+        entries, major = preloads(neighbour, process)
+        directory = (
+            torch_lib
+            if entries and torch_lib and picks_torch_lib(neighbour.version, major, torch_version)
+            else None
+        )
         preloaded = None
-        if not solo_order.ok and preloads(neighbour, process):
+        if not solo_order.ok and entries:
             fresh = alone(process, system.loaded, system.registered_dirs)
-            preload(fresh, neighbour.site)
+            preload(fresh, neighbour.site, entries, directory)
             preloaded = replay_order(fresh, neighbour, names, path_dirs, environ, cwd)
+        wheels_first = None
+        if entries and import_torch is not None and torch_lib is not None:
+            wheels_first = torch_after_wheels(
+                system, process, neighbour, entries, torch_lib, directory is None, import_torch
+            )
         replays.append(
             NeighbourReplay(
                 neighbour,
                 replay_order(after, neighbour, names, path_dirs, environ, cwd),
                 solo_order,
                 preloaded,
+                directory,
+                wheels_first,
             )
         )
     return tuple(replays)
 
 
-def preloads(neighbour: Neighbour, process: LoaderModel) -> bool:
-    """Whether ``onnxruntime.preload_dlls()`` exists in this release and preloads for its
-    provider: a CUDA 12 build (read from the provider's ``cublas64_12.dll`` import)."""
-    if neighbour.kind.module != "onnxruntime" or not _at_least(neighbour.version, PRELOAD_SINCE):
-        return False
+def torch_after_wheels(
+    system: System,
+    process: LoaderModel,
+    neighbour: Neighbour,
+    entries: Sequence[Entry],
+    torch_lib: str,
+    default_too: bool,
+    import_torch: Callable[[LoaderModel], ImportSimulation],
+) -> WheelsFirst | None:
+    """``preload_dlls(directory="")`` in a process without torch, then ``import torch`` in it:
+    torch loads its own ``lib`` copies by full path, but their imports by base name bind to
+    the modules of those names the preload loaded first (the loader's rule), whatever minor
+    those are. None when no file of the list is in the NVIDIA wheels here."""
+    tree, site = system.tree, neighbour.site
+    if not any(tree.lookup(join(site, *folder), name) for folder, name in entries):
+        return None
+    fresh = alone(process, system.loaded, system.registered_dirs)
+    preload(fresh, site, entries, None)
+    # torch's own folders are registered by its __init__; the preloaded modules stay loaded
+    simulation = import_torch(replace(fresh, user_dirs=process.user_dirs))
+    wheel_dir = join(site, "nvidia", "cudnn", "bin")
+    return WheelsFirst(
+        simulation,
+        default_too,
+        cudnn_version(tree, torch_lib),
+        cudnn_version(tree, wheel_dir),
+        torch_lib,
+        wheel_dir,
+    )
+
+
+def preloads(neighbour: Neighbour, process: LoaderModel) -> tuple[tuple[Entry, ...], int]:
+    """What ``onnxruntime.preload_dlls()`` of this release loads for its provider, and the
+    provider's CUDA major (read from its cuBLAS or CUDA runtime import); empty for another
+    package, a release without it, a build it skips, or an installed ``__init__.py`` whose
+    cuDNN list is not the table's (a release the table does not describe)."""
+    if neighbour.kind.module != "onnxruntime":
+        return (), 0
     try:
         imports = process.facts(neighbour.library).imports
     except ImageUnavailable:
-        return False
-    return any(name.lower() == "cublas64_12.dll" for name in imports)
+        return (), 0
+    majors = {m for name in imports if (m := windows_cuda_major(name)) is not None}
+    if len(majors) != 1:
+        return (), 0
+    major = majors.pop()
+    try:
+        source = process.tree.read_bytes(join(neighbour.site, "onnxruntime", "__init__.py"))
+    except (OSError, MemoryError, ValueError):
+        source = b""  # unread: the release's table stands
+    if not agrees_with_source(neighbour.version, major, source.decode("utf-8", "replace")):
+        return (), major  # its own file lists other DLLs: not replayed rather than guessed
+    return preload_list(neighbour.version, major), major
 
 
-def preload(process: LoaderModel, site: str) -> None:
-    """``onnxruntime.preload_dlls()`` in a process without torch: each NVIDIA wheel file by
-    full path (``ctypes.CDLL``: its folder, python.exe's, the registered folders, System32),
-    then each name not loaded from there by name (the same folders, without its own)."""
+def preload(
+    process: LoaderModel, site: str, entries: Sequence[Entry], directory: str | None
+) -> None:
+    """``onnxruntime.preload_dlls()`` in a process without torch: each file found in
+    ``directory`` (else its NVIDIA wheel folder under ``site``) by full path (``ctypes.CDLL``:
+    its folder, python.exe's, the registered folders, System32), in the release's order, then
+    each name not loaded that way by name (the same folders, without its own)."""
     by_name = (
         (process.app_dir, APP_DIR),
         *((folder, USER_DIR) for folder in process.user_dirs),
         (process.system32, Step.SYSTEM32),
     )
-    for part, name in PRELOAD_WINDOWS_CUDA12:
-        folder = join(site, "nvidia", part, "bin")
+    loaded = set()
+    for parts, name in entries:
+        folder = directory if directory else join(site, *parts)
         hit = process.tree.lookup(folder, name)
-        if hit is not None:
-            process.load(join(folder, hit[0]))
+        if hit is not None and process.load(join(folder, hit[0])).ok:
+            loaded.add(name)
+    for _, name in entries:
+        if name in loaded:
             continue
         resolution = process.resolve(name, "", by_name)
         if resolution.path is not None and resolution.via != Step.LOADED:
             process.load(resolution.path, by_name)
-
-
-def _at_least(version: str, wanted: tuple[int, int]) -> bool:
-    parts = version.split(".")
-    try:
-        return (int(parts[0]), int(parts[1])) >= wanted
-    except (IndexError, ValueError):
-        return False
 
 
 _NAMES = "neighbour-cuda-names"
