@@ -691,7 +691,9 @@ def test_a_warm_run_reads_no_plain_briefs_and_no_plain_dll(
     monkeypatch.setattr(_binaries, "_identity", identity)
     warm = torchguard.scan([root], system32=[runtime_dir])
     assert warm.findings == cold.findings
-    assert looked.count("openmp-dist-v2") == 12 and "openmp-dist-rest" not in looked
+    # the folder's answers kept whole: one entry, no distribution's own summary
+    assert looked.count("site-answers") == 1 and "openmp-dist-v2" not in looked
+    assert "openmp-dist-rest" not in looked and "dist-records" not in looked
     assert not [p for p in identities if "plain" in p.lower()], identities
 
 

@@ -17,6 +17,7 @@ from torchguard._platforms.windows.locate import TorchInstall
 from torchguard._platforms.windows.neighbours import NeighbourReplay
 from torchguard._platforms.windows.openmp import OpenMPState
 from torchguard._platforms.windows.simulate import ImportSimulation
+from torchguard._platforms.windows.site_answers import SiteAnswers
 from torchguard._platforms.windows.system import System
 from torchguard._platforms.windows.tree import PathKey, is_within, join, path_key
 from torchguard._platforms.windows.vcruntime import StaleCopy
@@ -50,6 +51,8 @@ class CheckContext:
     neighbours: tuple[NeighbourReplay, ...] = ()
     """torch's native neighbours replayed after torch and without it (empty unless torch
     imports)."""
+    site_answers: SiteAnswers | None = None
+    """Site folders' answers kept whole (a rule asking every distribution asks these first)."""
     _replaced: dict[PathKey, bool] = field(default_factory=dict, repr=False)
 
     @cached_property

@@ -38,6 +38,7 @@ from torchguard._platforms.windows.replay import (
     runtime_preloads,
 )
 from torchguard._platforms.windows.simulate import ImportSimulation, simulate_import
+from torchguard._platforms.windows.site_answers import LINKED, SiteAnswers
 from torchguard._platforms.windows.system import System
 from torchguard._platforms.windows.vcruntime import stale_copies, toolset
 from torchguard._report.findings import ERROR, Finding
@@ -86,7 +87,8 @@ class WindowsAnalysis:
             scope = f"windows|{system.torch_package_dir}" if system.live else "windows-offline"
             cache.use_scope(scope)
         self.dists = find_dists(system.tree, interpreter.site_dirs)
-        remember_records(system.tree, self.dists, cache)
+        self.answers = SiteAnswers(system.tree, cache, self.dists)
+        remember_records(system.tree, self.dists, cache, self.answers)
         self.torch = locate_torch(system.tree, system.torch_package_dir, self.dists)
         return None
 
@@ -105,10 +107,13 @@ class WindowsAnalysis:
             system, torch, self.dirs, binaries, self.cwd
         )
         self.guarded, self.unguarded = guarded, unguarded
+        answers = self.answers
         links = RememberedLinks(system.tree, cache, binaries.facts) if cache is not None else None
-        found = discover(self.dists, binaries.facts, links)
+        found = discover(self.dists, binaries.facts, links, answers.linked)
         if links is not None:
             links.save()
+            for site_dir in answers.sites():
+                answers.learn(site_dir, LINKED, links.whole(site_dir))
         self.packages: list[PackageSimulation] = refine(
             simulate_packages(process, found, torch_ok=guarded.outcome().ok),
             process,
@@ -116,7 +121,7 @@ class WindowsAnalysis:
             cache,
             binaries.identity,
         )
-        files = candidates(system, torch, self.dists, binaries)
+        files = candidates(system, torch, self.dists, binaries, answers)
         self.openmp = openmp_state(system, torch, files, binaries, process)
         needed = toolset(guarded, binaries.facts, torch.package_dir)
         self.stale = (
@@ -169,9 +174,11 @@ class WindowsAnalysis:
             stale_runtimes=self.stale,
             preloads=self.preloads,
             neighbours=self.neighbours,
+            site_answers=self.answers,
         )
         findings = doubt_unseen(run_rules(context, WINDOWS), system.tree, system.unseen_dirs)
         if cache is not None:
+            self.answers.save()
             cache.save()
         return findings
 

@@ -13,7 +13,6 @@ import io
 import ntpath
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -34,7 +33,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 _DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$", re.IGNORECASE)
 
@@ -118,16 +117,28 @@ class TreeDistribution(importlib_metadata.Distribution):
         """The name of its ``.dist-info`` folder, as listed."""
         self._record: tuple[str | None] | None = None
         self._summary: RecordSummary | None = None
+        self._later: Callable[[], None] | None = None
 
     def summary(self) -> RecordSummary:
-        """Its RECORD's :class:`RecordSummary`: as remembered (:meth:`remember`), else read."""
+        """Its RECORD's :class:`RecordSummary`: as remembered (:meth:`remember`, or
+        :meth:`remember_later` when first asked), else read."""
         if self._summary is None:
-            self._summary = summarise(self.read_text("RECORD"))
+            later, self._later = self._later, None
+            if later is not None:
+                later()  # gives this distribution (and its folder's) their summaries
+            if self._summary is None:
+                self._summary = summarise(self.read_text("RECORD"))
         return self._summary
 
     def remember(self, summary: RecordSummary) -> None:
         """Use ``summary`` (from the persistent cache, for an unchanged RECORD) from now on."""
         self._summary = summary
+        self._later = None
+
+    def remember_later(self, lookup: Callable[[], None] | None) -> None:
+        """Have ``lookup`` (which calls :meth:`remember`) run when the summary is first asked
+        for: a warm run needs few summaries, so most are never looked up."""
+        self._later = lookup
 
     def read_text(self, filename: str) -> str | None:
         """A metadata file's text; RECORD is read once per analysis (several checks parse it)."""
@@ -145,9 +156,11 @@ class TreeDistribution(importlib_metadata.Distribution):
         return PureWindowsPath(join(self._site_dir, str(path)))
 
 
-@dataclass(frozen=True)
-class InstalledDist:
-    """One distribution found in a site directory, named from its ``.dist-info`` folder."""
+class InstalledDist(NamedTuple):
+    """One distribution found in a site directory, named from its ``.dist-info`` folder.
+
+    A named tuple: every analysis builds one per installed distribution (hundreds), at a
+    third of a frozen dataclass's cost."""
 
     name: str
     version: str

@@ -138,20 +138,42 @@ def discover(
     dists: Iterable[InstalledDist],
     facts: Callable[[str], PEFacts],
     linked_of: Callable[[InstalledDist, Callable[[], list[str]]], list[str]] | None = None,
+    remembered: Callable[[str], dict[str, list[str]] | None] | None = None,
 ) -> list[PackagePlan]:
     """torchvision, torchaudio and every distribution whose binaries import torch's DLLs
     (``linked_of``: which of a distribution's binaries do, when remembered elsewhere; it is
-    given a way to list them all, which costs a path per binary)."""
+    given a way to list them all, which costs a path per binary). ``remembered``: a site
+    folder's answers kept whole (``.dist-info`` name -> the binaries importing torch, only
+    those with any), or None: its other distributions are not asked at all."""
     plans: list[PackagePlan] = []
-    listing = [d for d in dists if d.name != "torch" and d.distribution.summary().binaries]
-    for dist in sorted(listing, key=lambda d: d.name):  # most list no binary: skipped first
-        if linked_of is not None:
-            linked = linked_of(dist, partial(binaries, dist))
-        else:
-            linked = [p for p in binaries(dist) if imports_torch(facts, p)]
-        known = SIBLINGS.get(dist.name)
-        if known is not None:
-            plan = _sibling(dist, known, binaries(dist), linked)
+    answered: dict[str, dict[str, list[str]] | None] = {}
+    listing: list[tuple[InstalledDist, list[str] | None]] = []
+    for dist in dists:
+        if dist.name == "torch":
+            continue
+        site = dist.site_dir
+        if remembered is not None:
+            if site not in answered:
+                answered[site] = remembered(site)
+            known = answered[site]
+            if known is not None:
+                found = known.get(dist.distribution.dist_info)
+                if found is not None:  # a binary of it imports torch
+                    listing.append((dist, found))
+                elif dist.name in SIBLINGS and dist.distribution.summary().binaries:
+                    listing.append((dist, []))
+                continue
+        if dist.distribution.summary().binaries:  # most list no binary: skipped first
+            listing.append((dist, None))
+    for dist, linked in sorted(listing, key=lambda item: item[0].name):
+        if linked is None:
+            if linked_of is not None:
+                linked = linked_of(dist, partial(binaries, dist))
+            else:
+                linked = [p for p in binaries(dist) if imports_torch(facts, p)]
+        known_sibling = SIBLINGS.get(dist.name)
+        if known_sibling is not None:
+            plan = _sibling(dist, known_sibling, binaries(dist), linked)
         elif linked:
             plan = _extension(dist, linked)
         else:

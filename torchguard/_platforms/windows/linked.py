@@ -71,6 +71,25 @@ class RememberedLinks:
                 kept = {name: value for name, value in known.items() if name in asked}
                 self.cache.put_derived(KIND, identity, {"state": state, "dists": kept})
 
+    def whole(self, site_dir: str) -> dict[str, list[str]] | None:
+        """A folder's answers for :mod:`.site_answers` (the distributions with a binary that
+        imports torch, and those binaries), when every distribution asked has one kept;
+        None when one could not be kept."""
+        found = self._sites.get(site_dir)
+        if found is None:
+            return {}  # no distribution there lists a binary
+        _identity, state, known, _settled = found
+        if state is None:
+            return None
+        answers: dict[str, list[str]] = {}
+        for name in self._asked.get(site_dir, ()):
+            stored: Any = known.get(name)
+            if not _entry(stored):
+                return None
+            if len(stored) > 1:
+                answers[name] = list(stored[1:])
+        return answers
+
     def _site(self, site_dir: str) -> tuple[str, str | None, dict[str, Any], bool]:
         """(the folder's identity, its state, the answers kept for it, whether it is as it
         was when they were kept)."""

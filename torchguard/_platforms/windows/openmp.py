@@ -23,7 +23,7 @@ from __future__ import annotations
 import ntpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchguard._binary.pe.errors import FileUnreadable, ImageUnavailable
 from torchguard._binary.pe.image import PEFacts
@@ -34,6 +34,7 @@ from torchguard._platforms.windows.dists import InstalledDist
 from torchguard._platforms.windows.ecosystem import binaries as dist_binaries
 from torchguard._platforms.windows.initialise import MSVCP140 as RUNTIME_COPY
 from torchguard._platforms.windows.loader import LoaderModel
+from torchguard._platforms.windows.site_answers import OPENMP, Known, SiteAnswers
 from torchguard._platforms.windows.tree import PathKey, WinTree, join, path_key
 
 #: How a user binds its runtime.
@@ -157,6 +158,18 @@ class Candidates:
     made briefs (:func:`_conda_users`), once every runtime is known."""
     deferred: list[Deferred] = field(default_factory=list)
     """Cached distributions whose plain briefs were not decoded (see :class:`Deferred`)."""
+    groups: list[Group] = field(default_factory=list)
+    """Such distributions of a folder answered whole (:mod:`.site_answers`), by names."""
+
+
+class Group(NamedTuple):
+    """Distributions of one folder whose plain binaries import the same DLL names: made
+    :class:`Deferred` only when one of those names is a runtime's."""
+
+    names: frozenset[str]
+    members: dict[str, InstalledDist]
+    """The folder's distributions by ``.dist-info`` name, in the order they were found."""
+    dist_infos: list[str]
 
 
 @dataclass(frozen=True)
@@ -166,7 +179,9 @@ class Deferred:
     else from its files) only when one of the names it imports is a runtime's."""
 
     dist: InstalledDist
-    key: str
+    key: str | None
+    """Its summary's cache key; None: worked out when needed (:func:`_key`), which asks for
+    its RECORD's summary."""
     names: frozenset[str]
     """Every DLL name (lower case) those binaries import or delay-load."""
 
@@ -176,12 +191,16 @@ def candidate_files(
     lib_dir: str,
     dists: Iterable[InstalledDist],
     conda_bin: str | None,
+    answers: SiteAnswers | None = None,
 ) -> Candidates:
     """torch\\lib's DLLs; and every other distribution's listed binaries (its ``Library\\bin``
     data files too) and a conda environment's ``Library\\bin`` DLLs, each once. A distribution
-    whose summary is cached under its RECORD's digest is not listed at all."""
+    whose summary is cached under its RECORD's digest is not listed at all, nor asked for
+    when its folder's answers are remembered whole (``answers``)."""
     tree, cache = binaries.tree, binaries.persistent
     cached: list[Brief] = []
+    groups: list[Group] = []
+    learning: dict[str, tuple[dict[str, Any], dict[str, list[str]]] | None] = {}
     torch_files = [
         join(lib_dir, name)
         for name, _entry in tree.listdir(lib_dir).values()
@@ -198,8 +217,21 @@ def candidate_files(
     digests: dict[str, str] = {}
     deferred: list[Deferred] = []
     sites: dict[str, str] = {}
+    answered: set[str] = set()
+    for site_dir, known in answers.answered() if answers is not None else ():
+        from_answers = _answered(binaries, answers, site_dir, known)
+        if from_answers is None:  # a key DLL changed: every distribution asked again
+            answers.forget(site_dir)  # type: ignore[union-attr]
+            continue
+        answered.add(site_dir)
+        cached.extend(from_answers[0])
+        deferred.extend(from_answers[1])
+        groups.extend(
+            Group(frozenset(joined.split("|")), answers.members(site_dir), infos)  # type: ignore[union-attr]
+            for joined, infos in known.groups.items()
+        )
     for dist in dists:
-        if dist.name == "torch":
+        if dist.name == "torch" or dist.site_dir in answered:
             continue
         summary = dist.distribution.summary()
         if summary.digest is None:
@@ -207,18 +239,30 @@ def candidate_files(
         site = sites.get(dist.site_dir)
         if site is None:  # a few folders for hundreds of distributions
             site = sites[dist.site_dir] = path_key(dist.site_dir)
+            learning[dist.site_dir] = ({}, {})
         key = f"{dist.name}|{site}|{summary.digest}"
         if cache is not None:
-            summarised = _summary_from_cache(cache.get_derived(_KIND, key), binaries)
+            raw = cache.get_derived(_KIND, key)
+            summarised = _summary_from_cache(raw, binaries)
             if summarised is not None:
                 cached.extend(summarised[0])
                 if summarised[1] is not None:
                     deferred.append(Deferred(dist, key, summarised[1]))
+                _learn(learning, dist, key, raw)
                 continue
+        learning[dist.site_dir] = None  # read now: kept whole by the next run
         listed = [*dist_binaries(dist), *_data_binaries(dist)]
         for path in listed:
             add(path, dist.name)
         digests[dist.name] = key
+    if answers is not None:
+        for site_dir, learned in learning.items():
+            part = None if learned is None else {"check": learned[0], "groups": learned[1]}
+            answers.learn(site_dir, OPENMP, part)
+        for dist in dists:  # a folder of distributions without a binary has nothing to check
+            if dist.name != "torch" and dist.site_dir not in learning:
+                learning[dist.site_dir] = ({}, {})
+                answers.learn(dist.site_dir, OPENMP, {"check": {}, "groups": {}})
     conda_key = None
     conda_plain: list[list[Any]] = []
     if conda_bin is not None:
@@ -239,8 +283,80 @@ def candidate_files(
                 if name.lower().endswith(".dll"):
                     add(join(conda_bin, name), None)
     return Candidates(
-        torch_files, list(seen.values()), dist_of, digests, cached, conda_key, conda_plain, deferred
+        torch_files,
+        list(seen.values()),
+        dist_of,
+        digests,
+        cached,
+        conda_key,
+        conda_plain,
+        deferred,
+        groups,
     )
+
+
+def _learn(
+    learning: dict[str, tuple[dict[str, Any], dict[str, list[str]]] | None],
+    dist: InstalledDist,
+    key: str,
+    raw: list[Any],
+) -> None:
+    """Add a distribution's cached summary to its folder's answers: grouped by the names its
+    plain binaries import when it has nothing to check (most), else kept whole."""
+    learned = learning.get(dist.site_dir)
+    if learned is None:
+        return
+    entries, joined, count, folders = raw
+    name = dist.distribution.dist_info
+    if entries or folders or type(joined) is not str:
+        learned[0][name] = [key, raw]  # its key: no RECORD summary asked for on a warm run
+    elif count:
+        learned[1].setdefault(joined, []).append(name)
+
+
+def _answered(
+    binaries: Binaries, answers: SiteAnswers | None, site_dir: str, known: Known
+) -> tuple[list[Brief], list[Deferred]] | None:
+    """The briefs and deferred users of the summaries a folder's answers keep whole, each
+    checked as :func:`_summary_from_cache` checks the distribution's own entry; None when
+    one no longer holds."""
+    assert answers is not None
+    briefs: list[Brief] = []
+    deferred: list[Deferred] = []
+    for dist_info, item in known.openmp.items():
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
+            return None
+        key, raw = item
+        dist = answers.dist(site_dir, dist_info)
+        summarised = _summary_from_cache(raw, binaries) if dist is not None else None
+        if dist is None or summarised is None:
+            return None
+        briefs.extend(summarised[0])
+        if summarised[1] is not None:
+            deferred.append(Deferred(dist, key, summarised[1]))
+    return briefs, deferred
+
+
+def _grouped(groups: Sequence[Group], runtimes: frozenset[str]) -> list[Deferred]:
+    """The distributions of the groups that import one of ``runtimes``, in the order their
+    folder lists them."""
+    found: list[Deferred] = []
+    for group in groups:
+        if group.names & runtimes:
+            found.extend(
+                Deferred(dist, None, group.names)
+                for name in group.dist_infos
+                if (dist := group.members.get(name)) is not None
+            )
+    if len(found) > 1:
+        order = {id(d): i for g in groups for i, d in enumerate(g.members.values())}
+        found.sort(key=lambda item: order.get(id(item.dist), 0))
+    return found
+
+
+def _key(dist: InstalledDist) -> str:
+    """The cache key of a distribution's summary: where it is and its RECORD's digest."""
+    return f"{dist.name}|{path_key(dist.site_dir)}|{dist.distribution.summary().digest}"
 
 
 def _marked(brief: Brief) -> bool:
@@ -419,8 +535,10 @@ def _briefs(binaries: Binaries, files: Candidates) -> list[Brief]:
                 # Library\bin's own files, each read whole: one being written is not kept
                 cache.put_derived(_CONDA_KIND, files.conda_key, [_to_cache(b) for b in found])
         briefs.extend(found)
-    if files.deferred:
-        briefs.extend(_users_of(binaries, files.deferred, _runtime_names(briefs)))
+    if files.deferred or files.groups:
+        runtimes = _runtime_names(briefs)
+        users = [*files.deferred, *_grouped(files.groups, runtimes)]
+        briefs.extend(_users_of(binaries, users, runtimes))
     if files.conda_plain:
         briefs.extend(_conda_users(briefs, files.conda_plain))
     return briefs
@@ -510,13 +628,14 @@ def _users_of(
         if not item.names & runtimes:
             continue
         cache = binaries.persistent
-        raw = cache.get_derived(_REST_KIND, item.key) if cache is not None else None
+        key = item.key if item.key is not None else _key(item.dist)
+        raw = cache.get_derived(_REST_KIND, key) if cache is not None else None
         rest = _from_cache(raw, binaries, lambda brief: False)
         if rest is None:  # dropped from the cache, or damaged: read again
             paths = [*dist_binaries(item.dist), *_data_binaries(item.dist)]
             briefs = [b for p in paths if (b := _brief(binaries, p, item.dist.name)) is not None]
             if cache is not None and not any(_unread(binaries, p) for p in paths):
-                _store(binaries, item.key, briefs)
+                _store(binaries, key, briefs)
             rest = [b for b in briefs if not _key_brief(b)]
         found.extend(rest)
     return found

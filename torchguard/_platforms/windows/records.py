@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import ntpath
 from collections.abc import Sequence
+from functools import partial
 from itertools import repeat
 from typing import Any
 
 from torchguard._binary.cache import FactsCache
 from torchguard._platforms.windows.dists import InstalledDist, RecordSummary, TreeDistribution
+from torchguard._platforms.windows.site_answers import RECORDS, SUMMARISED, SiteAnswers
 from torchguard._platforms.windows.tree import WinTree
 
 #: The cache's name for a site-packages folder's summaries.
@@ -38,10 +40,14 @@ SEPARATOR = "|"
 
 
 def remember_records(
-    tree: WinTree, dists: Sequence[InstalledDist], cache: FactsCache | None
+    tree: WinTree,
+    dists: Sequence[InstalledDist],
+    cache: FactsCache | None,
+    answers: SiteAnswers | None = None,
 ) -> None:
     """Give each distribution its RECORD summary from the cache when unchanged; read and
-    remember the others."""
+    remember the others. A folder whose answers are remembered whole (``answers``) is looked
+    up only when a summary is first asked for: a warm run asks for a few, not hundreds."""
     if cache is None or cache.directory is None:
         return
     by_site: dict[str, list[InstalledDist]] = {}
@@ -49,10 +55,37 @@ def remember_records(
         if dist.name != "torch":  # torch's own RECORD is never asked for its binaries
             by_site.setdefault(dist.site_dir, []).append(dist)
     for site_dir, group in by_site.items():
-        _site(tree, site_dir, group, cache)
+        known = answers.known(site_dir) if answers is not None else None
+        if known is not None:
+            later = partial(_site_later, tree, site_dir, group, cache)
+            for dist in group:
+                summary = None
+                if dist.name in SUMMARISED:
+                    summary = _decode(known.records.get(dist.distribution.dist_info))
+                if summary is not None:
+                    dist.distribution.remember(summary)
+                else:
+                    dist.distribution.remember_later(later)
+        else:
+            kept = _site(tree, site_dir, group, cache)
+            if answers is not None:
+                answers.learn(site_dir, RECORDS, kept)
 
 
-def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: FactsCache) -> None:
+def _site_later(
+    tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: FactsCache
+) -> None:
+    """:func:`_site` when a summary of the folder is first asked for (once for them all)."""
+    for dist in dists:
+        dist.distribution.remember_later(None)
+    _site(tree, site_dir, dists, cache)
+
+
+def _site(
+    tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: FactsCache
+) -> dict[str, Any] | None:
+    """Give the folder's distributions their summaries; return the cached entries of those
+    of :data:`SUMMARISED` (None when one could not be kept)."""
     identity = tree.folder_identity(site_dir)
     state = tree.folder_state(site_dir)
     stored = cache.get_derived(KIND, identity)
@@ -62,7 +95,7 @@ def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: Facts
     changed = not isinstance(stored, dict) or stored.get("state") != state
     trusted = not changed and state is not None  # the folder is as it was when remembered
     if trusted and _remembered(dists, known):
-        return  # the warm path: the folder is as it was, every summary is in the cache
+        return _summarised(dists, known)  # warm: the folder is as it was, all in the cache
     entries: dict[str, list[Any]] = {}
     for dist in dists:
         distribution = dist.distribution
@@ -86,6 +119,19 @@ def _site(tree: WinTree, site_dir: str, dists: list[InstalledDist], cache: Facts
             changed = True
     if changed:  # a distribution whose state cannot be kept is read on every run, not saved
         cache.put_derived(KIND, identity, {"state": state, "dists": entries})
+    return _summarised(dists, entries)
+
+
+def _summarised(dists: list[InstalledDist], entries: dict[str, Any]) -> dict[str, Any] | None:
+    """The entries of the distributions of :data:`SUMMARISED`; None when one is not kept."""
+    kept: dict[str, Any] = {}
+    for dist in dists:
+        if dist.name in SUMMARISED:
+            raw = entries.get(dist.distribution.dist_info)
+            if raw is None:
+                return None
+            kept[dist.distribution.dist_info] = raw
+    return kept
 
 
 def _remembered(dists: list[InstalledDist], known: dict[str, Any]) -> bool:

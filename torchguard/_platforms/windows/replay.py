@@ -24,6 +24,7 @@ from torchguard._platforms.windows.openmp import (
     candidate_files,
 )
 from torchguard._platforms.windows.simulate import ImportSimulation, simulate_import
+from torchguard._platforms.windows.site_answers import SiteAnswers
 from torchguard._platforms.windows.system import System
 from torchguard._platforms.windows.tree import join
 from torchguard._platforms.windows.vcruntime import StaleCopy, system_copy
@@ -84,11 +85,15 @@ def replay(
 
 
 def candidates(
-    system: System, torch: TorchInstall, dists: list[InstalledDist], binaries: Binaries
+    system: System,
+    torch: TorchInstall,
+    dists: list[InstalledDist],
+    binaries: Binaries,
+    answers: SiteAnswers | None = None,
 ) -> Candidates:
     interpreter = system.interpreter
     conda_bin = join(interpreter.prefix, "Library", "bin") if interpreter.is_conda else None
-    return candidate_files(binaries, torch.lib_dir, dists, conda_bin)
+    return candidate_files(binaries, torch.lib_dir, dists, conda_bin, answers)
 
 
 def openmp_state(
