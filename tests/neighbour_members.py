@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from realwheels import CACHE, build_once
@@ -60,21 +60,26 @@ def _copy_stored(remote: io.BufferedReader, info: zipfile.ZipInfo, target: Path)
             left -= len(chunk)
 
 
+def copy_members(source: io.BufferedReader, infos: Iterable[zipfile.ZipInfo], folder: Path) -> None:
+    """Copy each of ``infos`` out of the wheel read by ``source`` as stored (deflated or not)
+    into ``folder``, with the index (method, size, CRC) :func:`unpack_members` checks."""
+    index = {}
+    for info in infos:
+        _copy_stored(source, info, folder / "stored" / info.filename)
+        index[info.filename] = [info.compress_type, info.file_size, info.CRC]
+    (folder / _INDEX).write_text(json.dumps(index))
+
+
 def cached_members(project: str, version: str, keep: Callable[[str], bool]) -> Path:
     """A folder holding each member of ``project==version``'s cp311 manylinux x86-64 wheel
     that ``keep`` accepts, as stored, with an index (method, size, CRC); made once."""
 
     def fill(folder: Path) -> None:
         url, size = _wheel_url(project, version)
-        index = {}
         with zipfile.ZipFile(io.BufferedReader(RangeFile(url, size), 1 << 20)) as archive:
             remote = io.BufferedReader(RangeFile(url, size), 1 << 22)
-            for info in archive.infolist():
-                if info.is_dir() or not keep(info.filename):
-                    continue
-                _copy_stored(remote, info, folder / "stored" / info.filename)
-                index[info.filename] = [info.compress_type, info.file_size, info.CRC]
-        (folder / _INDEX).write_text(json.dumps(index))
+            kept = [i for i in archive.infolist() if not i.is_dir() and keep(i.filename)]
+            copy_members(remote, kept, folder)
 
     return build_once(MEMBERS / f"{project}-{version}", fill)
 

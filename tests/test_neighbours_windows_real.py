@@ -15,7 +15,7 @@ import pefile
 import pytest
 from fakes import TORCH_241_GRAPH, FakeTorch
 from pe_builder import DEFAULT_SYMBOL, build_pe
-from realwheels import CACHE, wheel
+from realwheels import wheel
 
 from torchguard._binary.cache import user_cache
 from torchguard._facts.vocab import Code
@@ -33,9 +33,7 @@ CT2_LIBRARY = "ctranslate2/ctranslate2.dll"
 
 
 def ct2_wheel() -> Path:
-    folder = CACHE / "neighbours"
-    found = sorted(folder.glob("ctranslate2-4.8.5-cp311-cp311-win_amd64.whl"))
-    return found[0] if found else wheel("ctranslate2", "4.8.5")
+    return wheel("ctranslate2", "4.8.5")
 
 
 def cuda_torch(

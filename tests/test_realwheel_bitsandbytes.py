@@ -1,6 +1,7 @@
 """Real-wheel tier for bitsandbytes (issue 24): its genuine PyPI wheels, 0.45.2 (exact name,
-Windows) and 0.50.2 (same-major fallback, Windows and Linux), ~150 MB cached under
-~/.cache/torchguard-ci/wheels/bitsandbytes.
+Windows) and 0.50.2 (same-major fallback, Windows and Linux), ~145 MB: the Windows wheels
+where :func:`realwheels.wheel` keeps them (``check``'s kohya set shares 0.45.2's), the Linux one
+under ~/.cache/torchguard-ci/wheels/bitsandbytes.
 
 The judge is each release's own code: ``get_cuda_bnb_library_path`` from the wheel's
 ``cextension.py``, run in a child Python with a stand-in ``torch`` module, picks the file for
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeTorch
-from realwheels import CACHE, download
+from realwheels import CACHE, download, wheel
 
 import torchguard
 from torchguard._facts.bitsandbytes import Install, chosen, cuda_tuple, shipped
@@ -70,6 +71,10 @@ print(json.dumps(out))
 
 
 def bnb_wheel(version: str, platform: str) -> Path:
+    """The release's wheel for ``platform``: a Windows one is the tier's shared copy (the one
+    ``check`` and ``tests/prefetch.py`` download for the kohya set), never a second one."""
+    if platform == "win_amd64":
+        return wheel("bitsandbytes", version)
     FOLDER.mkdir(parents=True, exist_ok=True)
     found = sorted(FOLDER.glob(f"bitsandbytes-{version}-*{platform}*.whl"))
     if not found:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeTorch, system32
 from pe_builder import build_pe
-from realwheels import CACHE, download
+from realwheels import wheel
 
 from torchguard._binary.cache import user_cache
 from torchguard._binary.pe.signature import HEAD, signature_size
@@ -76,13 +76,7 @@ def test_signed_dlls_pass(tmp_path: Path) -> None:
 def test_real_dlls_signed_and_not() -> None:
     """ctranslate2 4.8.5's Windows wheel: NVIDIA's cudnn64_9.dll and Intel's libiomp5md.dll
     carry a signature, ctranslate2.dll does not."""
-    folder = CACHE / "neighbours"
-    folder.mkdir(parents=True, exist_ok=True)
-    found = sorted(folder.glob("ctranslate2-4.8.5-cp311-cp311-win_amd64.whl"))
-    if not found:
-        download("ctranslate2==4.8.5", folder)
-        found = sorted(folder.glob("ctranslate2-4.8.5-cp311-cp311-win_amd64.whl"))
-    with zipfile.ZipFile(found[0]) as archive:
+    with zipfile.ZipFile(wheel("ctranslate2", "4.8.5")) as archive:
         sizes = {
             name: signature_size(archive.open(f"ctranslate2/{name}").read(HEAD))
             for name in ("cudnn64_9.dll", "libiomp5md.dll", "ctranslate2.dll")

