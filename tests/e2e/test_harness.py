@@ -148,3 +148,78 @@ def test_a_pin_the_real_wheel_tier_caches_is_linked_not_downloaded_again(
     assert found.stat().st_ino == (shared / found.name).stat().st_ino
     assert asked == ["torch==2.4.1"]
     assert sorted(p.name for p in dest.iterdir()) == [found.name]  # no scratch file left
+
+
+@pytest.mark.parametrize(
+    ("statuses", "server_up", "boots", "starts", "kills"),
+    [
+        ([1, 1, 0], False, 3, 3, 2),  # failed at once twice (seen in CI): a fresh server, again
+        ([0], True, 1, 0, 0),  # another process's server serves the prefix: used, not started
+        ([1, 0], True, 2, 0, 0),  # not ours to kill: wineboot again beside it
+        ([None, 0], False, 2, 2, 1),  # hung (its server was killed under it): again
+    ],
+)
+def test_a_wineboot_that_fails_is_run_again_with_a_fresh_server(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    statuses: list[int | None],
+    server_up: bool,
+    boots: int,
+    starts: int,
+    kills: int,
+) -> None:
+    import wine
+
+    calls: dict[str, int] = {"boot": 0, "start": 0, "kill": 0}
+    alive: list[int] = [4242] if server_up else []
+    queue = list(statuses)
+
+    def start_server(*_: object) -> None:
+        calls["start"] += 1
+        alive.append(1000 + calls["start"])
+
+    def kill_server(*_: object) -> None:
+        calls["kill"] += 1
+        alive.clear()
+
+    def wineboot(*_: object) -> int | None:
+        calls["boot"] += 1
+        return queue.pop(0)
+
+    monkeypatch.setattr(wine, "_server_pids", lambda _: list(alive))
+    monkeypatch.setattr(wine, "_start_server", start_server)
+    monkeypatch.setattr(wine, "_kill_server", kill_server)
+    monkeypatch.setattr(wine, "_wineboot", wineboot)
+    monkeypatch.setattr("wine.time.sleep", lambda _: None)
+    log = tmp_path / "wine.log"
+    started = wine._boot(Path("wine64"), Path("wineserver"), tmp_path / "prefix", log)
+    assert (calls["boot"], calls["start"], calls["kill"]) == (boots, starts, kills)
+    assert started is (starts > 0)
+    assert bool(alive)  # a server is left running for the tests
+    recorded = log.read_text(encoding="utf-8")
+    assert recorded.count("attempt") == boots
+    assert f"attempt {boots}/{wine._BOOT_ATTEMPTS}: exit 0" in recorded
+
+
+def test_a_wineboot_that_always_fails_says_so_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wine
+
+    alive: list[int] = []
+    pauses: list[float] = []
+    log = tmp_path / "wine.log"
+    log.write_text("$ wine64 wineboot\nwine: something Wine printed\n", encoding="utf-8")
+    monkeypatch.setattr(wine, "_server_pids", lambda _: list(alive))
+    monkeypatch.setattr(wine, "_start_server", lambda *_: alive.append(1))
+    monkeypatch.setattr(wine, "_kill_server", lambda *_: alive.clear())
+    monkeypatch.setattr(wine, "_wineboot", lambda *_: 1)
+    monkeypatch.setattr("wine.time.sleep", pauses.append)
+    with pytest.raises(WineError) as caught:
+        wine._boot(Path("wine64"), Path("wineserver"), tmp_path / "prefix", log, "-i")
+    message = str(caught.value)
+    assert f"failed {wine._BOOT_ATTEMPTS} times" in message
+    assert "wine: something Wine printed" in message  # what Wine said reaches the CI log
+    assert f"attempt {wine._BOOT_ATTEMPTS}/{wine._BOOT_ATTEMPTS}: exit 1" in message
+    assert len(pauses) == wine._BOOT_ATTEMPTS - 1 and pauses == sorted(pauses)
+    assert not alive  # no server of ours left behind

@@ -134,7 +134,11 @@ _START_ATTEMPTS: Final = 3
 _APT_TIMEOUT: Final = 1800.0
 _PIP_TIMEOUT: Final = 1800.0
 _WINEBOOT_TIMEOUT: Final = 600.0
+_RESTART_TIMEOUT: Final = 120.0
 _SERVER_TIMEOUT: Final = 60.0
+_BOOT_ATTEMPTS: Final = 5
+#: Seconds before the second ``wineboot``; each later one waits that much longer than the last.
+_BOOT_PAUSE: Final = 5.0
 _WARMUP_TIMEOUT: Final = 600.0
 _LEGACY_SCENARIO_AGE: Final = 3600.0
 #: The longest wait for a lock another process holds: above a first provisioning's (Wine,
@@ -917,12 +921,67 @@ def _prune_scenarios(folder: Path) -> None:
         _rmtree(entry)
 
 
-def _wineboot(loader: Path, prefix: Path, log: Path, *flags: str) -> None:
+def _wineboot(loader: Path, prefix: Path, log: Path, *flags: str) -> int | None:
+    """Run ``wineboot`` once; its exit status, or None if it hung (its output goes to ``log``).
+
+    Creating a prefix (``-i``) takes a minute on a loaded machine; starting the services of a
+    made one takes seconds, so it is given far less time before it counts as hung.
+    """
     argv = [str(loader), "wineboot", *flags]
     env = _wine_env(prefix, overrides=_DLL_OVERRIDES + ";winemenubuilder.exe=d")
-    if _run_logged(argv, timeout=_WINEBOOT_TIMEOUT, env=env, log=log) != 0:
-        msg = f"{' '.join(argv[1:])} failed (log: {log})"
-        raise WineError(msg)
+    timeout = _WINEBOOT_TIMEOUT if "-i" in flags else _RESTART_TIMEOUT
+    try:
+        return _run_logged(argv, timeout=timeout, env=env, log=log)
+    except WineError:  # timed out: _run_logged has killed it
+        return None
+
+
+def _log_tail(log: Path, lines: int = 30) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _boot(loader: Path, server: Path, prefix: Path, log: Path, *flags: str) -> bool:
+    """Start the prefix's persistent server unless one runs, then ``wineboot *flags``; return
+    True if this process started the server it leaves running.
+
+    ``wineboot`` has failed at once, printing nothing, on an unchanged prefix that booted before
+    and after (CI, seconds after the previous session's processes were ended); and it hangs when
+    its server is killed under it. Neither is a fact about the prefix, so the server is started
+    afresh and ``wineboot`` run again after a pause, :data:`_BOOT_ATTEMPTS` times in all, each
+    attempt written to ``log`` with its time, status and the servers alive.
+    """
+    command = " ".join(["wineboot", *flags])
+    started = False
+    for attempt in range(1, _BOOT_ATTEMPTS + 1):
+        if not _server_pids(prefix):
+            _start_server(server, prefix, log)
+            started = True
+        status = _wineboot(loader, prefix, log, *flags)
+        _append(
+            log,
+            f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {command} attempt {attempt}/"
+            f"{_BOOT_ATTEMPTS}: {'hung' if status is None else f'exit {status}'}; "
+            f"servers {_server_pids(prefix)}\n",
+        )
+        if status == 0:
+            return started
+        if started:
+            _kill_server(server, prefix)
+            started = False
+        if attempt < _BOOT_ATTEMPTS:
+            time.sleep(_BOOT_PAUSE * attempt)
+    msg = f"{command} failed {_BOOT_ATTEMPTS} times (log: {log}); its last lines:\n{_log_tail(log)}"
+    raise WineError(msg)
+
+
+def _append(log: Path, text: str) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(text)
 
 
 def _ensure_prefix(loader: Path, server: Path, prefix: Path) -> bool:
@@ -936,28 +995,24 @@ def _ensure_prefix(loader: Path, server: Path, prefix: Path) -> bool:
             _kill_server(server, prefix)
         _rmtree(prefix)
     prefix.mkdir(parents=True, exist_ok=True)
-    if _server_pids(prefix):
-        started = False
-    else:
-        _start_server(server, prefix, log)
-        started = True
-    try:
-        if not marker.exists():
-            _log(f"creating Wine prefix {prefix}")
-            _wineboot(loader, prefix, log, "-i")
+    if not marker.exists():
+        _log(f"creating Wine prefix {prefix}")
+        started = _boot(loader, server, prefix, log, "-i")
+        try:
             if not (prefix / "drive_c" / "windows" / "system32" / "kernel32.dll").is_file():
                 msg = f"wineboot -i left no system32 in {prefix} (log: {log})"
                 raise WineError(msg)
             marker.write_text(wine_version(loader) + "\n", encoding="utf-8")
-        elif started:
-            # Start Wine's own services now, away from any test's pipes: a service started later
-            # by a test's process would inherit that process's output pipes and hold them open.
-            _wineboot(loader, prefix, log)
-    except BaseException:
-        if started:
-            _kill_server(server, prefix)
-        raise
-    return started
+        except BaseException:
+            if started:
+                _kill_server(server, prefix)
+            raise
+        return started
+    if _server_pids(prefix):
+        return False
+    # Start Wine's own services now, away from any test's pipes: a service started later by a
+    # test's process would inherit that process's output pipes and hold them open.
+    return _boot(loader, server, prefix, log)
 
 
 _WARMUP: Final = (
