@@ -223,3 +223,31 @@ def test_a_wineboot_that_always_fails_says_so_with_its_log(
     assert f"attempt {wine._BOOT_ATTEMPTS}/{wine._BOOT_ATTEMPTS}: exit 1" in message
     assert len(pauses) == wine._BOOT_ATTEMPTS - 1 and pauses == sorted(pauses)
     assert not alive  # no server of ours left behind
+
+
+def test_a_server_that_would_not_start_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wine
+
+    alive: list[int] = []
+    tries: list[str] = []
+
+    def start_server(*_: object) -> None:
+        tries.append("start")
+        if len(tries) == 1:
+            msg = "wineserver -p failed"
+            raise WineError(msg)
+        alive.append(1)
+
+    monkeypatch.setattr(wine, "_server_pids", lambda _: list(alive))
+    monkeypatch.setattr(wine, "_start_server", start_server)
+    monkeypatch.setattr(wine, "_kill_server", lambda *_: alive.clear())
+    monkeypatch.setattr(wine, "_wineboot", lambda *_: 0)
+    monkeypatch.setattr("wine.time.sleep", lambda _: None)
+    log = tmp_path / "wine.log"
+    assert wine._boot(Path("wine64"), Path("wineserver"), tmp_path / "prefix", log) is True
+    assert tries == ["start", "start"] and alive == [1]
+    assert f"attempt 1/{wine._BOOT_ATTEMPTS}: wineserver -p failed" in log.read_text(
+        encoding="utf-8"
+    )

@@ -957,14 +957,19 @@ def _boot(loader: Path, server: Path, prefix: Path, log: Path, *flags: str) -> b
     command = " ".join(["wineboot", *flags])
     started = False
     for attempt in range(1, _BOOT_ATTEMPTS + 1):
-        if not _server_pids(prefix):
-            _start_server(server, prefix, log)
-            started = True
-        status = _wineboot(loader, prefix, log, *flags)
+        status: int | str | None
+        try:
+            if not _server_pids(prefix):
+                started = True
+                _start_server(server, prefix, log)
+            status = _wineboot(loader, prefix, log, *flags)
+        except WineError as exc:  # the server would not start (or come up): the same again
+            status = str(exc)
+        outcome = f"exit {status}" if isinstance(status, int) else status or "hung"
         _append(
             log,
             f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {command} attempt {attempt}/"
-            f"{_BOOT_ATTEMPTS}: {'hung' if status is None else f'exit {status}'}; "
+            f"{_BOOT_ATTEMPTS}: {outcome}; "
             f"servers {_server_pids(prefix)}\n",
         )
         if status == 0:
