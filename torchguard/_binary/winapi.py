@@ -111,14 +111,7 @@ def values(key: "Any") -> "list[tuple[str, object, int]]":
         raise NotImplementedError(ONLY_WINDOWS)
     import winreg
 
-    found = []
-    index = 0
-    while True:
-        try:
-            found.append(winreg.EnumValue(key, index))
-        except OSError:
-            return found
-        index += 1
+    return _listed(winreg.EnumValue, key)
 
 
 def subkeys(key: "Any") -> "list[str]":
@@ -127,11 +120,16 @@ def subkeys(key: "Any") -> "list[str]":
         raise NotImplementedError(ONLY_WINDOWS)
     import winreg
 
+    return _listed(winreg.EnumKey, key)
+
+
+def _listed(enum: "Any", key: "Any") -> "list[Any]":
+    """``enum(key, 0)``, ``enum(key, 1)``, ... until it raises OSError (no more items)."""
     found = []
     index = 0
     while True:
         try:
-            found.append(winreg.EnumKey(key, index))
+            found.append(enum(key, index))
         except OSError:
             return found
         index += 1
