@@ -26,7 +26,6 @@ import argparse
 import compileall
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,10 +33,11 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from guard_timing import TIMED, medians, read_times, report
+
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = "2.13.0+cpu"
 RUNS = 9
-TARGET = 0.010  # seconds
 RACY = 2.0  # seconds: torchguard._binary.state.RACY
 CACHE = Path(os.environ.get("TORCHGUARD_CI_CACHE", Path.home() / ".cache" / "torchguard-ci"))
 
@@ -68,34 +68,17 @@ def venv() -> Path:
     return python
 
 
-#: Run in the venv: ``import torch`` with the guard timed inside it (the watcher's ``guard``,
-#: which imports torchguard's modules, runs the warm analysis and writes no report).
-TIMED = """
-import sys, time
-watcher = next(f for f in sys.meta_path if type(f).__name__ == "TorchImportWatcher")
-real, spent = watcher.guard, []
-def guard():
-    begin = time.perf_counter()
-    real()
-    spent.append(time.perf_counter() - begin)
-watcher.guard = guard
-begin = time.perf_counter()
-import torch
-memo = sys.modules.get("torchguard._binary.memo")
-print(spent[0], time.perf_counter() - begin, bool(memo and memo.passed))
-"""
-
-
 def timed(python: Path, env: dict[str, str], memo: bool | None = None) -> tuple[float, float]:
-    """(the guard's seconds, the whole ``import torch``'s) in one fresh process; ``memo``:
-    whether the verdict memo must have answered (None: either)."""
+    """(the guard's seconds, the whole ``import torch``'s) in one fresh process of the venv
+    (:data:`guard_timing.TIMED`); ``memo``: whether the verdict memo must have answered (None:
+    either)."""
     done = subprocess.run(
         [str(python), "-c", TIMED], check=True, env=env, capture_output=True, text=True
     )
-    guard, whole, passed = done.stdout.split()
-    if memo is not None and (passed == "True") != memo:
-        raise SystemExit(f"the verdict memo {'missed' if memo else 'answered'} unexpectedly")
-    return float(guard), float(whole)
+    times = read_times(done.stdout, memo)
+    if times is None:
+        raise SystemExit(f"no timing:\n{done.stdout[-3000:]}")
+    return times
 
 
 def forget(cache: Path) -> None:
@@ -127,30 +110,13 @@ def measure(runs: int = RUNS) -> dict[str, float]:
             hits.append(timed(python, guarded, memo=True))
             forget(cache)
             full.append(timed(python, guarded, memo=False))  # writes the memo again
-    return {
-        "guard": statistics.median(g for g, _ in hits),
-        "full": statistics.median(g for g, _ in full),
-        "torch": statistics.median(w - g for g, w in hits + full),
-    }
+    return medians(hits, full)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=RUNS)
-    figures = measure(parser.parse_args().runs)
-    guard, full, torch = figures["guard"], figures["full"], figures["torch"]
-    print(f"import torch {TORCH} without the guard's share, median: {torch * 1000:.1f} ms")
-    print(
-        f"the guard's warm cost inside import torch, full analysis (no memo), median: "
-        f"{full * 1000:.2f} ms ({full / torch:.4f} of the rest of the import)"
-    )
-    print(
-        f"the guard's warm cost inside import torch, answered by the memo, median: "
-        f"{guard * 1000:.2f} ms ({guard / torch:.4f} of the rest of the import)"
-    )
-    ok = guard < TARGET
-    print(f"target: under {TARGET * 1000:.0f} ms: {'met' if ok else 'MISSED'}")
-    return 0 if ok else 1
+    return report(f"import torch {TORCH}", measure(parser.parse_args().runs))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -28,38 +27,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import wine  # noqa: E402 (the Wine tier's provisioning, from the test folder)
+from guard_timing import TIMED, medians, read_times, report  # noqa: E402
 
 RUNS = 5
-TARGET = 0.010  # seconds
-
-#: ``import torch`` with the guard timed inside it; whether the memo answered.
-TIMED = """
-import sys, time
-watcher = next(f for f in sys.meta_path if type(f).__name__ == "TorchImportWatcher")
-real, spent = watcher.guard, []
-def guard():
-    begin = time.perf_counter()
-    real()
-    spent.append(time.perf_counter() - begin)
-watcher.guard = guard
-begin = time.perf_counter()
-import torch
-memo = sys.modules.get("torchguard._binary.memo")
-print("TG-TIMES", spent[0], time.perf_counter() - begin, bool(memo and memo.passed))
-"""
 
 
 def timed(env: wine.WineEnv, site: Path, cache: Path, memo: bool) -> tuple[float, float]:
-    """(the guard's seconds, the whole ``import torch``'s) in one fresh Windows process."""
+    """(the guard's seconds, the whole ``import torch``'s) in one fresh Windows process
+    (:data:`guard_timing.TIMED`); ``memo``: whether the verdict memo must have answered."""
     variables = {"TORCHGUARD_CACHE_DIR": env.to_windows(cache)}
     result = env.run(TIMED, site, env=variables)
-    line = next((x for x in result.stdout.splitlines() if x.startswith("TG-TIMES ")), None)
-    if line is None:
+    times = read_times(result.stdout, memo)
+    if times is None:
         raise SystemExit(f"no timing (exit {result.returncode}):\n{result.stderr[-3000:]}")
-    _, guard, whole, passed = line.split()
-    if (passed == "True") != memo:
-        raise SystemExit(f"the verdict memo {'missed' if memo else 'answered'} unexpectedly")
-    return float(guard), float(whole)
+    return times
 
 
 def measure(runs: int = RUNS) -> dict[str, float]:
@@ -88,30 +69,13 @@ def measure(runs: int = RUNS) -> dict[str, float]:
     finally:
         env.stop()
         env.discard_scenarios()
-    return {
-        "guard": statistics.median(g for g, _ in hits),
-        "full": statistics.median(g for g, _ in full),
-        "torch": statistics.median(w - g for g, w in hits + full),
-    }
+    return medians(hits, full)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=RUNS)
-    figures = measure(parser.parse_args().runs)
-    guard, full, torch = figures["guard"], figures["full"], figures["torch"]
-    print(f"Wine: import torch 2.4.1+cpu without the guard's share, median: {torch * 1000:.1f} ms")
-    print(
-        f"the guard's warm cost inside import torch, full analysis (no memo), median: "
-        f"{full * 1000:.2f} ms ({full / torch:.4f} of the rest of the import)"
-    )
-    print(
-        f"the guard's warm cost inside import torch, answered by the memo, median: "
-        f"{guard * 1000:.2f} ms ({guard / torch:.4f} of the rest of the import)"
-    )
-    ok = guard < TARGET
-    print(f"target: under {TARGET * 1000:.0f} ms: {'met' if ok else 'MISSED'}")
-    return 0 if ok else 1
+    return report("Wine: import torch 2.4.1+cpu", measure(parser.parse_args().runs))
 
 
 if __name__ == "__main__":

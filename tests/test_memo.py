@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fs_spy import spied
 from test_linux_import import nvjitlink, torch_site
 from test_records import age
 
@@ -286,30 +287,17 @@ def test_watching_collects_paths_only_while_on() -> None:
 #: A warm analysis under a spy of every file-system call: the paths it touched that the memo
 #: it leaves does not watch (its own cache, /proc, Python's and torchguard's own files, a
 #: path ``realpath`` walks with ``lstat``, an absent name below a watched folder aside).
-SPY = """
+SPY = (
+    """
 import builtins, json, os, sys
 import pathlib  # before the spies: Python 3.9's pathlib makes os.stat a method of its class
 from torchguard._binary import memo
 from torchguard._frontends import api
 os.unlink(memo.memo_file())
 assert not memo.check()
-touched = {}
-def spy(name, real):
-    def call(*args, **kwargs):
-        if args and isinstance(args[0], (str, bytes, os.PathLike)):
-            touched.setdefault(os.path.abspath(os.fsdecode(args[0])), set()).add(name)
-        return real(*args, **kwargs)
-    return call
-names = ("stat", "lstat", "listdir", "scandir", "access", "readlink")
-reals = {name: getattr(os, name) for name in names}
-real_open = builtins.open
-for name in names:
-    setattr(os, name, spy(name, reals[name]))
-builtins.open = spy("open", real_open)
-report = api._memoized_linux_report()
-for name in names:
-    setattr(os, name, reals[name])
-builtins.open = real_open
+"""
+    + spied("api._memoized_linux_report()")
+    + """
 assert not report.blocking
 with open(memo.memo_file(), encoding="utf-8") as handle:
     watched = {line.split(" ", 2)[2] for line in handle if line.startswith("state ")}
@@ -327,6 +315,7 @@ print(json.dumps(sorted(
     and not path.startswith(own) and calls != {"lstat"}
 )))
 """
+)
 
 
 def test_the_memo_watches_every_path_a_warm_analysis_touches(tmp_path: Path, site: Path) -> None:

@@ -398,6 +398,7 @@ def test_the_windows_seam_refuses_off_windows() -> None:
     rather than answer something."""
     for call in (
         winapi.loaded_paths,
+        winapi.module_paths,
         winapi.system_directory,
         winapi.kmp_marker,
         winapi.known_dlls,
@@ -407,6 +408,8 @@ def test_the_windows_seam_refuses_off_windows() -> None:
         winapi.windows_version,
         lambda: winapi.add_dll_directory("C:\\x"),
         lambda: winapi.preload("C:\\x.dll"),
+        lambda: winapi.values(None),
+        lambda: winapi.subkeys(None),
     ):
         with pytest.raises(NotImplementedError):
             call()

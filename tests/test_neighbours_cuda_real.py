@@ -176,6 +176,15 @@ ORDERS = {
 }
 
 
+def _predicted(site: Path, package: str) -> tuple[list[dict[str, object]], dict[str, bool]]:
+    """``package``'s findings from ``diagnose()`` in ``site``, and whether they predict it
+    works in each of :data:`ORDERS`."""
+    findings = _diagnose(site)
+    after, alone = _orders(findings, package)
+    mine = [f for f in findings if f["package"] == package]
+    return mine, {order: alone if order == "no torch" else after for order in ORDERS}
+
+
 def _ct2_real(site: Path, order: str) -> tuple[bool, str]:
     """(ctranslate2's first cuBLAS load worked, what it said) in ``order``."""
     done = _run(site, ORDERS[order].format(**{"import": "import ctranslate2"}) + CT2_CALL)
@@ -189,13 +198,11 @@ def test_ctranslate2_first_cuda_load_in_each_order(
     base_site: Path, neighbours: Path, tmp_path: Path
 ) -> None:
     site = _site(base_site, neighbours, tmp_path)
-    findings = _diagnose(site)
-    after, alone = _orders(findings, "ctranslate2")
-    mine = [f for f in findings if f["package"] == "ctranslate2"]
-    for order in ORDERS:
+    mine, works = _predicted(site, "ctranslate2")
+    for order, predicted in works.items():
         worked, said = _ct2_real(site, order)
         print(f"\nctranslate2 {CT2}, {order}: {'loads' if worked else 'fails'}")
-        assert worked == (alone if order == "no torch" else after), (said, mine)
+        assert worked == predicted, (said, mine)
         if mine and worked and order == "torch first":  # the copy torch loaded, as named
             folder = re.search(r"\(from ([^)]+)\)", str(mine[0]["message"]))
             found = re.search(r"cublas \['([^']+)'\]", said)
@@ -253,13 +260,11 @@ def test_onnxruntime_provider_in_each_order(
     base_site: Path, neighbours: Path, tmp_path: Path
 ) -> None:
     site = _site(base_site, neighbours, tmp_path)
-    findings = _diagnose(site)
-    after, alone = _orders(findings, "onnxruntime-gpu")
-    mine = [f for f in findings if f["package"] == "onnxruntime-gpu"]
-    for order in ORDERS:
+    mine, works = _predicted(site, "onnxruntime-gpu")
+    for order, predicted in works.items():
         worked, said = _ort_real(site, order)
         print(f"\nonnxruntime-gpu {ORT}, {order}: {'loads' if worked else said}")
-        assert worked == (alone if order == "no torch" else after), (said, mine)
+        assert worked == predicted, (said, mine)
         if not worked:  # glibc's own error text is the one predicted
             assert said in str(mine[0]["message"]), (said, mine)
     commands = [c for f in mine for h in f["hints"] for c in h["commands"]]  # type: ignore[attr-defined]

@@ -217,8 +217,9 @@ def test_a_warm_scan_of_wheels_and_folders_saves_nothing(
     assert (cache_file().stat().st_mtime_ns, cache_file().read_bytes()) == before
 
 
-def _entry(document: dict[str, Any]) -> str:
-    (key,) = [k for k in document["entries"] if k.startswith(f"{KIND}|")]
+def entry_key(document: dict[str, Any], kind: str) -> str:
+    """The key of the one entry of ``kind`` in the cache file's ``document``."""
+    (key,) = [k for k in document["entries"] if k.startswith(f"{kind}|")]
     return key
 
 
@@ -243,7 +244,7 @@ def test_a_damaged_cache_entry_is_read_again(
     scan(site)
     cache = cache_file()
     document = json.loads(cache.read_text())
-    key = _entry(document)
+    key = entry_key(document, KIND)
     entry = document["entries"][key][1]
     if isinstance(damage, dict):
         entry = {**entry, **damage}
@@ -274,7 +275,7 @@ def test_summaries_kept_as_lists_still_serve_a_warm_run(
     read_warm = others(records)  # the failing extension's, read to name its files
     cache = cache_file()
     document = json.loads(cache.read_text())
-    dists = document["entries"][_entry(document)][1]["dists"]
+    dists = document["entries"][entry_key(document, KIND)][1]["dists"]
     (joined,) = [raw for raw in dists.values() if len(raw) == 4]
     assert type(joined[1]) is str and joined[1].count(SEPARATOR) == 1  # _C.pyd, _ops.pyd
     for raw in dists.values():

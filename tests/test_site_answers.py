@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fakes import KERNEL, FakeTorch, companion, write_tree
 from pe_builder import DEFAULT_SYMBOL, build_pe
-from test_records import age, cache_file, cold, extension, packages, same, scan
+from test_openmp import llvm_runtime, spy_on_cache, torch_with_runtime
+from test_records import age, cache_file, cold, entry_key, extension, packages, same, scan
 
-from torchguard._binary.cache import FactsCache
 from torchguard._facts.vocab import Code
 from torchguard._platforms.windows.site_answers import KIND
 from torchguard._report.report import Report
@@ -61,15 +60,7 @@ def site(tmp_path: Path, fake_torch: FakeTorch) -> Path:
 @pytest.fixture
 def looked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The kinds of the cache entries looked up from now on."""
-    seen: list[str] = []
-    real = FactsCache.found
-
-    def found(self: FactsCache, kind: str, key: str | None) -> object:
-        seen.append(kind)
-        return real(self, kind, key)
-
-    monkeypatch.setattr(FactsCache, "found", found)
-    return seen
+    return spy_on_cache(monkeypatch)
 
 
 def settled(site: Path, looked: list[str]) -> Report:
@@ -83,6 +74,18 @@ def settled(site: Path, looked: list[str]) -> Report:
     assert not [kind for kind in looked if kind in PER_DIST and kind != "wheel-tags"], looked
     looked.clear()
     return report
+
+
+def kept_again(
+    site: Path, looked: list[str], warm: Report, monkeypatch: pytest.MonkeyPatch
+) -> Report:
+    """``warm``, the first scan after a change, says what a cold run says; the next scan keeps
+    the folder's answers again, which then serve (:func:`settled`) and say the same."""
+    same(warm, cold(site, monkeypatch))
+    scan(site)
+    again = settled(site, looked)
+    same(again, cold(site, monkeypatch))
+    return again
 
 
 def changed(site: Path, *paths: Path) -> None:
@@ -107,11 +110,8 @@ def test_an_added_distribution_is_seen(
     changed(site, site / "new_ext", site / "new_ext-2.0.dist-info")
     warm = scan(site)
     assert packages(warm) == {"new-ext": "fails", "torch-ext": "ok"}
-    same(warm, cold(site, monkeypatch))
-    scan(site)  # the folder's answers kept again, with the new distribution
-    again = settled(site, looked)
+    again = kept_again(site, looked, warm, monkeypatch)  # with the new distribution
     assert packages(again) == {"new-ext": "fails", "torch-ext": "ok"}
-    same(again, cold(site, monkeypatch))
 
 
 def test_a_removed_distribution_is_gone(
@@ -150,9 +150,7 @@ def test_a_changed_distribution_is_seen_and_only_its_record_read(
     warm = scan(site)
     assert read[:1] == ["plain3-1.1.dist-info"] and set(read) <= {"plain3-1.1.dist-info"}
     assert packages(warm)["plain3"] != "ok"  # it links torch now, and misses a DLL
-    same(warm, cold(site, monkeypatch))
-    scan(site)
-    same(settled(site, looked), cold(site, monkeypatch))
+    kept_again(site, looked, warm, monkeypatch)
 
 
 def test_a_file_removed_from_torch_lib_is_seen(
@@ -197,10 +195,7 @@ def test_a_runtime_pasted_over_a_plain_dll_is_seen(
     (folder / "helper2.dll").write_bytes(KMP)
     (folder / "old.dll").unlink()
     age(folder, seconds=1800)
-    warm = scan(site)
-    same(warm, cold(site, monkeypatch))
-    scan(site)
-    same(settled(site, looked), cold(site, monkeypatch))
+    kept_again(site, looked, scan(site), monkeypatch)
 
 
 def test_answers_kept_half_a_month_are_asked_again_once(
@@ -252,8 +247,6 @@ def test_a_runtime_user_with_a_dll_is_found_without_asking_a_record_summary(
     """A distribution whose DLL imports another one's OpenMP runtime is kept whole in the
     folder's answers with its cache key: a warm run reads its briefs without asking for its
     RECORD summary, and says what a cold run says."""
-    from test_openmp import llvm_runtime, torch_with_runtime
-
     root = torch_with_runtime(fake_torch).write(tmp_path / "site")  # torch's libiomp5md.dll
     write_tree(root, companion("llvm-omp", "1.0", {"llvm_omp/libomp.dll": llvm_runtime()}, {}))
     user = {"uses_omp/core.dll": build_pe(["libomp.dll", *KERNEL])}
@@ -266,11 +259,6 @@ def test_a_runtime_user_with_a_dll_is_found_without_asking_a_record_summary(
     fresh = cold(root, monkeypatch)
     assert [f.package for f in fresh.findings if f.code == Code.OPENMP_CONFLICT] == ["uses-omp"]
     same(warm, fresh)
-
-
-def entry(document: dict[str, Any]) -> str:
-    (key,) = [k for k in document["entries"] if k.startswith(f"{KIND}|")]
-    return key
 
 
 @pytest.mark.parametrize(
@@ -299,7 +287,7 @@ def test_a_damaged_entry_is_asked_again(
     settled(site, looked)
     cache = cache_file()
     document = json.loads(cache.read_text())
-    key = entry(document)
+    key = entry_key(document, KIND)
     value = document["entries"][key][1]
     document["entries"][key][1] = {**value, **damage} if isinstance(damage, dict) else damage
     cache.write_text(json.dumps(document))

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fs_spy import spied
 from wine import WineEnv, parse
 
 from torchguard._binary import memo
@@ -99,28 +100,15 @@ def test_a_second_hooked_import_is_answered_by_the_memo_until_something_changes(
 #: paths it touched that the memo it leaves does not watch (its own cache, Python's and
 #: torchguard's own files, a path only ``lstat``-ed, and an absent name below a watched
 #: folder aside).
-SPY = r"""
+SPY = (
+    r"""
 import builtins, json, os, sys
 from torchguard._binary import memo
 from torchguard._frontends import api
 assert not memo.check()
-touched = {}
-def spy(name, real):
-    def call(*args, **kwargs):
-        if args and isinstance(args[0], (str, bytes, os.PathLike)):
-            touched.setdefault(os.path.abspath(os.fsdecode(args[0])), set()).add(name)
-        return real(*args, **kwargs)
-    return call
-names = ("stat", "lstat", "listdir", "scandir", "access", "readlink")
-reals = {name: getattr(os, name) for name in names}
-real_open = builtins.open
-for name in names:
-    setattr(os, name, spy(name, reals[name]))
-builtins.open = spy("open", real_open)
-report = api._prepare_windows()
-for name in names:
-    setattr(os, name, reals[name])
-builtins.open = real_open
+"""
+    + spied("api._prepare_windows()")
+    + r"""
 with open(memo.memo_file(), encoding="utf-8") as handle:
     watched = {line.rstrip("\n").split(" ", 2)[2].lower() for line in handle if line.startswith("state ")}
 own = tuple(p.lower() for p in (os.environ["TORCHGUARD_CACHE_DIR"], sys.base_prefix, sys.prefix,
@@ -135,6 +123,7 @@ print("TG-JSON " + json.dumps({"blocking": report.blocking, "watched": len(watch
     and not path.lower().startswith(own) and calls != {"lstat"}
 )}))
 """
+)
 
 
 def test_the_memo_watches_every_path_the_live_windows_analysis_touches(

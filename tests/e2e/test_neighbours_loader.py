@@ -27,6 +27,7 @@ from torchguard._binary.cache import user_cache
 from torchguard._facts.vocab import Code
 from torchguard._frontends.pipeline import analyze
 from torchguard._platforms.windows.system import offline_windows
+from torchguard._report.report import Report
 
 pytestmark = pytest.mark.e2e
 
@@ -84,25 +85,36 @@ def _with_dependencies(env: WineEnv, site: Path) -> None:
             shutil.copyfile(source, site / name)
 
 
-def _predicted(site: Path, tmp: Path) -> dict[str, str]:
+def _offline(site: Path, tmp: Path) -> Report:
+    """torchguard's prediction: an offline scan of ``site`` on the host (System32's list
+    written under ``tmp``)."""
     system = offline_windows([str(site)], system32_dirs=[str(system32(tmp))])
     try:
-        report = analyze(system, cache=user_cache())
+        return analyze(system, cache=user_cache())
     finally:
         system.close()
+
+
+def _predicted(site: Path, tmp: Path) -> dict[str, str]:
+    report = _offline(site, tmp)
     assert report.import_torch is not None and report.import_torch.ok
     return {f.package or "": str(f.code) for f in report.findings if f.package in PACKAGES}
 
 
 PACKAGES = ("onnxruntime-gpu", "ctranslate2")
 
-SCRIPT = """
+#: The start of each script run in Wine below: ``k``, kernel32 with ``LoadLibraryExW`` declared.
+KERNEL32 = """
 import ctypes, json
 from ctypes import wintypes
 k = ctypes.WinDLL("kernel32", use_last_error=True)
 k.LoadLibraryExW.restype = wintypes.HMODULE
 k.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
-k.LoadLibraryA.restype = wintypes.HMODULE
+"""
+
+SCRIPT = (
+    KERNEL32
+    + """k.LoadLibraryA.restype = wintypes.HMODULE
 k.LoadLibraryA.argtypes = [ctypes.c_char_p]
 def outcome(handle):
     return 0 if handle else ctypes.get_last_error()
@@ -125,6 +137,7 @@ for order in ("alone", "registered", "after"):
     out["ct2_" + order] = by_name({name!r})
 print("TG-JSON " + json.dumps(out))
 """
+)
 
 
 def test_each_order_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
@@ -186,12 +199,9 @@ def test_each_order_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     assert [(r[1], r[3]) for r in rows] == [(r[2], True) for r in rows], real
 
 
-PRELOAD = """
-import ctypes, json, os
-from ctypes import wintypes
-k = ctypes.WinDLL("kernel32", use_last_error=True)
-k.LoadLibraryExW.restype = wintypes.HMODULE
-k.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
+PRELOAD = (
+    KERNEL32
+    + """import os
 def altered(path):
     return 0 if k.LoadLibraryExW(path, None, 0x8) else ctypes.get_last_error()
 out = {{"before": altered({provider!r})}}
@@ -201,6 +211,7 @@ for path in {preload!r}:  # what onnxruntime.preload_dlls() does with the files 
 out["preloaded"] = altered({provider!r})
 print("TG-JSON " + json.dumps(out))
 """
+)
 
 
 def test_preload_dlls_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
@@ -211,11 +222,7 @@ def test_preload_dlls_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     site = _site(wine_env.scenarios / "neighbours-preload" / "site-packages", CUBLAS, "2.4.1")
     nvidia = site / "nvidia" / "cublas" / "bin"
     write_tree(nvidia, {CUBLAS: _dll("cublasLt64_12.dll"), "cublasLt64_12.dll": _dll()})
-    system = offline_windows([str(site)], system32_dirs=[str(system32(tmp_path / "s32"))])
-    try:
-        report = analyze(system, cache=user_cache())
-    finally:
-        system.close()
+    report = _offline(site, tmp_path / "s32")
     (finding,) = [f for f in report.findings if f.package == "onnxruntime-gpu"]
     said = any(
         "the NVIDIA wheels' copies installed here by full path, and the provider then loads"
@@ -246,13 +253,9 @@ def test_preload_dlls_as_predicted(wine_env: WineEnv, tmp_path: Path) -> None:
     assert real == {"before": 126, "preloaded": 0}, real
 
 
-BINDING = """
-import ctypes, json
-from ctypes import wintypes
-k = ctypes.WinDLL("kernel32", use_last_error=True)
-k.LoadLibraryExW.restype = wintypes.HMODULE
-k.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
-k.GetModuleHandleW.restype = wintypes.HMODULE
+BINDING = (
+    KERNEL32
+    + """k.GetModuleHandleW.restype = wintypes.HMODULE
 k.GetModuleHandleW.argtypes = [wintypes.LPCWSTR]
 k.GetModuleFileNameW.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
 def path_of(name):
@@ -270,6 +273,7 @@ out["torch_graph_loaded"] = bool(k.GetModuleHandleW({torch_graph!r}))
 out["ops"] = path_of("cudnn_ops64_9.dll")
 print("TG-JSON " + json.dumps(out))
 """
+)
 
 
 def test_preloaded_cudnn_binds_torchs_sub_libraries_as_predicted(
@@ -309,11 +313,7 @@ def test_preloaded_cudnn_binds_torchs_sub_libraries_as_predicted(
         "onnxruntime/__init__.py": b"",
     }
     write_tree(site, companion("onnxruntime-gpu", "1.22.0", provider, {}))
-    system = offline_windows([str(site)], system32_dirs=[str(system32(tmp_path / "s32"))])
-    try:
-        report = analyze(system, cache=user_cache())
-    finally:
-        system.close()
+    report = _offline(site, tmp_path / "s32")
     said = [f for f in report.findings if "before `import torch`" in f.message]
     mixed = len(said) == 1 and "two cuDNN minors are mixed" in said[0].message
     preload = [

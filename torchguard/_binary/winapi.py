@@ -38,6 +38,17 @@ def _kernel32() -> "Any":
 def loaded_paths() -> "list[str] | None":
     """Every module of this process, in load order (the process image first); None when
     they cannot be listed."""
+    found = module_paths()
+    if found is None:
+        return None
+    paths = [path for path in found if path is not None]
+    return paths if len(paths) == len(found) else None
+
+
+def module_paths() -> "list[str | None] | None":
+    """Every module of this process, in load order (the process image first): its full path,
+    or None for one that cannot be named; None when they cannot be listed. Also what the live
+    analysis lists (:func:`torchguard._platforms.windows.live.loaded_paths`)."""
     if sys.platform != "win32":
         raise NotImplementedError(ONLY_WINDOWS)
     import ctypes
@@ -64,12 +75,11 @@ def loaded_paths() -> "list[str] | None":
         if needed.value <= ctypes.sizeof(modules):
             break
         count = needed.value // size + 16
-    found: list[str] = []
+    found: list[str | None] = []
     buffer = ctypes.create_unicode_buffer(32768)
     for handle in modules[: needed.value // size]:
-        if not handle or not kernel32.GetModuleFileNameW(handle, buffer, 32768):
-            return None
-        found.append(buffer.value)
+        named = handle and kernel32.GetModuleFileNameW(handle, buffer, 32768)
+        found.append(buffer.value if named else None)
     return found
 
 
@@ -95,16 +105,31 @@ def kmp_marker() -> bool:
     return bool(_kernel32().GetEnvironmentVariableW(name, buffer, 1024))
 
 
-def _values(key: "Any") -> "list[tuple[str, object, int]]":
+def values(key: "Any") -> "list[tuple[str, object, int]]":
+    """An open registry key's values as (name, data, type), in the registry's order."""
     if sys.platform != "win32":
         raise NotImplementedError(ONLY_WINDOWS)
     import winreg
 
+    return _listed(winreg.EnumValue, key)
+
+
+def subkeys(key: "Any") -> "list[str]":
+    """An open registry key's subkey names, in the registry's order."""
+    if sys.platform != "win32":
+        raise NotImplementedError(ONLY_WINDOWS)
+    import winreg
+
+    return _listed(winreg.EnumKey, key)
+
+
+def _listed(enum: "Any", key: "Any") -> "list[Any]":
+    """``enum(key, 0)``, ``enum(key, 1)``, ... until it raises OSError (no more items)."""
     found = []
     index = 0
     while True:
         try:
-            found.append(winreg.EnumValue(key, index))
+            found.append(enum(key, index))
         except OSError:
             return found
         index += 1
@@ -118,7 +143,7 @@ def known_dlls() -> "list[tuple[str, object, int]] | str":
 
     try:
         with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, KNOWN_DLLS) as key:
-            return sorted(_values(key), key=repr)
+            return sorted(values(key), key=repr)
     except OSError as exc:
         return f"unreadable {exc.errno}"
 
@@ -145,16 +170,10 @@ def display_adapters() -> "list[object] | str":
     found: list[object] = []
     try:
         with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, DISPLAY) as key:
-            index = 0
-            while True:
-                try:
-                    sub = winreg.EnumKey(key, index)
-                except OSError:
-                    break
-                index += 1
+            for sub in subkeys(key):
                 try:
                     with winreg.OpenKey(key, sub) as adapter:
-                        wanted = [v for v in _values(adapter) if v[0] in _ADAPTER_VALUES]
+                        wanted = [v for v in values(adapter) if v[0] in _ADAPTER_VALUES]
                 except OSError as exc:
                     wanted = [f"unreadable {exc.errno}"]
                 found.append((sub, sorted(wanted, key=repr)))

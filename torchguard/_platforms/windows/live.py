@@ -13,6 +13,7 @@ import sys
 import sysconfig
 from typing import IO
 
+from torchguard._binary import winapi
 from torchguard._binary.pe.machine import interpreter_machine
 from torchguard._facts.interpreter import torch_package_dir
 from torchguard._platforms.windows.gpus import DisplayAdapter
@@ -80,16 +81,9 @@ def known_dlls() -> frozenset[str]:
     import winreg
 
     names = {"ntdll.dll"}
-    path = r"SYSTEM\CurrentControlSet\Control\Session Manager\KnownDLLs"
     try:
-        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, path) as key:
-            index = 0
-            while True:
-                try:
-                    _, value, kind = winreg.EnumValue(key, index)
-                except OSError:
-                    break
-                index += 1
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, winapi.KNOWN_DLLS) as key:
+            for _, value, kind in winapi.values(key):
                 if (
                     kind == winreg.REG_SZ
                     and isinstance(value, str)
@@ -114,39 +108,8 @@ def loaded_modules(paths: tuple[str, ...] | None = None) -> dict[str, str]:
 
 def loaded_paths() -> tuple[str, ...]:
     """The full path of every module of this process, in load order (same names included)."""
-    if sys.platform != "win32":
-        raise NotImplementedError(_ONLY_WINDOWS)
-    import ctypes
-    from ctypes import wintypes
-
-    psapi = ctypes.WinDLL("psapi", use_last_error=True)
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
-    kernel32.GetModuleFileNameW.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
-    psapi.EnumProcessModules.argtypes = [
-        wintypes.HANDLE,
-        ctypes.POINTER(wintypes.HMODULE),
-        wintypes.DWORD,
-        ctypes.POINTER(wintypes.DWORD),
-    ]
-    process = kernel32.GetCurrentProcess()
-    count = 1024
-    while True:
-        modules = (wintypes.HMODULE * count)()
-        needed = wintypes.DWORD()
-        if not psapi.EnumProcessModules(
-            process, modules, ctypes.sizeof(modules), ctypes.byref(needed)
-        ):
-            return ()
-        if needed.value <= ctypes.sizeof(modules):
-            break
-        count = needed.value // ctypes.sizeof(wintypes.HMODULE) + 16
-    found: list[str] = []
-    buffer = ctypes.create_unicode_buffer(32768)
-    for handle in modules[: needed.value // ctypes.sizeof(wintypes.HMODULE)]:
-        if handle and kernel32.GetModuleFileNameW(handle, buffer, 32768):
-            found.append(buffer.value)
-    return tuple(found)
+    found = winapi.module_paths()
+    return () if found is None else tuple(path for path in found if path is not None)
 
 
 def kmp_started() -> str | None:
@@ -246,10 +209,6 @@ def _commit_or_none() -> tuple[int, int] | None:
         return None
 
 
-#: The display adapter device class; each numbered subkey is one installed adapter.
-_DISPLAY_CLASS = r"SYSTEM\CurrentControlSet\Control\Class\{4d36e968-e325-11ce-bfc1-08002be10318}"
-
-
 def display_adapters() -> tuple[DisplayAdapter, ...]:
     """The display adapters' driver descriptions and PCI hardware ids, from the registry.
 
@@ -261,14 +220,9 @@ def display_adapters() -> tuple[DisplayAdapter, ...]:
 
     found: list[DisplayAdapter] = []
     try:
-        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _DISPLAY_CLASS) as key:
-            index = 0
-            while True:
-                try:
-                    sub = winreg.EnumKey(key, index)
-                except OSError:
-                    break
-                index += 1
+        # the display adapter device class: each numbered subkey is one installed adapter
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, winapi.DISPLAY) as key:
+            for sub in winapi.subkeys(key):
                 if not sub.isdigit():
                     continue  # "Properties" and the like
                 try:
@@ -305,21 +259,16 @@ def _site_dirs() -> tuple[str, ...]:
     return tuple(seen.values())
 
 
-#: Smart App Control's state: 0 off, 1 on (enforcing), 2 evaluation (watching, not blocking).
-_SAC_KEY = r"SYSTEM\CurrentControlSet\Control\CI\Policy"
-_SAC_VALUE = "VerifiedAndReputablePolicyState"
-
-
 def smart_app_control() -> int | None:
-    """Smart App Control's state from the registry (None: not there, as before Windows 11
-    22H2, or unreadable)."""
+    """Smart App Control's state from the registry: 0 off, 1 on (enforcing), 2 evaluation
+    (watching, not blocking); None: not there, as before Windows 11 22H2, or unreadable."""
     if sys.platform != "win32":
         raise NotImplementedError(_ONLY_WINDOWS)
     import winreg
 
     try:
-        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _SAC_KEY) as key:
-            value, kind = winreg.QueryValueEx(key, _SAC_VALUE)
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, winapi.SAC[0]) as key:
+            value, kind = winreg.QueryValueEx(key, winapi.SAC[1])
     except OSError:
         return None
     return value if kind == winreg.REG_DWORD and isinstance(value, int) else None
