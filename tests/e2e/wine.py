@@ -1017,7 +1017,16 @@ def _ensure_prefix(loader: Path, server: Path, prefix: Path) -> bool:
         return False
     # Start Wine's own services now, away from any test's pipes: a service started later by a
     # test's process would inherit that process's output pipes and hold them open.
-    return _boot(loader, server, prefix, log)
+    try:
+        return _boot(loader, server, prefix, log)
+    except WineError as exc:
+        # A prefix that no longer boots (a registry written half when its server was killed,
+        # say) is a cache entry gone bad: made anew, as on a fresh machine (about a minute, then
+        # Windows CPython again, whose marker lives inside it, and the pristine tree).
+        _log(f"{exc}\nmaking the Wine prefix anew")
+        _append(log, f"# {time.strftime('%Y-%m-%d %H:%M:%S')} the prefix is made anew\n")
+        marker.unlink(missing_ok=True)
+        return _ensure_prefix(loader, server, prefix)  # marker gone: creates, never recurses
 
 
 _WARMUP: Final = (
