@@ -45,13 +45,14 @@ def site_with(
     torch_version: str = "2.5.1",
     release: str = "1.22.0",
     init: bytes = b"",
+    cuda_major: int = 12,
 ) -> Path:
     ours = cudnn_set((9, 1, 0, 70), ("cudnnGraphA", "cudnnGraphB"))
     extra = {f"torch/lib/{name}": data for name, data in ours.items()}
     site = FakeTorch(version=torch_version, cuda="12.4", extra=extra).write(tmp_path / "site")
     theirs = cudnn_set((9, 10, 2, 21), wheel_graph)
     write_tree(site, {f"{BIN}/{name}": data for name, data in theirs.items()})
-    provider = build_pe(["cudnn64_9.dll", "cublas64_12.dll", *KERNEL])
+    provider = build_pe(["cudnn64_9.dll", f"cublas64_{cuda_major}.dll", *KERNEL])
     files = {
         "onnxruntime/capi/onnxruntime_providers_cuda.dll": provider,
         "onnxruntime/__init__.py": init,
@@ -86,6 +87,19 @@ def test_only_another_version_is_a_warning_that_minors_are_mixed(tmp_path: Path)
     assert finding.missing == GRAPH  # torch's sub-library bound it to the wheel's copy
     assert finding.path is not None and "nvidia" in finding.path
     assert "torch ships cuDNN 9.1.0, the NVIDIA wheel loaded first is 9.10.2" in finding.message
+
+
+@pytest.mark.parametrize(("release", "cuda_major"), [("1.22.0", 12), ("1.24.1", 13)])
+def test_the_cudnn_wheel_to_pin_is_the_one_built_for_the_providers_cuda(
+    tmp_path: Path, release: str, cuda_major: int
+) -> None:
+    """The wheel in ``nvidia\\cudnn\\bin`` is the provider's CUDA major's (onnxruntime-gpu for
+    CUDA 13 brings ``nvidia-cudnn-cu13``): the pin to torch's cuDNN build names that one."""
+    site = site_with(tmp_path, ("cudnnGraphA",), release=release, cuda_major=cuda_major)
+    (finding,) = preload_findings(site)
+    commands = [command for hint in finding.hints for command in hint.commands]
+    pins = [command for command in commands if "nvidia-cudnn-cu" in command]
+    assert len(pins) == 1 and f'"nvidia-cudnn-cu{cuda_major}==9.1.0.70"' in pins[0]
 
 
 def test_before_1_21_there_is_no_preload_to_replay(tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ def _hints(first: WheelsFirst, hints: HintContext) -> tuple[RepairHint, ...]:
         found.append(
             RepairHint(
                 "or install the NVIDIA cuDNN wheel of torch's own cuDNN build, so both are one",
-                (hints.pip("install", f'"nvidia-cudnn-cu12=={pin}"'),),
+                (hints.pip("install", f'"nvidia-cudnn-cu{first.cuda_major}=={pin}"'),),
             )
         )
     return tuple(found)

@@ -118,6 +118,9 @@ class WheelsFirst:
     torch_lib: str
     wheel_dir: str
     """``nvidia\\cudnn\\bin`` of the NVIDIA wheel."""
+    cuda_major: int
+    """The provider's CUDA major: the NVIDIA cuDNN wheel in ``wheel_dir`` is the one built for it
+    (``nvidia-cudnn-cu12``, ``nvidia-cudnn-cu13``)."""
 
 
 def find_neighbours(tree: WinTree, dists: Sequence[InstalledDist]) -> list[Neighbour]:
@@ -266,7 +269,14 @@ def replay_neighbours(
         wheels_first = None
         if entries and import_torch is not None and torch_lib is not None:
             wheels_first = torch_after_wheels(
-                system, process, neighbour, entries, torch_lib, directory is None, import_torch
+                system,
+                process,
+                neighbour,
+                entries,
+                major,
+                torch_lib,
+                directory is None,
+                import_torch,
             )
         replays.append(
             NeighbourReplay(
@@ -286,6 +296,7 @@ def torch_after_wheels(
     process: LoaderModel,
     neighbour: Neighbour,
     entries: Sequence[Entry],
+    cuda_major: int,
     torch_lib: str,
     default_too: bool,
     import_torch: Callable[[LoaderModel], ImportSimulation],
@@ -309,6 +320,7 @@ def torch_after_wheels(
         cudnn_version(tree, wheel_dir),
         torch_lib,
         wheel_dir,
+        cuda_major,
     )
 
 
