@@ -160,14 +160,10 @@ def preload(path: str) -> None:
     """Load ``path`` by full path now (its own folder first for its imports); raises OSError."""
     if sys.platform != "win32":
         raise NotImplementedError(_ONLY_WINDOWS)
-    import ctypes
-    from ctypes import wintypes
+    if not winapi.preload(path):  # the memo's replay makes the same call
+        import ctypes
 
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-    kernel32.LoadLibraryExW.argtypes = [wintypes.LPCWSTR, wintypes.HANDLE, wintypes.DWORD]
-    kernel32.LoadLibraryExW.restype = wintypes.HMODULE
-    if not kernel32.LoadLibraryExW(path, None, 0x1100):
-        raise ctypes.WinError(ctypes.get_last_error())
+        raise ctypes.WinError(ctypes.get_last_error())  # winapi's kernel32 keeps it
 
 
 def commit_status() -> tuple[int, int]:
