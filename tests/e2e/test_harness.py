@@ -305,3 +305,32 @@ def test_a_new_prefix_that_will_not_boot_is_an_error_not_a_loop(
     with pytest.raises(WineError, match="wineboot -i failed"):
         wine._ensure_prefix(Path("wine64"), Path("wineserver"), tmp_path / "prefix")
     assert boots == [("-i",)]
+
+
+def test_hangs_that_use_up_the_budget_are_not_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``wineboot -i`` that hangs for its whole timeout each time would otherwise cost five
+    timeouts: no try begins once the tries and pauses passed :data:`wine._BOOT_BUDGET`."""
+    import wine
+
+    clock = [1000.0]
+    boots: list[int] = []
+
+    def hung(*_: object) -> None:
+        boots.append(1)
+        clock[0] += wine._WINEBOOT_TIMEOUT  # as long as _run_logged waits before giving up
+
+    alive: list[int] = []
+    monkeypatch.setattr(wine, "_server_pids", lambda _: list(alive))
+    monkeypatch.setattr(wine, "_start_server", lambda *_: alive.append(1))
+    monkeypatch.setattr(wine, "_kill_server", lambda *_: alive.clear())
+    monkeypatch.setattr(wine, "_wineboot", hung)
+    monkeypatch.setattr("wine.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("wine.time.sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    log = tmp_path / "wine.log"
+    with pytest.raises(WineError, match="wineboot -i failed 1 times"):
+        wine._boot(Path("wine64"), Path("wineserver"), tmp_path / "prefix", log, "-i")
+    assert len(boots) == 1 < wine._BOOT_ATTEMPTS
+    assert wine._WINEBOOT_TIMEOUT + wine._BOOT_PAUSE > wine._BOOT_BUDGET  # what this case needs
+    assert f"attempt 1/{wine._BOOT_ATTEMPTS}: hung" in log.read_text(encoding="utf-8")

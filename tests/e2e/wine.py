@@ -139,6 +139,8 @@ _SERVER_TIMEOUT: Final = 60.0
 _BOOT_ATTEMPTS: Final = 5
 #: Seconds before the second ``wineboot``; each later one waits that much longer than the last.
 _BOOT_PAUSE: Final = 5.0
+#: No further try once this many seconds went on tries and pauses (hangs count in full).
+_BOOT_BUDGET: Final = 600.0
 _WARMUP_TIMEOUT: Final = 600.0
 _LEGACY_SCENARIO_AGE: Final = 3600.0
 #: The longest wait for a lock another process holds: above a first provisioning's (Wine,
@@ -951,12 +953,16 @@ def _boot(loader: Path, server: Path, prefix: Path, log: Path, *flags: str) -> b
     ``wineboot`` has failed at once, printing nothing, on an unchanged prefix that booted before
     and after (CI, seconds after the previous session's processes were ended); and it hangs when
     its server is killed under it. Neither is a fact about the prefix, so the server is started
-    afresh and ``wineboot`` run again after a pause, :data:`_BOOT_ATTEMPTS` times in all, each
-    attempt written to ``log`` with its time, status and the servers alive.
+    afresh and ``wineboot`` run again after a pause, :data:`_BOOT_ATTEMPTS` times in all and
+    none begun after :data:`_BOOT_BUDGET` seconds, each attempt written to ``log`` with its
+    time, status and the servers alive.
     """
     command = " ".join(["wineboot", *flags])
     started = False
+    began = time.monotonic()
+    tries = 0
     for attempt in range(1, _BOOT_ATTEMPTS + 1):
+        tries = attempt
         status: int | str | None
         try:
             if not _server_pids(prefix):
@@ -977,9 +983,11 @@ def _boot(loader: Path, server: Path, prefix: Path, log: Path, *flags: str) -> b
         if started:
             _kill_server(server, prefix)
             started = False
-        if attempt < _BOOT_ATTEMPTS:
-            time.sleep(_BOOT_PAUSE * attempt)
-    msg = f"{command} failed {_BOOT_ATTEMPTS} times (log: {log}); its last lines:\n{_log_tail(log)}"
+        pause = _BOOT_PAUSE * attempt
+        if attempt == _BOOT_ATTEMPTS or time.monotonic() - began + pause > _BOOT_BUDGET:
+            break
+        time.sleep(pause)
+    msg = f"{command} failed {tries} times (log: {log}); its last lines:\n{_log_tail(log)}"
     raise WineError(msg)
 
 
